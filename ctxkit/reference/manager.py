@@ -1,0 +1,386 @@
+"""The reference context manager: stores everything, returns views that fit, never destroys.
+
+It follows the Amplifier context contract (``add_message``, ``get_messages_for_request``,
+``get_messages``, ``set_messages``, ``clear``, all async) and plans views in units, so a tool
+call and its results can never be split. See :mod:`ctxkit.reference.planner` for how and when
+it compacts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ctxkit import events
+from ctxkit.events import EventBus
+from ctxkit.messages import copy_message
+from ctxkit.reference.planner import Planner, Settings, ViewPlan
+from ctxkit.reference.store import History
+from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
+from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
+from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
+
+__all__ = ["ConfigError", "ContextBudgetExceeded", "ReferenceContextManager"]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range or unknown."""
+
+
+class ContextBudgetExceeded(RuntimeError):
+    """Even the content that must stay (pinned) does not fit the budget."""
+
+    def __init__(self, *, budget: int, tokens: int, messages: int) -> None:
+        self.budget = budget
+        self.tokens = tokens
+        self.messages = messages
+        super().__init__(
+            f"the pinned content alone needs {tokens} tokens in {messages} messages, over the "
+            f"budget of {budget} by {tokens - budget}: system messages, the newest user "
+            "message and the newest unit always stay. Raise the budget, shorten them, or "
+            "pass on_overflow='best_effort' to get the over-budget view anyway."
+        )
+
+
+def _ratio(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{name} must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _positive(name: str, value: Any, *, zero_ok: bool = False) -> int:
+    low = 0 if zero_ok else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+class ReferenceContextManager:
+    """A context manager that is correct by construction, exact, and observable.
+
+    Parameters (all keyword-only; the same names are the ``mount()`` config keys):
+
+    max_tokens: budget when a request names none and no provider tells one.
+    compact_threshold: compact when a view would pass this share of the budget.
+    target_ratio: a compaction brings the view down to this share of the budget.
+    strategies: any of ``truncate_outputs``, ``truncate``, ``importance``, ``summarize``,
+        applied in that order (see :data:`~ctxkit.reference.strategies.STRATEGIES`).
+    encoding: ``o200k_base`` or ``cl100k_base``.
+    tool_output_head_lines, tool_output_tail_lines, tool_output_max_bytes: how long tool
+        outputs are shortened in a compacted view.
+    summarizer: async callable ``(messages) -> str``; default: an offline extractive one.
+    summary_max_tokens: a summary is clipped to this many tokens.
+    summary_role: the role of the summary message (``user`` suits both providers).
+    safety_margin: tokens kept free when the budget comes from a provider.
+    hard_limit_ratio: where usage snapshots put the hard limit (for "turns left").
+    on_overflow: ``raise`` :class:`ContextBudgetExceeded` when pinned content cannot fit, or
+        ``best_effort`` to return the smallest view anyway (with a ``ctxkit:budget_exceeded``
+        event).
+    conversation_id: carried in every event; a random one by default.
+    hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
+
+    Example::
+
+        manager = ReferenceContextManager(max_tokens=8_000)
+        await manager.add_message({"role": "user", "content": "hi"})
+        view = await manager.get_messages_for_request()
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int = 128_000,
+        compact_threshold: float = 0.7,
+        target_ratio: float = 0.5,
+        strategies: Sequence[str] = ("truncate_outputs", "truncate"),
+        encoding: str = DEFAULT_ENCODING,
+        tool_output_head_lines: int = 128,
+        tool_output_tail_lines: int = 128,
+        tool_output_max_bytes: int = 10 * 1024,
+        summarizer: Summarizer | None = None,
+        summary_max_tokens: int = 1_000,
+        summary_role: str = "user",
+        safety_margin: int = 0,
+        hard_limit_ratio: float = 0.95,
+        on_overflow: Literal["raise", "best_effort"] = "raise",
+        conversation_id: str | None = None,
+        hooks: Any = None,
+        bus: EventBus | None = None,
+    ) -> None:
+        threshold = _ratio("compact_threshold", compact_threshold)
+        target = _ratio("target_ratio", target_ratio)
+        if target > threshold:
+            raise ConfigError(
+                f"target_ratio ({target}) must not exceed compact_threshold ({threshold})"
+            )
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        unknown = [s for s in strategies if s not in STRATEGIES]
+        if unknown:
+            raise ConfigError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+        if on_overflow not in ("raise", "best_effort"):
+            raise ConfigError(f"on_overflow must be 'raise' or 'best_effort', got {on_overflow!r}")
+        if summary_role not in ("user", "assistant", "system"):
+            raise ConfigError(f"summary_role must be user, assistant or system: {summary_role!r}")
+        self.max_tokens = _positive("max_tokens", max_tokens)
+        self.safety_margin = _positive("safety_margin", safety_margin, zero_ok=True)
+        self.hard_limit_ratio = _ratio("hard_limit_ratio", hard_limit_ratio)
+        self.on_overflow = on_overflow
+        self.conversation_id = conversation_id or uuid.uuid4().hex[:12]
+        self.settings = Settings(
+            compact_threshold=threshold,
+            target_ratio=target,
+            strategies=tuple(s for s in STRATEGIES if s in strategies),
+            head_lines=_positive("tool_output_head_lines", tool_output_head_lines, zero_ok=True),
+            tail_lines=_positive("tool_output_tail_lines", tool_output_tail_lines, zero_ok=True),
+            max_bytes=_positive("tool_output_max_bytes", tool_output_max_bytes),
+            summary_max_tokens=_positive("summary_max_tokens", summary_max_tokens),
+            summary_role=summary_role,
+        )
+        self.counter = TokenCounter(encoding)
+        self.bus = bus or EventBus()
+        self._history = History(self.counter)
+        self._planner = Planner(self._history, self.settings, summarizer or extractive_summary)
+        self._turns = TurnTracker()
+        self._last_view: ViewStats | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        if hooks is not None:
+            self.bus.subscribe(_forward_to_hooks(hooks))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None, **extra: Any) -> ReferenceContextManager:
+        """Build from a config mapping (the ``mount()`` config), rejecting unknown keys."""
+        config = dict(config or {})
+        allowed = set(inspect.signature(cls.__init__).parameters) - {"self", "hooks", "bus"}
+        unknown = sorted(set(config) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"unknown config keys {unknown}; known keys: {', '.join(sorted(allowed))}"
+            )
+        return cls(**config, **extra)
+
+    # -- the contract ------------------------------------------------------------------------
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        """Store a message. Raises :class:`~ctxkit.messages.InvalidMessage`, storing nothing,
+        if it is not a valid message in either shape."""
+        self._history.append(message)
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        """Every message as added, in order (a copy)."""
+        return [copy_message(m) for m in self._history.messages]
+
+    async def set_messages(self, messages: list[dict[str, Any]]) -> None:
+        """Replace the whole history (all or nothing)."""
+        self._history.replace(messages)
+        self._last_view = None
+        self._turns.reset()
+
+    async def clear(self) -> None:
+        """Forget everything: history, plans, usage."""
+        self._history.clear()
+        self._last_view = None
+        self._turns.reset()
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict[str, Any]]:
+        """A new list of messages that fits the budget, compacting if needed.
+
+        Budget: ``token_budget``, else the provider's ``context_window - max_output_tokens -
+        safety_margin``, else ``max_tokens``. Stored history never changes.
+        """
+        budget = await self._resolve_budget(token_budget, provider)
+        async with self._lock():
+            started = time.perf_counter()
+            plan = self._planner.plan_for(budget)
+            compacted = False
+            if self._planner.over_threshold(plan):
+                compacted = await self._compact(plan)
+            view, stats = self._render(plan)
+            if stats.tokens > budget:
+                await self._overflow(stats)
+            self._last_view = stats
+            await self._publish(
+                events.VIEW,
+                message_count=stats.messages,
+                token_count=stats.tokens,
+                budget=budget,
+                history_messages=len(self._history),
+                history_tokens=self._history.tokens,
+                compacted=compacted,
+                breakdown=dict(stats.breakdown),
+                duration_s=time.perf_counter() - started,
+            )
+            return view
+
+    # -- beyond the contract -----------------------------------------------------------------
+
+    def record_usage(self, input_tokens: int, output_tokens: int) -> None:
+        """Record the provider's real usage for the turn just made (for turn-size estimates)."""
+        self._turns.record(input_tokens, output_tokens, self._history.tokens)
+
+    def usage(self) -> dict[str, Any]:
+        """A JSON-ready snapshot: tokens, budget, ratio, thresholds, breakdown, turns left."""
+        stats = self._last_view or ViewStats(
+            budget=self.max_tokens,
+            tokens=self._history.tokens,
+            messages=len(self._history),
+            breakdown={},
+            kinds={},
+            compactions=0,
+        )
+        return usage_snapshot(
+            stats=stats,
+            tracker=self._turns,
+            history_messages=len(self._history),
+            history_tokens=self._history.tokens,
+            compact_threshold=self.settings.compact_threshold,
+            hard_limit_ratio=self.hard_limit_ratio,
+            encoding=self.counter.encoding,
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    async def _resolve_budget(self, token_budget: int | None, provider: Any) -> int:
+        if token_budget is not None:
+            if isinstance(token_budget, bool) or not isinstance(token_budget, int):
+                raise TypeError(f"token_budget must be an int, got {token_budget!r}")
+            if token_budget <= 0:
+                raise ValueError(f"token_budget must be positive, got {token_budget}")
+            return token_budget
+        if provider is not None:
+            budget = await _provider_budget(provider, self.safety_margin)
+            if budget is not None:
+                return budget
+        return self.max_tokens
+
+    async def _compact(self, plan: ViewPlan) -> bool:
+        compaction = self._planner.decide(plan)
+        if compaction is None:
+            return False
+        strategy = "+".join(self.settings.strategies)
+        await self._publish(
+            events.PRE_COMPACT,
+            message_count=compaction.messages_before,
+            token_count=compaction.tokens_before,
+            budget=plan.budget,
+            strategy=strategy,
+        )
+        started = time.perf_counter()
+        had_summary = plan.summary
+        await self._planner.apply(plan, compaction)
+        duration = time.perf_counter() - started
+        if plan.summary is not None and plan.summary is not had_summary:
+            await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
+        tokens = plan.request_tokens
+        await self._publish(
+            events.POST_COMPACT,
+            message_count=self._planner.message_count(plan),
+            token_count=tokens,
+            budget=plan.budget,
+            strategy=strategy,
+            tokens_before=compaction.tokens_before,
+            tokens_saved=compaction.tokens_before - tokens,
+            duration_s=duration,
+            units_dropped=len(compaction.drop),
+            units_truncated=len(compaction.shorten),
+            units_summarized=len(compaction.drop) if plan.summary is not had_summary else 0,
+        )
+        return True
+
+    def _render(self, plan: ViewPlan) -> tuple[list[dict[str, Any]], ViewStats]:
+        view = []
+        breakdown: dict[str, int] = {}
+        kinds = {"kept": 0, "shortened": 0, "summary": 0}
+        for kind, _index, message, cost in self._planner.entries(plan):
+            view.append(copy_message(message))
+            kinds[kind] += 1
+            if kind == "summary":
+                breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
+                continue
+            for category, tokens in cost.parts:
+                breakdown[category] = breakdown.get(category, 0) + tokens
+        stats = ViewStats(
+            budget=plan.budget,
+            tokens=plan.request_tokens,
+            messages=len(view),
+            breakdown=breakdown,
+            kinds=kinds,
+            compactions=plan.compactions,
+        )
+        return view, stats
+
+    async def _overflow(self, stats: ViewStats) -> None:
+        raised = self.on_overflow == "raise"
+        await self._publish(
+            events.BUDGET_EXCEEDED,
+            budget=stats.budget,
+            pinned_tokens=stats.tokens,
+            raised=raised,
+        )
+        if raised:
+            raise ContextBudgetExceeded(
+                budget=stats.budget, tokens=stats.tokens, messages=stats.messages
+            )
+        log.warning(
+            "best-effort view of %d tokens exceeds the budget of %d", stats.tokens, stats.budget
+        )
+
+    async def _publish(self, name: str, **data: Any) -> None:
+        data["conversation_id"] = self.conversation_id
+        await self.bus.publish(name, data)
+
+
+async def _provider_budget(provider: Any, default_margin: int) -> int | None:
+    """``context_window - max_output_tokens - safety_margin`` from ``provider.get_info()``."""
+    get_info = getattr(provider, "get_info", None)
+    if get_info is None:
+        return None
+    info = get_info()
+    if inspect.isawaitable(info):
+        info = await info
+    if isinstance(info, Mapping):
+        defaults = info.get("defaults")
+    else:
+        defaults = getattr(info, "defaults", None)
+    if not isinstance(defaults, Mapping) or defaults.get("context_window") is None:
+        return None
+    window = defaults["context_window"]
+    output = defaults.get("max_output_tokens") or 0
+    margin = defaults.get("safety_margin", default_margin) or 0
+    budget = window - output - margin
+    if not isinstance(budget, int) or budget <= 0:
+        raise ValueError(
+            f"provider budget {window} - {output} - {margin} = {budget} is not a positive integer"
+        )
+    return budget
+
+
+def _forward_to_hooks(hooks: Any) -> Any:
+    """A bus subscriber passing the contract's ``context:*`` events to Amplifier hooks."""
+
+    async def forward(event: events.Event) -> None:
+        if event.name.startswith("context:"):
+            result = hooks.emit(event.name, dict(event.data))
+            if inspect.isawaitable(result):
+                await result
+
+    return forward

@@ -1,0 +1,312 @@
+"""Plans views in whole units, and compacts them with hysteresis.
+
+A view grows with the history until it would pass ``compact_threshold x budget``; then one
+compaction brings it down to ``target_ratio x budget`` and the view grows again from there.
+Between compactions the start of the view stays the same, so repeated requests share a
+prompt-cache prefix and a summary is made once per compaction, not once per request.
+
+Work per request follows the new units and the view, never the whole history: the plan keeps
+the list of units in the view and a running token total, and only looks at units added since.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.messages import Unit, copy_message
+from ctxkit.reference.store import History
+from ctxkit.reference.strategies import (
+    Summarizer,
+    importance_score,
+    shorten_output,
+)
+from ctxkit.tokens import REPLY_PRIMING, MessageCost
+
+__all__ = ["Compaction", "Planner", "Settings", "ViewPlan"]
+
+Entry = tuple[str, int | None, dict[str, Any], MessageCost]
+
+_PLANS_KEPT = 8
+"""How many budgets keep a plan at once; a ninth budget evicts the least recently used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The planner's share of the manager's configuration (validated by the manager)."""
+
+    compact_threshold: float = 0.7
+    target_ratio: float = 0.5
+    strategies: tuple[str, ...] = ("truncate_outputs", "truncate")
+    head_lines: int = 128
+    tail_lines: int = 128
+    max_bytes: int = 10 * 1024
+    summary_max_tokens: int = 1_000
+    summary_role: str = "user"
+
+
+@dataclass(slots=True)
+class ViewPlan:
+    """What the view for one budget holds: unit indices, shortened units, the summary."""
+
+    budget: int
+    generation: int
+    scanned: int = 0
+    kept: list[int] = field(default_factory=list)
+    short: set[int] = field(default_factory=set)
+    tokens: int = 0
+    """Sum of the costs of the view's messages (without the request's reply priming)."""
+    summary: dict[str, Any] | None = None
+    summary_cost: MessageCost | None = None
+    summarized_units: int = 0
+    skipped_units: int = 0
+    compactions: int = 0
+
+    @property
+    def request_tokens(self) -> int:
+        """Tokens of the request this view makes: messages plus reply priming."""
+        return self.tokens + REPLY_PRIMING if self.kept or self.summary else 0
+
+
+@dataclass(slots=True)
+class Compaction:
+    """One decided compaction, before it is applied."""
+
+    shorten: list[int]
+    drop: list[int]
+    tokens_before: int
+    messages_before: int
+
+
+class Planner:
+    """Keeps one :class:`ViewPlan` per budget over a :class:`History` and renders views."""
+
+    def __init__(self, history: History, settings: Settings, summarizer: Summarizer) -> None:
+        self.history = history
+        self.settings = settings
+        self.summarizer = summarizer
+        self._plans: OrderedDict[int, ViewPlan] = OrderedDict()
+        self._short: dict[int, tuple[dict[str, Any], MessageCost] | None] = {}
+        self._short_generation = history.generation
+
+    # -- plans -------------------------------------------------------------------------------
+
+    def plan_for(self, budget: int) -> ViewPlan:
+        """The plan for this budget, brought up to date with the history."""
+        generation = self.history.generation
+        if self._short_generation != generation:
+            self._short.clear()
+            self._short_generation = generation
+        plan = self._plans.get(budget)
+        if plan is None or plan.generation != generation:
+            plan = ViewPlan(budget=budget, generation=generation)
+            self._plans[budget] = plan
+            while len(self._plans) > _PLANS_KEPT:
+                self._plans.popitem(last=False)
+        self._plans.move_to_end(budget)
+        self._extend(plan)
+        return plan
+
+    def _extend(self, plan: ViewPlan) -> None:
+        units = self.history.units
+        for index in range(plan.scanned, len(units)):
+            unit = units[index]
+            if unit.status == "pending":
+                break  # a call still waiting for results; look again next time
+            plan.scanned = index + 1
+            if unit.status == "broken":
+                plan.skipped_units += 1
+                continue
+            plan.kept.append(index)
+            plan.tokens += self.history.unit_cost(unit)
+
+    def over_threshold(self, plan: ViewPlan) -> bool:
+        return plan.request_tokens > self.settings.compact_threshold * plan.budget
+
+    # -- costs -------------------------------------------------------------------------------
+
+    def _shortened(self, index: int) -> tuple[dict[str, Any], MessageCost] | None:
+        """The shortened form of message ``index`` and its cost, or None if it is not long."""
+        if index not in self._short:
+            message = self.history.messages[index]
+            settings = self.settings
+            short = None
+            if self.history.infos[index].result_ids:
+                short = shorten_output(
+                    message,
+                    head_lines=settings.head_lines,
+                    tail_lines=settings.tail_lines,
+                    max_bytes=settings.max_bytes,
+                )
+            self._short[index] = (
+                None if short is None else (short, self.history.counter.message_cost(short))
+            )
+        return self._short[index]
+
+    def _message_cost(self, index: int, short: bool) -> MessageCost:
+        if short:
+            shortened = self._shortened(index)
+            if shortened is not None:
+                return shortened[1]
+        return self.history.costs[index]
+
+    def unit_cost(self, unit_index: int, short: bool) -> int:
+        unit = self.history.units[unit_index]
+        return sum(self._message_cost(i, short).total for i in range(unit.start, unit.stop))
+
+    # -- compaction --------------------------------------------------------------------------
+
+    def _pinned(self, plan: ViewPlan) -> set[int]:
+        """System units, units marked ``metadata.pin``, the newest user turn, the newest unit."""
+        history = self.history
+        units = history.units
+        pinned: set[int] = set()
+        newest_user_found = False
+        for unit_index in reversed(plan.kept):
+            unit = units[unit_index]
+            infos = history.infos[unit.start : unit.stop]
+            if infos[0].role in ("system", "developer"):
+                pinned.add(unit_index)
+            elif not newest_user_found and any(info.user_turn for info in infos):
+                pinned.add(unit_index)
+                newest_user_found = True
+            elif any(_pinned_by_metadata(m) for m in history.messages[unit.start : unit.stop]):
+                pinned.add(unit_index)
+        if plan.kept:
+            pinned.add(plan.kept[-1])
+        return pinned
+
+    def decide(self, plan: ViewPlan) -> Compaction | None:
+        """Which units to shorten and which to drop; None when nothing can be gained."""
+        settings = self.settings
+        strategies = settings.strategies
+        goal = settings.target_ratio * plan.budget
+        tokens = plan.request_tokens
+        kept = plan.kept
+        shorten: list[int] = []
+        if "truncate_outputs" in strategies:
+            for unit_index in kept[:-1]:
+                if unit_index in plan.short:
+                    continue
+                saving = self.unit_cost(unit_index, False) - self.unit_cost(unit_index, True)
+                if saving > 0:
+                    shorten.append(unit_index)
+                    tokens -= saving
+        short = plan.short.union(shorten)
+        drop: list[int] = []
+        dropping = {"truncate", "importance", "summarize"} & set(strategies)
+        if tokens > goal and dropping:
+            pinned = self._pinned(plan)
+            candidates = [u for u in kept if u not in pinned]
+            if "importance" in strategies:
+                candidates = self._by_importance(candidates, kept)
+            reserve = 0
+            if "summarize" in strategies:
+                reserve = self.summary_cap(plan.budget) + 8
+                tokens -= plan.summary_cost.total if plan.summary_cost else 0
+            for unit_index in candidates:
+                if tokens + reserve <= goal:
+                    break
+                drop.append(unit_index)
+                tokens -= self.unit_cost(unit_index, unit_index in short)
+        if kept and "truncate_outputs" in strategies and tokens > plan.budget:
+            newest = kept[-1]
+            if newest not in short and self.unit_cost(newest, True) < self.unit_cost(newest, False):
+                shorten.append(newest)  # it cannot fit whole: better shortened than refused
+        if not shorten and not drop:
+            return None
+        return Compaction(
+            shorten=shorten,
+            drop=drop,
+            tokens_before=plan.request_tokens,
+            messages_before=self.message_count(plan),
+        )
+
+    def _by_importance(self, candidates: list[int], kept: list[int]) -> list[int]:
+        """Candidates, least important first; ties go to the older."""
+        history = self.history
+        units = history.units
+        span = max(1, len(kept) - 1)
+        position = {unit_index: i for i, unit_index in enumerate(kept)}
+
+        def score(unit_index: int) -> tuple[float, int]:
+            unit = units[unit_index]
+            value = importance_score(
+                history.messages[unit.start : unit.stop],
+                history.infos[unit.start : unit.stop],
+                position[unit_index] / span,
+            )
+            return value, position[unit_index]
+
+        return sorted(candidates, key=score)
+
+    def summary_cap(self, budget: int) -> int:
+        """Most tokens a summary may take: ``summary_max_tokens``, and never over a tenth of
+        the budget, so a small budget is not eaten by its own summary."""
+        return min(self.settings.summary_max_tokens, max(16, budget // 10))
+
+    async def apply(self, plan: ViewPlan, compaction: Compaction) -> None:
+        """Carry out a decided compaction: shorten, drop, and summarize what was dropped."""
+        plan.short.update(compaction.shorten)
+        dropped = set(compaction.drop)
+        plan.kept = [u for u in plan.kept if u not in dropped]
+        if dropped and "summarize" in self.settings.strategies:
+            inputs = [plan.summary] if plan.summary else []
+            for unit_index in sorted(compaction.drop):
+                inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
+            text = await self.summarizer([copy_message(m) for m in inputs])
+            counter = self.history.counter
+            text = counter.clip(str(text), self.summary_cap(plan.budget))
+            plan.summary = {"role": self.settings.summary_role, "content": text}
+            plan.summary_cost = counter.message_cost(plan.summary)
+            plan.summarized_units += len(dropped)
+        plan.compactions += 1
+        plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
+        if plan.summary_cost is not None:
+            plan.tokens += plan.summary_cost.total
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def _unit_messages(self, unit_index: int, short: bool) -> Iterator[dict[str, Any]]:
+        unit: Unit = self.history.units[unit_index]
+        for index in range(unit.start, unit.stop):
+            shortened = self._shortened(index) if short else None
+            yield shortened[0] if shortened else self.history.messages[index]
+
+    def message_count(self, plan: ViewPlan) -> int:
+        units = self.history.units
+        count = sum(len(units[u]) for u in plan.kept)
+        return count + (1 if plan.summary else 0)
+
+    def entries(self, plan: ViewPlan) -> Iterator[Entry]:
+        """The view in order as ``(kind, history index, message, cost)``, uncopied.
+
+        ``kind`` is ``kept``, ``shortened`` or ``summary`` (history index None). The summary
+        goes right after the leading system messages.
+        """
+        history = self.history
+        units = history.units
+        summary: Entry | None = None
+        if plan.summary is not None and plan.summary_cost is not None:
+            summary = ("summary", None, plan.summary, plan.summary_cost)
+        for unit_index in plan.kept:
+            unit = units[unit_index]
+            if summary and history.infos[unit.start].role not in ("system", "developer"):
+                yield summary
+                summary = None
+            short = unit_index in plan.short
+            for index in range(unit.start, unit.stop):
+                shortened = self._shortened(index) if short else None
+                if shortened is not None:
+                    yield "shortened", index, shortened[0], shortened[1]
+                else:
+                    yield "kept", index, history.messages[index], history.costs[index]
+        if summary:
+            yield summary
+
+
+def _pinned_by_metadata(message: dict[str, Any]) -> bool:
+    metadata = message.get("metadata")
+    return isinstance(metadata, dict) and bool(metadata.get("pin"))

@@ -1,0 +1,219 @@
+"""The pieces a compaction is made of: shortening tool outputs, scoring units, summarizing.
+
+Each works on messages and returns new ones; none touches stored history.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ctxkit.messages import MessageInfo, text_of
+
+__all__ = [
+    "STRATEGIES",
+    "Summarizer",
+    "extractive_summary",
+    "importance_score",
+    "shorten_output",
+    "shorten_text",
+]
+
+STRATEGIES = ("truncate_outputs", "truncate", "importance", "summarize")
+"""Strategy names, in the order a compaction applies them:
+
+1. ``truncate_outputs``: shorten long tool outputs to head + tail (every unit but the newest);
+2. ``truncate`` drops the oldest unpinned units, or ``importance`` drops the lowest-scored;
+3. ``summarize``: the dropped units are replaced by one summary message (oldest-first dropping
+   unless ``importance`` is also chosen).
+"""
+
+Summarizer = Callable[[list[dict[str, Any]]], Awaitable[str]]
+"""An async callable turning messages (an earlier summary first, if any) into summary text."""
+
+_ERROR_PATTERN = re.compile(r"Traceback|\bError\b|\w+Error\b|\bFAILED\b|\bException\b|\bfatal\b")
+
+
+def shorten_text(text: str, *, head_lines: int, tail_lines: int, max_bytes: int) -> str | None:
+    """Head + tail of a long text with a marker saying what was left out; None if it fits.
+
+    Whole lines are kept where possible (marker ``[... omitted X of Y lines ...]``); a line too
+    long for the byte limit is cut inside (marker ``[... omitted X of Y bytes ...]``).
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= head_lines + tail_lines and size <= max_bytes:
+        return None
+    half = max(1, max_bytes // 2)
+    head, head_whole = _fit(lines[:head_lines], half, from_end=False)
+    tail_source = lines[head_lines:][-tail_lines:] if tail_lines else []
+    if not tail_source and tail_lines and head_whole < len(head):
+        tail_source = lines[-1:]  # one long line: show its end too
+    tail, tail_whole = _fit(tail_source[::-1], half, from_end=True)
+    tail.reverse()
+    head_text, tail_text = "".join(head), "".join(tail)
+    if head_whole == len(head) and tail_whole == len(tail):
+        omitted = len(lines) - len(head) - len(tail)
+        marker = f"[... omitted {omitted} of {len(lines)} lines ...]"
+    else:
+        kept = len(head_text.encode("utf-8", "surrogatepass"))
+        kept += len(tail_text.encode("utf-8", "surrogatepass"))
+        marker = f"[... omitted {size - kept} of {size} bytes ...]"
+    if head_text and not head_text.endswith("\n"):
+        head_text += "\n"
+    shortened = f"{head_text}{marker}\n{tail_text}"
+    return shortened if len(shortened) < len(text) else None
+
+
+def _fit(lines: Sequence[str], budget: int, *, from_end: bool) -> tuple[list[str], int]:
+    """Take whole lines while they fit in ``budget`` bytes; cut the first that does not fit
+    only if nothing was taken yet. Returns the pieces and how many are whole lines."""
+    taken: list[str] = []
+    used = 0
+    for line in lines:
+        size = len(line.encode("utf-8", "surrogatepass"))
+        if used + size <= budget:
+            taken.append(line)
+            used += size
+            continue
+        if not taken:
+            taken.append(_cut(line, budget, from_end=from_end))
+            return taken, 0
+        break
+    return taken, len(taken)
+
+
+def _cut(line: str, budget: int, *, from_end: bool) -> str:
+    raw = line.encode("utf-8", "surrogatepass")
+    piece = raw[-budget:] if from_end else raw[:budget]
+    return piece.decode("utf-8", "ignore")
+
+
+def shorten_output(
+    message: dict[str, Any], *, head_lines: int, tail_lines: int, max_bytes: int
+) -> dict[str, Any] | None:
+    """A copy of a result-carrying message with long outputs shortened; None if none is long.
+
+    Ids, roles and every other key stay as they are, so the shortened message still answers
+    the same calls.
+    """
+    limits = {"head_lines": head_lines, "tail_lines": tail_lines, "max_bytes": max_bytes}
+    content = message.get("content")
+    if message.get("role") == "tool":
+        new_content = _shorten_content(content, limits)
+    elif message.get("role") == "user" and isinstance(content, list):
+        changed = False
+        blocks = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                inner = _shorten_content(block.get("content"), limits)
+                if inner is not None:
+                    block = {**block, "content": inner}
+                    changed = True
+            blocks.append(block)
+        new_content = blocks if changed else None
+    else:
+        return None
+    return None if new_content is None else {**message, "content": new_content}
+
+
+def _shorten_content(content: Any, limits: dict[str, int]) -> Any:
+    if isinstance(content, str):
+        return shorten_text(content, **limits)
+    if isinstance(content, list):
+        changed = False
+        blocks = []
+        for block in content:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                text = shorten_text(block["text"], **limits)
+                if text is not None:
+                    block = {**block, "text": text}
+                    changed = True
+            blocks.append(block)
+        return blocks if changed else None
+    return None
+
+
+def _looks_like_error(message: dict[str, Any], info: MessageInfo) -> bool:
+    if info.error_result:
+        return True
+    if not info.result_ids:
+        return False
+    text = text_of(message)
+    return bool(_ERROR_PATTERN.search(text[:4096]) or _ERROR_PATTERN.search(text[-4096:]))
+
+
+def importance_score(
+    messages: Sequence[dict[str, Any]], infos: Sequence[MessageInfo], recency: float
+) -> float:
+    """How much a unit is worth keeping: role, errors in its tool output, and recency (0..1).
+
+    A user turn weighs most (the task), assistant prose next, tool traffic least; a unit whose
+    tool output shows an error gains weight, because the model must not repeat the mistake.
+    """
+    if any(info.user_turn for info in infos):
+        score = 3.0
+    elif any(info.role == "assistant" and not info.call_ids for info in infos):
+        score = 2.0
+    else:
+        score = 1.0
+    if any(_looks_like_error(m, i) for m, i in zip(messages, infos, strict=True)):
+        score += 1.5
+    return score + 2.0 * recency
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = text.strip().split("\n", 1)[0].strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _call_lines(message: dict[str, Any]) -> list[str]:
+    lines = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        arguments = _first_line(str(function.get("arguments", "")), 80)
+        lines.append(f"- called {function.get('name')}({arguments})")
+    content = message.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            lines.append(f"- called {block.get('name')}({_first_line(arguments, 80)})")
+    return lines
+
+
+SUMMARY_HEADER = "[Summary of earlier conversation, compacted by ctxkit]"
+
+
+async def extractive_summary(messages: list[dict[str, Any]], *, max_lines: int = 60) -> str:
+    """An offline, extractive summarizer: no model, no network, deterministic.
+
+    Keeps one line per user request, assistant conclusion, tool call and error, newest last;
+    an earlier summary's lines are carried forward. Past ``max_lines`` the oldest lines go.
+    """
+    lines: list[str] = []
+    for message in messages:
+        text = text_of(message)
+        role = message.get("role")
+        if isinstance(text, str) and text.startswith(SUMMARY_HEADER):
+            lines.extend(line for line in text.splitlines()[1:] if line.startswith("- "))
+            continue
+        lines.extend(_call_lines(message))
+        if role == "user" and isinstance(message.get("content"), str):
+            lines.append(f"- user asked: {_first_line(text, 160)}")
+        elif role == "user":
+            words = [
+                b.get("text", "")
+                for b in message.get("content") or ()
+                if isinstance(b, dict) and b.get("type") == "text"
+            ]
+            if any(w.strip() for w in words):
+                lines.append(f"- user asked: {_first_line(' '.join(words), 160)}")
+        elif role == "assistant" and text.strip():
+            lines.append(f"- assistant: {_first_line(text, 160)}")
+        if role in ("tool", "user") and _ERROR_PATTERN.search(text[:4096]):
+            match = _ERROR_PATTERN.search(text[:4096])
+            start = text.rfind("\n", 0, match.start()) + 1 if match else 0
+            lines.append(f"- tool error: {_first_line(text[start:], 160)}")
+    return "\n".join([SUMMARY_HEADER, *lines[-max_lines:]])

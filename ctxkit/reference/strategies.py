@@ -30,8 +30,9 @@ STRATEGIES = ("truncate_outputs", "truncate", "importance", "summarize")
    unless ``importance`` is also chosen).
 """
 
-Summarizer = Callable[[list[dict[str, Any]]], Awaitable[str]]
-"""An async callable turning messages (an earlier summary first, if any) into summary text."""
+Summarizer = Callable[..., Awaitable[str]]
+"""``async (messages, *, max_tokens) -> str``: summary text of the messages (an earlier summary
+first, if any), aiming at ``max_tokens`` at most; longer text is clipped to fit."""
 
 _ERROR_PATTERN = re.compile(r"Traceback|\bError\b|\w+Error\b|\bFAILED\b|\bException\b|\bfatal\b")
 
@@ -186,11 +187,14 @@ def _call_lines(message: dict[str, Any]) -> list[str]:
 SUMMARY_HEADER = "[Summary of earlier conversation, compacted by ctxkit]"
 
 
-async def extractive_summary(messages: list[dict[str, Any]], *, max_lines: int = 60) -> str:
+async def extractive_summary(
+    messages: list[dict[str, Any]], *, max_tokens: int = 1_000, max_lines: int = 60
+) -> str:
     """An offline, extractive summarizer: no model, no network, deterministic.
 
     Keeps one line per user request, assistant conclusion, tool call and error, newest last;
-    an earlier summary's lines are carried forward. Past ``max_lines`` the oldest lines go.
+    an earlier summary's lines are carried forward. Past ``max_lines``, or about
+    ``max_tokens`` (estimated at three characters a token), the oldest lines go.
     """
     lines: list[str] = []
     for message in messages:
@@ -216,4 +220,11 @@ async def extractive_summary(messages: list[dict[str, Any]], *, max_lines: int =
             match = _ERROR_PATTERN.search(text[:4096])
             start = text.rfind("\n", 0, match.start()) + 1 if match else 0
             lines.append(f"- tool error: {_first_line(text[start:], 160)}")
-    return "\n".join([SUMMARY_HEADER, *lines[-max_lines:]])
+    kept: list[str] = []
+    room = 3 * max_tokens - len(SUMMARY_HEADER)
+    for line in reversed(lines[-max_lines:]):
+        room -= len(line) + 1
+        if room < 0:
+            break
+        kept.append(line)
+    return "\n".join([SUMMARY_HEADER, *reversed(kept)])

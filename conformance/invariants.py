@@ -375,11 +375,16 @@ def check_preservation(
     ignore: frozenset[str] = ANNOTATION_KEYS,
 ) -> list[Violation]:
     """System messages and the newest user message are in the view (callers decide whether
-    they could have fit)."""
-    matches = {i for i in match_view(history, view, ignore) if i is not None}
+    they could have fit). Identical messages count as many times as they occur."""
     found = []
+    available = [_strip(m, ignore) for m in view if isinstance(m, Mapping)]
     for index, message in enumerate(history):
-        if message.get("role") == "system" and index not in matches:
+        if message.get("role") != "system":
+            continue
+        wanted = _strip(message, ignore)
+        if wanted in available:
+            available.remove(wanted)
+        else:
             found.append(Violation("preservation", f"system message history[{index}] is dropped"))
     newest_user = next(
         (
@@ -389,7 +394,9 @@ def check_preservation(
         ),
         None,
     )
-    if newest_user is not None and newest_user not in matches:
+    if newest_user is not None and not any(
+        isinstance(m, Mapping) and comes_from(m, history[newest_user], ignore) for m in view
+    ):
         found.append(
             Violation(
                 "preservation", f"the newest user message, history[{newest_user}], is dropped"

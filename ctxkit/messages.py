@@ -220,14 +220,15 @@ def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
                 index=index,
                 field="tool_calls",
             )
-        if calls:
+        if calls and message["tool_calls"]:
             raise InvalidMessage(
                 "mixes OpenAI tool_calls with Anthropic tool_use blocks; use one shape",
                 index=index,
                 field="tool_calls",
             )
-        calls = _check_tool_calls(message["tool_calls"], index=index)
-        shape = "openai" if calls else shape
+        openai_calls = _check_tool_calls(message["tool_calls"], index=index)
+        if openai_calls:
+            calls, shape = openai_calls, "openai"
     if role == "tool":
         results = [_require_id(message.get("tool_call_id"), index=index, field="tool_call_id")]
         shape = "openai"

@@ -153,7 +153,9 @@ class TokenCounter:
         tokens = self._encode(text)
         if len(tokens) <= max_tokens:
             return text
-        return self._tiktoken.decode(tokens[: max(0, max_tokens - 1)]) + "…"
+        # Cut on bytes, then drop a character the cut split: the result is a true prefix.
+        head = self._tiktoken.decode_bytes(tokens[: max(0, max_tokens - 1)])
+        return head.decode("utf-8", "ignore") + "…"
 
     def message_cost(self, message: Mapping[str, Any]) -> MessageCost:
         """Tokens of one message with the chat-format overhead, split by category."""

@@ -7,7 +7,7 @@ import copy
 import threading
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.invariants import (
@@ -15,7 +15,6 @@ from conformance.invariants import (
     check_ordering,
     check_preservation,
     check_tool_pairs,
-    match_view,
 )
 from ctxkit import events
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager
@@ -30,7 +29,7 @@ STRATEGY_SETS = st.sampled_from(
         ("importance", "summarize"),
     ]
 )
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings()  # the profile from conftest.py: HYPOTHESIS_PROFILE=stress digs deeper
 
 
 class Recorder:
@@ -162,9 +161,9 @@ def test_best_effort_view_holds_only_what_must_stay(history, budget):
                 for i, m in enumerate(history)
                 if m["role"] == "user" and isinstance(m["content"], str)
             )
-            for source in match_view(history, view):
-                assert source is not None
-                assert history[source]["role"] == "system" or source >= newest_user
+            tail = iter(history[newest_user:])
+            rest = [m for m in view if m["role"] != "system"]
+            assert all(any(m == t for t in tail) for m in rest)  # a subsequence of the tail
 
     asyncio.run(run())
 

@@ -302,28 +302,24 @@ class ReferenceContextManager:
             duration_s=duration,
             units_dropped=len(compaction.drop),
             units_truncated=len(compaction.shorten),
-            units_summarized=len(compaction.drop) if plan.summary is not had_summary else 0,
+            units_summarized=compaction.summarized,
         )
         return True
 
     def _render(self, plan: ViewPlan) -> tuple[list[dict[str, Any]], ViewStats]:
-        view = []
-        breakdown: dict[str, int] = {}
-        kinds = {"kept": 0, "shortened": 0, "summary": 0}
-        for kind, _index, message, cost in self._planner.entries(plan):
-            view.append(copy_message(message))
-            kinds[kind] += 1
-            if kind == "summary":
-                breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
-                continue
-            for category, tokens in cost.parts:
-                breakdown[category] = breakdown.get(category, 0) + tokens
+        rendered = self._planner.render(plan)
+        view = [
+            message.copy() if flat else copy_message(message)
+            for (_kind, _index, message, _cost), flat in zip(
+                rendered.entries, rendered.flat, strict=True
+            )
+        ]
         stats = ViewStats(
             budget=plan.budget,
             tokens=plan.request_tokens,
             messages=len(view),
-            breakdown=breakdown,
-            kinds=kinds,
+            breakdown=dict(rendered.breakdown),
+            kinds=dict(rendered.kinds),
             compactions=plan.compactions,
         )
         return view, stats

@@ -28,6 +28,37 @@ from ctxkit.tokens import REPLY_PRIMING, MessageCost
 __all__ = ["Compaction", "Planner", "Settings", "ViewPlan"]
 
 Entry = tuple[str, int | None, dict[str, Any], MessageCost]
+"""``(kind, history index, message, cost)``; kind is ``kept``, ``shortened`` or ``summary``."""
+
+
+@dataclass(slots=True)
+class Rendered:
+    """A view's entries, uncopied, with the totals a usage snapshot needs."""
+
+    entries: list[Entry] = field(default_factory=list)
+    flat: list[bool] = field(default_factory=list)
+    """Per entry: every value is a str/number/None, so ``dict.copy`` is a deep copy."""
+    units: int = 0
+    """How many of the plan's kept units are rendered."""
+    summary_placed: bool = False
+    breakdown: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+
+    def add(self, entry: Entry) -> None:
+        kind, _index, message, cost = entry
+        self.entries.append(entry)
+        self.flat.append(all(type(v) in _FLAT for v in message.values()))
+        self.kinds[kind] += 1
+        breakdown = self.breakdown
+        if kind == "summary":
+            breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
+            return
+        for category, tokens in cost.parts:
+            breakdown[category] = breakdown.get(category, 0) + tokens
+
+
+KINDS = ("kept", "shortened", "summary")
+_FLAT = frozenset({str, int, float, bool, type(None)})
 
 _PLANS_KEPT = 8
 """How many budgets keep a plan at once; a ninth budget evicts the least recently used."""
@@ -63,6 +94,8 @@ class ViewPlan:
     summarized_units: int = 0
     skipped_units: int = 0
     compactions: int = 0
+    rendered: Rendered | None = None
+    """The view's entries as last rendered; extended as units arrive, dropped on compaction."""
 
     @property
     def request_tokens(self) -> int:
@@ -78,6 +111,8 @@ class Compaction:
     drop: list[int]
     tokens_before: int
     messages_before: int
+    summarized: int = 0
+    """How many dropped units a new summary stands for (set when applied)."""
 
 
 class Planner:
@@ -259,11 +294,18 @@ class Planner:
             cap = self.summary_cap(plan.budget)
             text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
             counter = self.history.counter
-            text = counter.clip(str(text), cap)
-            plan.summary = {"role": self.settings.summary_role, "content": text}
-            plan.summary_cost = counter.message_cost(plan.summary)
-            plan.summarized_units += len(dropped)
+            summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
+            cost = counter.message_cost(summary)
+            replaced = sum(self.unit_cost(u, u in plan.short) for u in compaction.drop)
+            replaced += plan.summary_cost.total if plan.summary_cost else 0
+            if cost.total < replaced:
+                plan.summary, plan.summary_cost = summary, cost
+                plan.summarized_units += len(dropped)
+                compaction.summarized = len(dropped)
+            # Otherwise a summary would cost more than what it stands for: the units are
+            # dropped plainly and the earlier summary, if any, stays.
         plan.compactions += 1
+        plan.rendered = None
         plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
         if plan.summary_cost is not None:
             plan.tokens += plan.summary_cost.total
@@ -281,31 +323,43 @@ class Planner:
         count = sum(len(units[u]) for u in plan.kept)
         return count + (1 if plan.summary else 0)
 
-    def entries(self, plan: ViewPlan) -> Iterator[Entry]:
-        """The view in order as ``(kind, history index, message, cost)``, uncopied.
+    def render(self, plan: ViewPlan) -> Rendered:
+        """The view's entries in order, extending the last rendering with new units only.
 
-        ``kind`` is ``kept``, ``shortened`` or ``summary`` (history index None). The summary
-        goes right after the leading system messages.
+        The summary goes right after the leading system messages.
         """
+        rendered = plan.rendered
+        if rendered is None or (plan.summary is not None and not rendered.summary_placed):
+            rendered = plan.rendered = Rendered(summary_placed=plan.summary is None)
         history = self.history
         units = history.units
-        summary: Entry | None = None
-        if plan.summary is not None and plan.summary_cost is not None:
-            summary = ("summary", None, plan.summary, plan.summary_cost)
-        for unit_index in plan.kept:
+        for unit_index in plan.kept[rendered.units :]:
             unit = units[unit_index]
-            if summary and history.infos[unit.start].role not in ("system", "developer"):
-                yield summary
-                summary = None
+            if not rendered.summary_placed and history.infos[unit.start].role not in (
+                "system",
+                "developer",
+            ):
+                self._add_summary(plan, rendered)
             short = unit_index in plan.short
             for index in range(unit.start, unit.stop):
                 shortened = self._shortened(index) if short else None
                 if shortened is not None:
-                    yield "shortened", index, shortened[0], shortened[1]
+                    rendered.add(("shortened", index, shortened[0], shortened[1]))
                 else:
-                    yield "kept", index, history.messages[index], history.costs[index]
-        if summary:
-            yield summary
+                    rendered.add(("kept", index, history.messages[index], history.costs[index]))
+        rendered.units = len(plan.kept)
+        if not rendered.summary_placed:
+            # Only system messages so far: the summary closes the view for now, and the next
+            # rendering starts again so it can go before the first non-system message.
+            self._add_summary(plan, rendered)
+            plan.rendered = None
+        return rendered
+
+    @staticmethod
+    def _add_summary(plan: ViewPlan, rendered: Rendered) -> None:
+        if plan.summary is not None and plan.summary_cost is not None:
+            rendered.add(("summary", None, plan.summary, plan.summary_cost))
+        rendered.summary_placed = True
 
 
 def _pinned_by_metadata(message: dict[str, Any]) -> bool:

@@ -49,9 +49,12 @@ def shorten_text(text: str, *, head_lines: int, tail_lines: int, max_bytes: int)
         return None
     half = max(1, max_bytes // 2)
     head, head_whole = _fit(lines[:head_lines], half, from_end=False)
-    tail_source = lines[head_lines:][-tail_lines:] if tail_lines else []
+    # The tail comes from the lines the head does not show whole; a line the head had to cut
+    # may still show its end when it is the last line.
+    shown = len(head) if head_whole == len(head) else 1
+    tail_source = lines[shown:][-tail_lines:] if tail_lines else []
     if not tail_source and tail_lines and head_whole < len(head):
-        tail_source = lines[-1:]  # one long line: show its end too
+        tail_source = lines[-1:]
     tail, tail_whole = _fit(tail_source[::-1], half, from_end=True)
     tail.reverse()
     head_text, tail_text = "".join(head), "".join(tail)
@@ -87,9 +90,19 @@ def _fit(lines: Sequence[str], budget: int, *, from_end: bool) -> tuple[list[str
 
 
 def _cut(line: str, budget: int, *, from_end: bool) -> str:
+    """At most ``budget`` bytes of a line's start or end, cut between characters."""
     raw = line.encode("utf-8", "surrogatepass")
     piece = raw[-budget:] if from_end else raw[:budget]
-    return piece.decode("utf-8", "ignore")
+    if from_end:
+        while piece and piece[0] & 0xC0 == 0x80:  # a continuation byte: mid-character
+            piece = piece[1:]
+    else:
+        for _ in range(4):
+            try:
+                return piece.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                piece = piece[:-1]
+    return piece.decode("utf-8", "surrogatepass")
 
 
 def shorten_output(
@@ -184,6 +197,18 @@ def _call_lines(message: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _outputs(message: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The tool outputs a message carries, each with whether it is flagged ``is_error``."""
+    if message.get("role") == "tool":
+        return [(text_of(message), False)]
+    content = message.get("content")
+    return [
+        (text_of(block), block.get("is_error") is True)
+        for block in (content if isinstance(content, list) else ())
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+
+
 SUMMARY_HEADER = "[Summary of earlier conversation, compacted by ctxkit]"
 
 
@@ -216,13 +241,14 @@ async def extractive_summary(
                 lines.append(f"- user asked: {_first_line(' '.join(words), 160)}")
         elif role == "assistant" and text.strip():
             lines.append(f"- assistant: {_first_line(text, 160)}")
-        if role in ("tool", "user") and _ERROR_PATTERN.search(text[:4096]):
-            match = _ERROR_PATTERN.search(text[:4096])
-            start = text.rfind("\n", 0, match.start()) + 1 if match else 0
-            lines.append(f"- tool error: {_first_line(text[start:], 160)}")
+        for output, flagged in _outputs(message):
+            match = _ERROR_PATTERN.search(output[:4096])
+            if flagged or match:
+                start = output.rfind("\n", 0, match.start()) + 1 if match and not flagged else 0
+                lines.append(f"- tool error: {_first_line(output[start:], 160)}")
     kept: list[str] = []
     room = 3 * max_tokens - len(SUMMARY_HEADER)
-    for line in reversed(lines[-max_lines:]):
+    for line in reversed(lines[len(lines) - max_lines :] if max_lines > 0 else []):
         room -= len(line) + 1
         if room < 0:
             break

@@ -143,10 +143,20 @@ class TokenCounter:
         self.encoding = encoding
         self._tiktoken = load_encoding(encoding)
         self._encode = self._tiktoken.encode_ordinary
+        self._names: dict[str, int] = {}
+        """Counts of roles and tool names: few distinct values, seen on every message."""
 
     def count_text(self, text: str) -> int:
         """Tokens of a plain text. Special-token text such as ``<|endoftext|>`` is plain text."""
         return len(self._encode(text)) if text else 0
+
+    def _count_name(self, text: str) -> int:
+        count = self._names.get(text)
+        if count is None:
+            count = self.count_text(text)
+            if len(self._names) < 4_096:
+                self._names[text] = count
+        return count
 
     def clip(self, text: str, max_tokens: int) -> str:
         """The text cut to at most ``max_tokens`` tokens, ending in an ellipsis if cut."""
@@ -161,9 +171,10 @@ class TokenCounter:
         """Tokens of one message with the chat-format overhead, split by category."""
         role = message.get("role", "")
         count = self.count_text
-        own = MESSAGE_OVERHEAD + count(role)
+        name = self._count_name
+        own = MESSAGE_OVERHEAD + name(role)
         if isinstance(message.get("name"), str):
-            own += count(message["name"]) + 1
+            own += name(message["name"]) + 1
         text = calls = results = 0
         content = message.get("content")
         if isinstance(content, str):
@@ -175,7 +186,7 @@ class TokenCounter:
             arguments = function.get("arguments")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-            calls += CALL_OVERHEAD + count(function.get("name", "")) + count(arguments)
+            calls += CALL_OVERHEAD + name(function.get("name", "")) + count(arguments)
         if role == "tool":
             return MessageCost(own + text, (("tool_results", own + text),))
         home = "system" if role in ("system", "developer") else role
@@ -202,7 +213,7 @@ class TokenCounter:
                 arguments = json.dumps(
                     block.get("input", {}), ensure_ascii=False, separators=(",", ":")
                 )
-                calls += CALL_OVERHEAD + self.count_text(block.get("name", ""))
+                calls += CALL_OVERHEAD + self._count_name(block.get("name", ""))
                 calls += self.count_text(arguments)
             elif kind == "tool_result":
                 inner = block.get("content")
@@ -235,6 +246,7 @@ class Chars4Estimator(TokenCounter):
 
     def __init__(self) -> None:
         self.encoding = "chars/4 estimate"
+        self._names = {}
 
     def count_text(self, text: str) -> int:
         return (len(text) + 3) // 4

@@ -214,47 +214,66 @@ class Planner:
         return pinned
 
     def decide(self, plan: ViewPlan) -> Compaction | None:
-        """Which units to shorten and which to drop; None when nothing can be gained."""
+        """Which units to shorten and which to drop; None when nothing can be gained.
+
+        Units are kept by walking from the most deserving (the newest, or the most important)
+        until the next one does not fit the target; it and all after it in that order are
+        dropped. Only the walked units are ever shortened, so the work follows the view, not
+        the history.
+        """
         settings = self.settings
         strategies = settings.strategies
-        goal = settings.target_ratio * plan.budget
-        tokens = plan.request_tokens
         kept = plan.kept
-        shorten: list[int] = []
-        if "truncate_outputs" in strategies:
-            for unit_index in kept[:-1]:
-                if unit_index in plan.short:
-                    continue
-                saving = self.unit_cost(unit_index, False) - self.unit_cost(unit_index, True)
-                if saving > 0:
-                    shorten.append(unit_index)
-                    tokens -= saving
-        short = plan.short.union(shorten)
+        if not kept:
+            return None
+        newest = kept[-1]
+        shortening = "truncate_outputs" in strategies
+
+        def cost(unit_index: int) -> int:
+            short = unit_index in plan.short or (shortening and unit_index != newest)
+            return self.unit_cost(unit_index, short)
+
         drop: list[int] = []
-        dropping = {"truncate", "importance", "summarize"} & set(strategies)
-        if tokens > goal and dropping:
+        if {"truncate", "importance", "summarize"} & set(strategies):
             pinned = self._pinned(plan)
-            candidates = [u for u in kept if u not in pinned]
-            if "importance" in strategies:
-                candidates = self._by_importance(candidates, kept)
-            reserve = 0
+            room = settings.target_ratio * plan.budget - REPLY_PRIMING
+            room -= sum(cost(u) for u in pinned)
             if "summarize" in strategies:
-                reserve = self.summary_cap(plan.budget) + 8
-                tokens -= plan.summary_cost.total if plan.summary_cost else 0
-            for unit_index in candidates:
-                if tokens + reserve <= goal:
+                room -= self.summary_cap(plan.budget) + 8
+            elif plan.summary_cost is not None:
+                room -= plan.summary_cost.total
+            candidates = [u for u in reversed(kept) if u not in pinned]
+            if "importance" in strategies:
+                candidates = self._by_importance(candidates, kept)[::-1]
+            for position, unit_index in enumerate(candidates):
+                room -= cost(unit_index)
+                if room < 0:
+                    drop = candidates[position:]
                     break
-                drop.append(unit_index)
-                tokens -= self.unit_cost(unit_index, unit_index in short)
-        if kept and "truncate_outputs" in strategies and tokens > plan.budget:
-            newest = kept[-1]
-            if newest not in short and self.unit_cost(newest, True) < self.unit_cost(newest, False):
+        dropped = set(drop)
+        shorten = []
+        if shortening:
+            shorten = [
+                u
+                for u in kept[:-1]
+                if u not in dropped
+                and u not in plan.short
+                and self.unit_cost(u, True) < self.unit_cost(u, False)
+            ]
+            remaining = sum(cost(u) for u in kept if u not in dropped) + REPLY_PRIMING
+            if plan.summary_cost is not None:
+                remaining += plan.summary_cost.total
+            if (
+                remaining > plan.budget
+                and newest not in plan.short
+                and self.unit_cost(newest, True) < self.unit_cost(newest, False)
+            ):
                 shorten.append(newest)  # it cannot fit whole: better shortened than refused
         if not shorten and not drop:
             return None
         return Compaction(
             shorten=shorten,
-            drop=drop,
+            drop=sorted(drop),
             tokens_before=plan.request_tokens,
             messages_before=self.message_count(plan),
         )

@@ -1,0 +1,129 @@
+"""The command line: help that teaches, documented exit codes, no tracebacks without --debug."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
+
+CHAT = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "list files"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
+    {"role": "assistant", "content": "Two files."},
+]
+
+
+def test_help_lists_commands_and_exit_codes(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage" in out
+    assert "exit codes: 0 ok, 1" in out
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == EXIT_OK
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    assert main(["--version"]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("ctxkit 0.")
+
+
+def test_usage_on_the_synthetic_workload_reports_a_compacted_view(capsys):
+    code = main(["usage", "--messages", "400", "--budget", "20000", "--json"])
+    assert code == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["budget"] == 20_000
+    assert 0 < report["tokens"] <= 20_000
+    assert report["compactions"] == 1
+    assert report["history_tokens"] > report["tokens"]
+    assert report["source"].startswith("synthetic openai conversation")
+
+
+def test_usage_text_report_shows_the_breakdown(capsys):
+    assert main(["usage", "--messages", "50", "--shape", "anthropic"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "breakdown" in out
+    assert "tool_results" in out
+    assert "o200k_base (exact)" in out
+
+
+@pytest.mark.parametrize("form", ["list", "object", "jsonl"])
+def test_usage_reads_a_file_in_each_form(tmp_path: Path, capsys, form):
+    if form == "jsonl":
+        path = tmp_path / "chat.jsonl"
+        path.write_text("\n".join(json.dumps(m) for m in CHAT) + "\n")
+    else:
+        path = tmp_path / "chat.json"
+        path.write_text(json.dumps(CHAT if form == "list" else {"messages": CHAT}))
+    assert main(["usage", str(path), "--json"]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["messages"] == len(CHAT)
+    assert report["history_messages"] == len(CHAT)
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "fragment"),
+    [
+        (json.dumps([CHAT[0], {"content": "no role"}]), [], "message[1].role: missing"),
+        ("{not json", [], "not valid JSON"),
+        ('"a string"', [], "expected a list of messages"),
+        (json.dumps(CHAT), ["--budget", "0"], "--budget must be positive"),
+        (json.dumps(CHAT), ["--strategies", "magic"], "unknown strategies"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, capsys, content, args, fragment):
+    path = tmp_path / "chat.json"
+    path.write_text(content)
+    assert main(["usage", str(path), *args]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys):
+    assert main(["usage", str(tmp_path / "nope.json")]) == EXIT_USAGE
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_budget_below_the_pinned_content_exits_1(tmp_path: Path, capsys):
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(CHAT))
+    assert main(["usage", str(path), "--budget", "20"]) == EXIT_FOUND_PROBLEM
+    assert "over the budget of 20" in capsys.readouterr().err
+
+
+def test_debug_shows_the_traceback(tmp_path: Path):
+    path = tmp_path / "chat.json"
+    path.write_text("{not json")
+    with pytest.raises(Exception, match="not valid JSON"):
+        main(["usage", str(path), "--debug"])
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "usage", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert "examples:" in done.stdout

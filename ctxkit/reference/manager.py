@@ -308,12 +308,7 @@ class ReferenceContextManager:
 
     def _render(self, plan: ViewPlan) -> tuple[list[dict[str, Any]], ViewStats]:
         rendered = self._planner.render(plan)
-        view = [
-            message.copy() if flat else copy_message(message)
-            for (_kind, _index, message, _cost), flat in zip(
-                rendered.entries, rendered.flat, strict=True
-            )
-        ]
+        view = rendered.copy_view()
         stats = ViewStats(
             budget=plan.budget,
             tokens=plan.request_tokens,

@@ -36,8 +36,11 @@ class Rendered:
     """A view's entries, uncopied, with the totals a usage snapshot needs."""
 
     entries: list[Entry] = field(default_factory=list)
-    flat: list[bool] = field(default_factory=list)
-    """Per entry: every value is a str/number/None, so ``dict.copy`` is a deep copy."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The entries' messages, for copying in one pass."""
+    nested: list[int] = field(default_factory=list)
+    """Positions of messages holding lists or dicts; for all others ``dict.copy`` is a deep
+    copy, done in C, which keeps the cost of a long view low."""
     units: int = 0
     """How many of the plan's kept units are rendered."""
     summary_placed: bool = False
@@ -46,8 +49,10 @@ class Rendered:
 
     def add(self, entry: Entry) -> None:
         kind, _index, message, cost = entry
+        if not all(type(v) in _FLAT for v in message.values()):
+            self.nested.append(len(self.entries))
         self.entries.append(entry)
-        self.flat.append(all(type(v) in _FLAT for v in message.values()))
+        self.messages.append(message)
         self.kinds[kind] += 1
         breakdown = self.breakdown
         if kind == "summary":
@@ -55,6 +60,13 @@ class Rendered:
             return
         for category, tokens in cost.parts:
             breakdown[category] = breakdown.get(category, 0) + tokens
+
+    def copy_view(self) -> list[dict[str, Any]]:
+        """A new list of new messages: what a request returns."""
+        view = list(map(dict.copy, self.messages))
+        for position in self.nested:
+            view[position] = copy_message(self.messages[position])
+        return view
 
 
 KINDS = ("kept", "shortened", "summary")

@@ -140,6 +140,9 @@ def _run_usage(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
 
+    if len(messages) >= 10_000:
+        print(f"ctxkit: counting {len(messages):,} messages exactly...", file=sys.stderr)
+
     async def view() -> list[dict[str, Any]]:
         await manager.set_messages(messages)
         return await manager.get_messages_for_request()

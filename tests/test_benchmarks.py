@@ -1,0 +1,42 @@
+"""The benchmark must keep running: a tiny, untimed run of the real script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_agent_loop_benchmark_runs_and_reports_ratios(tmp_path: Path):
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "agent_loop.py"),
+            "--sizes",
+            "120",
+            "300",
+            "--steps",
+            "4",
+            "--repeat",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ctxkit reference" in done.stdout
+    assert "naive re-encode" in done.stdout
+    assert "flatness:" in done.stdout
+    results = json.loads(out.read_text())
+    naive = [row for row in results["loop"] if row["manager"] == "naive re-encode"]
+    assert len(naive) == 2
+    assert all(row["steps"] >= 3 for row in results["loop"])
+    assert len(results["bulk"]) == 2

@@ -1,0 +1,263 @@
+"""Finding and building the context manager under test from one string.
+
+Forms of TARGET:
+
+* ``module:attr``: a class or zero-argument factory (called with the ``--config`` keys as
+  keyword arguments), or a ``mount(coordinator, config)`` function; ``attr`` may be dotted;
+* ``module``: a module with a ``mount`` function;
+* ``ep:NAME``: an installed ``amplifier.modules`` entry point;
+* ``path/to/file.py`` or ``path/to/file.py:attr``: a file, ``mount`` by default;
+* nothing: ctxkit's reference manager.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "CONTRACT_METHODS",
+    "DEFAULT_TARGET",
+    "ContractError",
+    "EventRecorder",
+    "LoadError",
+    "Target",
+    "load_target",
+]
+
+DEFAULT_TARGET = "ctxkit.reference:mount"
+CONTRACT_METHODS = (
+    "add_message",
+    "get_messages_for_request",
+    "get_messages",
+    "set_messages",
+    "clear",
+)
+
+
+class LoadError(Exception):
+    """The target cannot be found or imported. The message says how to fix it."""
+
+
+class ContractError(Exception):
+    """The target was built but does not follow the protocol (missing or sync methods)."""
+
+
+class EventRecorder:
+    """Stands in for Amplifier's ``coordinator.hooks``: records every ``emit``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    async def emit(self, name: str, data: Any = None) -> None:
+        self.events.append((name, data))
+
+
+@dataclass
+class Coordinator:
+    """The least of Amplifier's coordinator a context module's ``mount`` needs."""
+
+    hooks: EventRecorder
+    mounted: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    session_id: str = "ctxkit-conformance"
+
+    async def mount(self, point: str, module: Any, name: str | None = None) -> None:
+        self.mounted[point] = module
+
+    def get(self, point: str) -> Any:
+        return self.mounted.get(point)
+
+
+Kind = Literal["factory", "mount"]
+
+
+@dataclass
+class Target:
+    """A loaded target: how to build a fresh manager, and whether its events can be seen."""
+
+    spec: str
+    obj: Callable[..., Any]
+    kind: Kind
+    config: dict[str, Any]
+
+    @property
+    def observes_events(self) -> bool:
+        """Events are seen through a mount's coordinator, or a factory's ``hooks`` keyword."""
+        return self.kind == "mount" or _accepts(self.obj, "hooks")
+
+    async def build(self, recorder: EventRecorder) -> Any:
+        """A fresh manager, checked against the protocol."""
+        if self.kind == "mount":
+            coordinator = Coordinator(hooks=recorder)
+            result = self.obj(coordinator, dict(self.config))
+            if inspect.isawaitable(result):
+                await result
+            manager = coordinator.mounted.get("context")
+            if manager is None:
+                raise ContractError(
+                    f"{self.spec}: mount() mounted nothing at 'context'; it should call "
+                    "`await coordinator.mount('context', manager)`"
+                )
+        else:
+            kwargs = dict(self.config)
+            if _accepts(self.obj, "hooks"):
+                kwargs["hooks"] = recorder
+            manager = self.obj(**kwargs)
+            if inspect.isawaitable(manager):
+                manager = await manager
+        check_protocol(manager)
+        return manager
+
+
+def _accepts(obj: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def check_protocol(manager: Any) -> None:
+    """Raise :class:`ContractError` naming missing methods and plain (non-async) ones."""
+    missing = [m for m in CONTRACT_METHODS if not callable(getattr(manager, m, None))]
+    if missing:
+        raise ContractError(
+            f"{type(manager).__name__} lacks {', '.join(missing)}; the context contract "
+            f"needs async methods {', '.join(CONTRACT_METHODS)}"
+        )
+    plain = [m for m in CONTRACT_METHODS if not _is_async(getattr(manager, m))]
+    if plain:
+        raise ContractError(
+            f"{type(manager).__name__}.{plain[0]} is a plain function"
+            + (f" (and {len(plain) - 1} more)" if len(plain) > 1 else "")
+            + ": the context contract needs coroutines. Declare them `async def`; callers "
+            "`await` every method"
+        )
+
+
+def _is_async(method: Any) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    if inspect.iscoroutinefunction(method):
+        return True
+    call = type(method).__dict__.get("__call__")
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _import(module_name: str, spec: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise LoadError(
+                f"{spec}: no module named {module_name!r}. Run from the directory that "
+                "holds it, add it to PYTHONPATH, or pip install its package"
+            ) from exc
+        raise LoadError(f"{spec}: importing {module_name!r} failed: {exc}") from exc
+    except Exception as exc:
+        raise LoadError(
+            f"{spec}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _import_file(path: Path, spec: str) -> Any:
+    if not path.is_file():
+        raise LoadError(f"{spec}: no such file {str(path)!r}")
+    name = f"ctxkit_target_{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise LoadError(f"{spec}: cannot import {str(path)!r} as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise LoadError(
+            f"{spec}: running {str(path)!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    return module
+
+
+def _attribute(module: Any, attr: str, spec: str) -> Any:
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(module) if not n.startswith("_"))
+            raise LoadError(
+                f"{spec}: {module.__name__!r} has no attribute {attr!r}; it has: "
+                f"{', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+def _entry_point(name: str, spec: str) -> Any:
+    found = entry_points(group="amplifier.modules", name=name)
+    if not found:
+        known = sorted(ep.name for ep in entry_points(group="amplifier.modules"))
+        raise LoadError(
+            f"{spec}: no installed amplifier.modules entry point named {name!r}; installed: "
+            f"{', '.join(known) or 'none'}"
+        )
+    entry = next(iter(found))
+    try:
+        return entry.load()
+    except Exception as exc:
+        raise LoadError(
+            f"{spec}: loading {entry.value!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _kind(obj: Any, spec: str) -> Kind:
+    if inspect.isclass(obj):
+        return "factory"
+    if not callable(obj):
+        raise LoadError(
+            f"{spec}: {obj!r} is not callable; name a class, a zero-argument factory or a "
+            "mount(coordinator, config) function"
+        )
+    try:
+        parameters = list(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return "factory"
+    if getattr(obj, "__name__", "") == "mount" or parameters[:1] == ["coordinator"]:
+        return "mount"
+    return "factory"
+
+
+def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Target:
+    """Resolve a TARGET string (see the module docstring). Raises :class:`LoadError`."""
+    spec = spec or DEFAULT_TARGET
+    config = dict(config or {})
+    if spec.startswith("ep:"):
+        obj = _entry_point(spec[3:], spec)
+        return Target(spec, obj, _kind(obj, spec), config)
+    path_part, _, attr = spec.partition(":")
+    if path_part.endswith(".py"):
+        module = _import_file(Path(path_part), spec)
+        attr = attr or "mount"
+    else:
+        if not path_part.replace(".", "").replace("_", "").isalnum():
+            raise LoadError(
+                f"{spec!r} is not a target; use module:attr, module, ep:NAME or path/to/file.py"
+            )
+        module = _import(path_part, spec)
+        if not attr:
+            if not hasattr(module, "mount"):
+                raise LoadError(
+                    f"{spec}: module {path_part!r} has no mount(); name the class or factory, "
+                    f"e.g. {path_part}:MyContextManager"
+                )
+            attr = "mount"
+    obj = _attribute(module, attr, spec)
+    return Target(spec, obj, _kind(obj, spec), config)

@@ -45,18 +45,18 @@ def digest(messages: Any, ignore: frozenset[str]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _edit_in_place(value: Any) -> None:
+def edit_in_place(value: Any) -> None:
     """Scribble over a returned or passed-in structure, the way careless callers do."""
     if isinstance(value, list):
         for item in value:
-            _edit_in_place(item)
+            edit_in_place(item)
         value.append({"role": "user", "content": "EDITED BY CALLER"})
     elif isinstance(value, dict):
         for key, item in list(value.items()):
             if isinstance(item, str):
                 value[key] = item + " EDITED"
             else:
-                _edit_in_place(item)
+                edit_in_place(item)
         value["metadata_edit"] = True
 
 
@@ -90,9 +90,12 @@ class Worker:
     async def op_add(self, message: Any) -> None:
         await self.manager.add_message(message)
 
-    async def op_add_then_edit(self, message: Any) -> None:
+    async def op_add_then_edit(self, message: Any) -> str:
+        """Returns the history's digest before the edit, to tell a bad add from a leak."""
         await self.manager.add_message(message)
-        _edit_in_place(message)
+        before = digest(to_json(await self.manager.get_messages()), self.ignore)
+        edit_in_place(message)
+        return before
 
     async def op_add_concurrently(self, messages: list[Any]) -> None:
         await asyncio.gather(*(self.manager.add_message(m) for m in messages))
@@ -112,7 +115,7 @@ class Worker:
     ) -> Any:
         view = await self._request(budget, defaults)
         snapshot = to_json(view)
-        _edit_in_place(view)
+        edit_in_place(view)
         return snapshot
 
     async def _request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
@@ -126,7 +129,7 @@ class Worker:
     async def op_get_then_edit(self) -> Any:
         history = await self.manager.get_messages()
         snapshot = to_json(history)
-        _edit_in_place(history)
+        edit_in_place(history)
         return snapshot
 
     async def op_set(self, messages: list[Any]) -> None:

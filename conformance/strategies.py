@@ -1,0 +1,192 @@
+"""Hypothesis strategies for agent conversations in both shapes, and for budgets.
+
+Tool-call ids are not drawn: a round is a *template* (shape, outputs) and the state machine
+numbers its calls, so ids are unique in a history however Hypothesis shrinks it. Every
+template's repr is valid Python, so a printed failing run pastes into a test as is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hypothesis import strategies as st
+
+__all__ = [
+    "BadMessage",
+    "Budget",
+    "RoundTemplate",
+    "bad_messages",
+    "budgets",
+    "conversations",
+    "plain_messages",
+    "round_templates",
+    "texts",
+]
+
+Shape = Literal["openai", "anthropic"]
+
+_WORDS = [
+    "read", "the", "file", "then", "fix", "config", "tests", "ok", "Traceback", "error",
+    "値", "测试", "ファイル", "🙂", "naïve", "x" * 30, "\n", "def", "{", "}", "JSON",
+]  # fmt: skip
+
+
+def texts(max_words: int = 24) -> st.SearchStrategy[str]:
+    """Short prose with unicode, CJK and emoji."""
+    return st.lists(st.sampled_from(_WORDS), min_size=1, max_size=max_words).map(" ".join)
+
+
+def outputs() -> st.SearchStrategy[str]:
+    """Tool outputs: mostly short, sometimes hundreds of lines, rarely tens of kilobytes."""
+    return st.one_of(
+        st.sampled_from(["", "ok", "0 files", "Error: permission denied"]),
+        texts(40),
+        st.integers(20, 400).map(
+            lambda n: "\n".join(f"{i:>5}  line {i * 7 % 13}" for i in range(n))
+        ),
+        st.integers(2_000, 40_000).map(lambda n: "y" * n),
+    )
+
+
+@dataclass(frozen=True)
+class RoundTemplate:
+    """An assistant message with parallel calls and their results, ids assigned later."""
+
+    shape: Shape
+    outputs: tuple[str, ...]
+    order: tuple[int, ...]
+    """OpenAI results may arrive in any order; this is theirs."""
+
+    def messages(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        """The messages of this round, numbering calls from ``ids``."""
+        if self.shape == "openai":
+            names = [f"call_{next(ids)}" for _ in self.outputs]
+            call = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": name,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": f'{{"n": {k}}}'},
+                    }
+                    for k, name in enumerate(names)
+                ],
+            }
+            results = [
+                {"role": "tool", "tool_call_id": names[k], "content": self.outputs[k]}
+                for k in self.order
+            ]
+            return [call, *results]
+        names = [f"toolu_{next(ids)}" for _ in self.outputs]
+        call = {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Let me check."}]
+            + [
+                {"type": "tool_use", "id": name, "name": "bash", "input": {"n": k}}
+                for k, name in enumerate(names)
+            ],
+        }
+        answer = {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": name,
+                    "content": output,
+                    **({"is_error": True} if output.startswith("Error") else {}),
+                }
+                for name, output in zip(names, self.outputs, strict=True)
+            ],
+        }
+        return [call, answer]
+
+
+@st.composite
+def round_templates(
+    draw: st.DrawFn, shapes: tuple[Shape, ...] = ("openai", "anthropic")
+) -> RoundTemplate:
+    """A round of 1-3 parallel calls (weighted to one)."""
+    shape = draw(st.sampled_from(shapes))
+    count = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    results = tuple(draw(outputs()) for _ in range(count))
+    order = tuple(draw(st.permutations(range(count))))
+    return RoundTemplate(shape, results, order)
+
+
+def plain_messages() -> st.SearchStrategy[dict[str, Any]]:
+    """Messages with no tool traffic: user prose (both forms), assistant prose, system notes."""
+    return st.one_of(
+        texts().map(lambda t: {"role": "user", "content": t}),
+        texts().map(lambda t: {"role": "user", "content": [{"type": "text", "text": t}]}),
+        texts().map(lambda t: {"role": "assistant", "content": t}),
+        texts(8).map(lambda t: {"role": "system", "content": "Reminder: " + t}),
+    )
+
+
+@st.composite
+def conversations(
+    draw: st.DrawFn, max_turns: int = 6, shapes: tuple[Shape, ...] = ("openai", "anthropic")
+) -> list[dict[str, Any]]:
+    """A well-formed conversation: a system prompt, then turns with tool rounds."""
+    ids = itertools.count(10_000)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful agent."}]
+    for _ in range(draw(st.integers(0, max_turns))):
+        messages.append({"role": "user", "content": draw(texts())})
+        for _ in range(draw(st.integers(0, 2))):
+            messages.extend(draw(round_templates(shapes)).messages(ids))
+        messages.append({"role": "assistant", "content": draw(texts())})
+    return messages
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How a request states its budget: as a share of the history's tokens, or a fixed number,
+    passed as ``token_budget`` or through a provider's ``get_info().defaults``."""
+
+    share: float | None
+    tokens: int | None
+    via_provider: bool
+
+    def resolve(self, history_tokens: int) -> int:
+        if self.tokens is not None:
+            return self.tokens
+        assert self.share is not None
+        return max(1, int(history_tokens * self.share))
+
+
+def budgets() -> st.SearchStrategy[Budget]:
+    """Tight (a share of the history), loose (more than all of it) and infeasible (tiny)."""
+    shares = st.sampled_from([0.2, 0.35, 0.5, 0.75, 1.5, 4.0]).map(lambda s: (s, None))
+    fixed = st.sampled_from([8, 40, 200, 1_000, 100_000]).map(lambda t: (None, t))
+    return st.builds(
+        lambda size, via: Budget(size[0], size[1], via), st.one_of(shares, fixed), st.booleans()
+    )
+
+
+@dataclass(frozen=True)
+class BadMessage:
+    """Something that is not a valid message, and what is wrong with it."""
+
+    value: Any
+    problem: str
+
+
+def bad_messages() -> st.SearchStrategy[BadMessage]:
+    return st.sampled_from(
+        [
+            BadMessage(["role", "user"], "a list, not a dict"),
+            BadMessage("hello", "a string, not a dict"),
+            BadMessage(None, "None"),
+            BadMessage({"content": "no role"}, "no role"),
+            BadMessage({"role": "wizard", "content": "hi"}, "an unknown role"),
+            BadMessage({"role": "tool", "content": "orphan"}, "a tool result without an id"),
+            BadMessage(
+                {"role": "assistant", "content": None, "tool_calls": [{"type": "function"}]},
+                "a tool call without an id",
+            ),
+        ]
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import pprint
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,7 +61,17 @@ Code = tuple[Any, ...]
 
 
 def render(code: Code) -> str:
-    return "".join(_literal(p.value) if isinstance(p, Lit) else p for p in code)
+    """Script text; a long literal goes on lines of its own, indented."""
+    parts = []
+    for part in code:
+        if not isinstance(part, Lit):
+            parts.append(part)
+            continue
+        text = repr(part.value)
+        if len(text) > 80:
+            text = "\n" + textwrap.indent(_literal(part.value), "    ") + "\n"
+        parts.append(text)
+    return "".join(parts)
 
 
 class PropertyFailure(AssertionError):
@@ -330,17 +341,24 @@ def make_machine(
         def add_message(self, message: dict[str, Any]) -> None:
             self._add(message)
 
-        @rule(template=rounds)
-        def add_tool_round(self, template: RoundTemplate) -> None:
+        @rule(template=rounds, budget=budgets())
+        def run_tool_round(self, template: RoundTemplate, budget: Budget) -> None:
+            """One agent step: a call and its results, then a view for the next model call."""
             for message in template.messages(self.ids):
                 self._add(message)
+            self._request(budget)
 
-        @rule(ask=texts(), work=st.lists(rounds, max_size=3), answer=texts())
-        def add_turn(self, ask: str, work: list[RoundTemplate], answer: str) -> None:
+        @rule(ask=texts(), work=st.lists(rounds, max_size=3), answer=texts(), budget=budgets())
+        def run_turn(
+            self, ask: str, work: list[RoundTemplate], answer: str, budget: Budget
+        ) -> None:
+            """One agent turn: the user asks, tool rounds run, each followed by a view."""
             self._add({"role": "user", "content": ask})
+            self._request(budget)
             for template in work:
                 for message in template.messages(self.ids):
                     self._add(message)
+                self._request(budget)
             self._add({"role": "assistant", "content": answer})
 
         @rule(budget=budgets())

@@ -96,7 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     usage.add_argument("--json", action="store_true", help="print the usage snapshot as JSON")
     usage.set_defaults(run=_run_usage)
+    _add_conformance(commands, common)
     return parser
+
+
+def _add_conformance(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.conformance_cli import add_parser
+
+    add_parser(commands, common)
 
 
 def _load_messages(path: Path) -> list[Any]:

@@ -1,0 +1,155 @@
+"""What a run shows: the summary table, the JSON and JUnit reports, reproducer scripts."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from conformance.machine import PropertyFailure
+from conformance.properties import RELAXATIONS, by_id
+from conformance.runner import PropertyResult, Report
+
+__all__ = ["reproducer_script", "summary", "write_json", "write_junit"]
+
+_MARK = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
+
+
+def reproducer_script(
+    target: str, config: dict[str, Any], seed: int, result: PropertyResult, failure: PropertyFailure
+) -> str:
+    """A standalone script that replays the shrunk steps against the target and asserts."""
+    steps = "\n".join(textwrap.indent(step, "    ") for step in failure.steps)
+    check = textwrap.indent(failure.check or "# the last step fails", "    ")
+    config_part = f" --config '{json.dumps(config)}'" if config else ""
+    return f'''"""Reproduces a ctxkit conformance failure.
+
+{result.id} ({result.level}): {failure.message}
+Found by: ctxkit conformance {target}{config_part} --seed {seed}
+Run it with python from where the target imports; it fails while the bug is there.
+"""
+
+import asyncio
+
+from conformance.invariants import (  # noqa: F401
+    check_lifecycle,
+    check_non_destructive,
+    check_ordering,
+    check_preservation,
+    check_tool_pairs,
+)
+from conformance.target import EventRecorder, load_target
+from conformance.worker import edit_in_place  # noqa: F401
+from ctxkit.tokens import TokenCounter  # noqa: F401
+
+
+class Provider:
+    """A provider whose get_info().defaults sets the budget."""
+
+    def __init__(self, defaults):
+        self.defaults = defaults
+
+    def get_info(self):
+        return self
+
+
+async def main() -> None:
+    manager = await load_target({target!r}, {config!r}).build(EventRecorder())
+{steps}
+{check}
+
+
+asyncio.run(main())
+'''
+
+
+def summary(report: Report) -> str:
+    """The table printed at the end of a run, then one paragraph per failure."""
+    width = max(len(p.id) for p in report.properties)
+    lines = [
+        f"ctxkit conformance: {report.target}  (seed {report.seed}, profile {report.profile}, "
+        f"{report.duration_s:.1f} s)",
+        "",
+        f"  {'property':<{width}}  {'level':<11}  result",
+    ]
+    for p in report.properties:
+        note = ""
+        if p.status == "failed":
+            size = (p.counterexample or {}).get("messages")
+            note = (
+                f"  after {p.time_to_failure_s:.1f} s, {size} message(s)"
+                if size is not None and p.time_to_failure_s is not None
+                else ""
+            )
+        elif p.status == "skipped" and p.message:
+            note = f"  ({p.message.split(':')[0]})"
+        lines.append(f"  {p.id:<{width}}  {p.level:<11}  {_MARK[p.status]}{note}")
+    for item in report.allow:
+        name = item.split("=")[0]
+        key = next((k for k in RELAXATIONS if k.split("=")[0] == name), name)
+        lines.append(f"  allowed: {item}: {RELAXATIONS.get(key, '')}")
+    for p in report.properties:
+        if p.status in ("failed", "error"):
+            lines += ["", f"{p.id} {p.status}: {p.message}"]
+            if p.status == "failed":
+                lines.append(f"  what must hold: {by_id(p.id).holds}")
+                if p.reproducer:
+                    lines.append("  reproduce with this script (--report-json keeps it too):")
+                    lines += [textwrap.indent(_steps_only(p.reproducer), "    ")]
+    verdicts = {
+        "pass": "PASS: every required property holds",
+        "fail": "FAIL: a required property does not hold",
+        "error": "ERROR: a required property could not be checked",
+    }
+    failed_recommended = [
+        p.id for p in report.properties if p.level == "recommended" and p.status == "failed"
+    ]
+    lines += ["", verdicts[report.verdict]]
+    if failed_recommended:
+        lines.append(f"  recommended properties failing: {', '.join(failed_recommended)}")
+    return "\n".join(lines)
+
+
+def _steps_only(script: str) -> str:
+    """The body of a reproducer's main(): what a reader needs at a glance."""
+    body = script.split("async def main() -> None:\n", 1)[-1].split("\n\n\nasyncio.run", 1)[0]
+    lines = textwrap.dedent(body).splitlines()
+    if len(lines) > 40:
+        lines = [*lines[:18], f"# ... {len(lines) - 36} more lines ...", *lines[-18:]]
+    return "\n".join(lines)
+
+
+def write_json(report: Report, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_junit(report: Report, path: Path) -> None:
+    """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>."""
+    suite = ElementTree.Element(
+        "testsuite",
+        name=f"ctxkit conformance {report.target}",
+        tests=str(len(report.properties)),
+        failures=str(sum(p.status == "failed" for p in report.properties)),
+        errors=str(sum(p.status == "error" for p in report.properties)),
+        skipped=str(sum(p.status == "skipped" for p in report.properties)),
+        time=f"{report.duration_s:.3f}",
+    )
+    for p in report.properties:
+        case = ElementTree.SubElement(
+            suite, "testcase", classname=f"conformance.{p.level}", name=p.id
+        )
+        if p.status == "failed":
+            node = ElementTree.SubElement(case, "failure", message=p.message)
+            node.text = p.reproducer or p.message
+        elif p.status == "error":
+            ElementTree.SubElement(case, "error", message=p.message)
+        elif p.status == "skipped":
+            ElementTree.SubElement(case, "skipped", message=p.message or "not checked")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ElementTree.ElementTree(ElementTree.Element("testsuites")).getroot().append(suite)
+    tree = ElementTree.ElementTree(suite)
+    ElementTree.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)

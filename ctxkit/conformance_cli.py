@@ -1,0 +1,139 @@
+"""``ctxkit conformance``: its options, its progress lines and its report.
+
+Kept apart from ``cli.py`` so the suite (and Hypothesis) is imported only when this command
+runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_PASS = 0
+EXIT_REQUIRED_FAILED = 1
+EXIT_CANNOT_LOAD = 2
+
+DESCRIPTION = """\
+Check a context manager against the conformance properties with property-based tests.
+The target runs in a child process; each operation gets --timeout seconds. A failure shows
+the property, one plain sentence, and the shrunk calls as a script that reproduces it.
+
+TARGET is one of:
+  module:attr         a class or zero-argument factory (called with --config as keywords),
+                      or a mount(coordinator, config) function
+  module              a module with a mount() function
+  ep:NAME             an installed amplifier.modules entry point
+  path/to/file.py[:attr]
+  (nothing)           ctxkit's reference manager
+"""
+
+EPILOG = """\
+relaxations (--allow, repeatable):
+  hoisted-system      ordering: system messages may move to the front of the view
+  dropped-system      preservation: system messages may be dropped from a view
+  budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
+
+exit codes: 0 every required property holds; 1 a required property failed or could not be
+checked (a hang, a crash); 2 the target could not be loaded, or bad usage.
+
+examples:
+  ctxkit conformance                                  # the reference manager
+  ctxkit conformance mypkg.context:SlidingWindow --config '{"max_tokens": 8000}'
+  ctxkit conformance ep:context-simple --profile thorough --report-json report.json
+  ctxkit conformance ./my_manager.py --seed 42 --format anthropic --junit junit.xml
+"""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "conformance",
+        help="check any context manager against the conformance properties",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("target", nargs="?", metavar="TARGET", help="what to check (see above)")
+    parser.add_argument(
+        "--config", default="{}", metavar="JSON", help="keyword arguments or mount() config"
+    )
+    parser.add_argument("--seed", type=int, help="Hypothesis seed (default: random, printed)")
+    parser.add_argument("--max-examples", type=int, metavar="N", help="runs per search")
+    parser.add_argument(
+        "--profile",
+        choices=["quick", "default", "thorough"],
+        default="default",
+        help="how hard to search (default: default)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="seconds per operation (10)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=["openai", "anthropic", "both"],
+        default="both",
+        help="message shapes to generate (both)",
+    )
+    parser.add_argument(
+        "--allow", action="append", default=[], metavar="RELAXATION", help="see below"
+    )
+    parser.add_argument("--report-json", type=Path, metavar="PATH", help="write the JSON report")
+    parser.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
+    parser.set_defaults(run=run_conformance)
+
+
+def run_conformance(args: argparse.Namespace) -> int:
+    from ctxkit.cli import UsageError
+
+    try:
+        config = json.loads(args.config)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--config is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    if args.max_examples is not None and args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+
+    from conformance.report import reproducer_script, summary, write_json, write_junit
+    from conformance.runner import RunOptions, SetupError, run
+
+    seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
+    options = RunOptions(
+        target=args.target,
+        config=config,
+        seed=seed,
+        profile=args.profile,
+        max_examples=args.max_examples,
+        timeout=args.timeout,
+        shapes=("openai", "anthropic") if args.format == "both" else (args.format,),
+        allow=list(args.allow),
+    )
+    name = args.target or "ctxkit.reference:mount (the reference manager)"
+    print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
+    try:
+        report = run(
+            options,
+            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+            reproducer=lambda result, failure: reproducer_script(
+                report_target(options), config, seed, result, failure
+            ),
+        )
+    except SetupError as exc:
+        print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_LOAD
+    print(summary(report))
+    if args.report_json:
+        write_json(report, args.report_json)
+    if args.junit:
+        write_junit(report, args.junit)
+    return EXIT_PASS if report.verdict == "pass" else EXIT_REQUIRED_FAILED
+
+
+def report_target(options: Any) -> str:
+    return options.target or "ctxkit.reference:mount"

@@ -1,0 +1,104 @@
+"""A zoo of context managers for testing the conformance checker: one correct base, members
+that each break one property, correct-but-unusual ones, and targets that hang or cannot load.
+
+The managers are stdlib only and import nothing of ctxkit, so the checker judges code it does
+not share. This module names them by target string and never imports them (one cannot load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ZOO", "Member"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One manager of the zoo and what the checker must say about it.
+
+    target: ``module:attr``, e.g. ``"tests.zoo.pairs:SplitsPairsOpenAI"``.
+    expect: for outcome ``"fail"``, the property ids that must be reported failed (others may
+        fail too); for ``"pass"``, empty (no required property may fail); for ``"error"`` and
+        ``"load_error"``, words the checker's error must contain (case-insensitive).
+    outcome: ``"fail"``, ``"pass"``, ``"error"`` (checker reports an error and carries on)
+        or ``"load_error"`` (the target cannot be loaded: exit status 2).
+    shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"`` or ``"both"``.
+    note: one line on the fault, and what a conversation needs to show it.
+    """
+
+    target: str
+    expect: frozenset[str]
+    outcome: str
+    shape: str
+    note: str
+
+
+def _m(target: str, expect: set[str], outcome: str, shape: str, note: str) -> Member:
+    return Member(f"tests.zoo.{target}", frozenset(expect), outcome, shape, note)
+
+
+PAIRS = {"tool_pair_integrity"}
+
+ZOO: list[Member] = [
+    _m("base:GoodManager", set(), "pass", "both",
+       "correct: plans whole units, pins system messages and the newest user message"),
+    # tool_pair_integrity (tests/zoo/pairs.py)
+    _m("pairs:SplitsPairsOpenAI", PAIRS, "fail", "openai",
+       "plans by message, a tool result leads the view (langchain #33245); anthropic splits too"),
+    _m("pairs:SplitsPairsAnthropic", PAIRS, "fail", "anthropic",
+       "knows only the OpenAI shape: tool_result message kept, its tool_use call dropped"),
+    _m("pairs:SplitsParallelCalls", PAIRS, "fail", "both",
+       "needs parallel calls and a dropping view: keeps only the first result (langmem #126)"),
+    _m("pairs:DropsCallKeepsNothing", PAIRS, "fail", "both",
+       "a dropping view drops every tool result but keeps the calls"),
+    _m("pairs:LateSplitter", PAIRS, "fail", "both",
+       "needs 40+ messages: then keeps the last 30 messages by count, splitting a pair"),
+    _m("pairs:ResultBeforeCall", {*PAIRS, "ordering"}, "fail", "both",
+       "each call comes after its results in the view"),
+    _m("pairs:SyntheticWithToolIds", {*PAIRS, "ordering"}, "fail", "both",
+       "a dropping view gets a role=tool notice with a made-up tool_call_id (also a stray result)"),
+    # what is stored (tests/zoo/history.py)
+    _m("history:DestructiveCompaction", {"non_destructive"}, "fail", "both",
+       "a dropping view deletes the dropped messages from stored history"),
+    _m("history:MutatesStoredContent", {"non_destructive"}, "fail", "both",
+       "needs tool outputs over 500 chars and an over-budget view: cuts them in storage"),
+    _m("history:ClearKeepsHistory", {"lifecycle"}, "fail", "both",
+       "clear() resets a view cache, keeps the stored messages"),
+    _m("history:SetMessagesAppends", {"lifecycle"}, "fail", "both",
+       "set_messages(x) appends x instead of replacing"),
+    _m("history:LeaksReferences", {"isolation"}, "fail", "both",
+       "stores the caller's dicts; get_messages() returns the internal list"),
+    _m("history:LosesConcurrentAdds", {"concurrency"}, "fail", "both",
+       "needs 2+ concurrent add_message calls: snapshot, await, write back"),
+    # what the view holds (tests/zoo/views.py)
+    _m("views:ReordersView", {"ordering"}, "fail", "both",
+       "moves the newest user message to the end of the view"),
+    _m("views:HoistsSystem", {"ordering"}, "fail", "both",
+       "needs a mid-conversation system message: moved to the front (relaxation hoisted-system)"),
+    _m("views:Nondeterministic", {"determinism"}, "fail", "both",
+       "a dropping view gets a notice stamped with the time and a counter"),
+    _m("views:IgnoresBudget", {"budget"}, "fail", "both",
+       "ignores token_budget and the provider: every view is the whole history"),
+    _m("views:DropsSystemPrompt", {"preservation"}, "fail", "both",
+       "a dropping view drops the system messages"),
+    _m("views:DropsNewestUser", {"preservation"}, "fail", "both",
+       "needs tool rounds after the newest user message and a tight budget: it goes"),
+    # events, bad input, edges (tests/zoo/misc.py)
+    _m("misc:BadEvents", {"events"}, "fail", "both",
+       "needs hooks and a dropping view: post_compact alone, token_count a string"),
+    _m("misc:AcceptsGarbage", {"robustness"}, "fail", "both",
+       "add_message stores non-dicts, missing or unknown roles, tool messages without ids"),
+    _m("misc:Hangs", {"timed out"}, "error", "both",
+       "get_messages_for_request sleeps 3600 s once the history holds 3+ messages"),
+    _m("misc:SyncMethods", {"coroutine"}, "error", "both",
+       "correct, but the protocol methods are plain def functions"),
+    _m("broken_import:Manager", {"does_not_exist_ctxkit_zoo"}, "load_error", "both",
+       "the module raises ImportError at import: exit status 2"),
+    # correct but unusual (tests/zoo/unusual.py): every required property passes
+    _m("unusual:InsertsSummary", set(), "pass", "both",
+       "a dropping view gets one plain user summary after the system messages"),
+    _m("unusual:TruncatesToolOutputs", set(), "pass", "both",
+       "view-only: tool outputs over 500 chars become head + marker + tail, ids kept"),
+    _m("unusual:StampsMetadata", set(), "pass", "both",
+       "stored copies carry metadata.added_at; equal to what was added ignoring 'metadata'"),
+]  # fmt: skip

@@ -1,0 +1,84 @@
+"""Members that break what is stored: non_destructive, lifecycle, isolation, concurrency.
+
+- DestructiveCompaction: compacting deletes the dropped messages from stored history.
+- MutatesStoredContent: compacting cuts long tool outputs in stored history, in place.
+- ClearKeepsHistory: clear() resets a view cache but keeps the stored messages.
+- SetMessagesAppends: set_messages(x) appends x instead of replacing the history.
+- LeaksReferences: stores the caller's dicts and hands out its internal list.
+- LosesConcurrentAdds: add_message copies, awaits, then writes back, losing concurrent adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from tests.zoo.base import GoodManager, outputs, total
+
+CUT = 500
+
+
+class DestructiveCompaction(GoodManager):
+    """Fault (non_destructive): when a view drops messages, they are deleted from stored
+    history too, so get_messages() afterwards lacks the old messages."""
+
+    def _plan(self, history: list[Any], limit: int) -> list[int]:
+        kept = super()._plan(history, limit)
+        if len(kept) < len(history):
+            self._messages = [history[i] for i in kept]
+        return kept
+
+
+class MutatesStoredContent(GoodManager):
+    """Fault (non_destructive): when the history is over budget, tool outputs longer than 500
+    characters are cut to 500 in the stored messages themselves (OpenAI ``tool`` content,
+    Anthropic ``tool_result`` content), so get_messages() no longer returns what was added."""
+
+    def _plan(self, history: list[Any], limit: int) -> list[int]:
+        if total(history) > limit:
+            for owner in (o for m in history for o in outputs(m)):  # stored dicts, not copies
+                if len(owner["content"]) > CUT:
+                    owner["content"] = owner["content"][:CUT]
+        return super()._plan(history, limit)
+
+
+class ClearKeepsHistory(GoodManager):
+    """Fault (lifecycle): clear() forgets the cached view but not the stored messages, so
+    get_messages() and the next view still hold the old conversation."""
+
+    async def clear(self) -> None:
+        self._last_view = None  # the only cache there is; self._messages stays
+
+
+class SetMessagesAppends(GoodManager):
+    """Fault (lifecycle): set_messages(x) appends x to the history instead of replacing it,
+    so get_messages() == old + x."""
+
+    async def set_messages(self, messages: list[dict]) -> None:
+        for message in messages:
+            self._validate(message)
+        self._messages.extend(self._stored(m) for m in messages)
+
+
+class LeaksReferences(GoodManager):
+    """Fault (isolation): stores the caller's dicts without copying and returns its internal
+    list from get_messages(), so editing a passed-in or returned message (or the returned
+    list) edits the stored history."""
+
+    def _stored(self, message: dict) -> Any:
+        return message
+
+    async def get_messages(self) -> list[dict]:
+        return self._messages
+
+
+class LosesConcurrentAdds(GoodManager):
+    """Fault (concurrency): add_message takes a snapshot, awaits, then writes back snapshot +
+    message, so adds that run concurrently overwrite each other and messages are lost."""
+
+    async def add_message(self, message: dict) -> None:
+        self._validate(message)
+        snapshot = list(self._messages)
+        await asyncio.sleep(0)  # e.g. a token count on a worker
+        self._messages = [*snapshot, copy.deepcopy(message)]

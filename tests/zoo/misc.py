@@ -1,0 +1,77 @@
+"""Members that break the edges of the protocol: events, bad input, hanging, sync methods.
+
+- BadEvents: emits post_compact without its pre_compact, with a string token_count.
+- AcceptsGarbage: add_message stores anything, non-dicts and unknown roles included.
+- Hangs: get_messages_for_request never returns once the history holds 3+ messages.
+- SyncMethods: correct, but the protocol methods are plain functions, not coroutines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from tests.zoo.base import FILL, PRE_COMPACT, GoodManager
+
+
+class BadEvents(GoodManager):
+    """Fault (events): views are correct, but a compaction emits ``context:post_compact``
+    alone (no ``context:pre_compact`` before it), and its token_count is a string such as
+    ``"812 tokens"`` instead of an int."""
+
+    async def _emit(self, name: str, data: dict) -> None:
+        if name == PRE_COMPACT:
+            return
+        await super()._emit(name, {**data, "token_count": f"{data['token_count']} tokens"})
+
+
+class AcceptsGarbage(GoodManager):
+    """Fault (robustness): add_message and set_messages validate nothing, so non-dicts,
+    messages without a role or with an unknown one, and tool messages without a
+    tool_call_id are stored without an error."""
+
+    def _validate(self, message: Any) -> None:
+        pass
+
+
+class Hangs(GoodManager):
+    """Fault (hang): get_messages_for_request sleeps an hour, that is never returns in a test,
+    once the history holds 3 or more messages. A checker must report it as an error that says
+    it timed out."""
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        if len(self._messages) >= 3:
+            await asyncio.sleep(3600)
+        return await super().get_messages_for_request(token_budget, provider)
+
+
+class SyncMethods(GoodManager):
+    """Fault (protocol): behaves like GoodManager, but add_message, get_messages_for_request,
+    get_messages, set_messages and clear are plain ``def`` functions, so ``await`` on their
+    results fails. A checker must say the methods have to be coroutines (``async def``)."""
+
+    def add_message(self, message: dict) -> None:  # type: ignore[override]
+        self._validate(message)
+        self._messages.append(self._stored(message))
+
+    def get_messages_for_request(  # type: ignore[override]
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        history = list(self._messages)
+        return self._render(
+            history, self._plan(history, int(self._budget(token_budget, provider) * FILL))
+        )
+
+    def get_messages(self) -> list[dict]:  # type: ignore[override]
+        return copy.deepcopy(self._messages)
+
+    def set_messages(self, messages: list[dict]) -> None:  # type: ignore[override]
+        for message in messages:
+            self._validate(message)
+        self._messages = [self._stored(m) for m in messages]
+
+    def clear(self) -> None:  # type: ignore[override]
+        self._messages = []

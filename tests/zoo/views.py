@@ -1,0 +1,84 @@
+"""Members whose views are wrong without splitting pairs: order, determinism, budget, what stays.
+
+- ReordersView: moves the newest user message to the end of the view.
+- HoistsSystem: moves every system message, mid-conversation ones too, to the front.
+- Nondeterministic: when compacting, adds a notice stamped with the current time.
+- IgnoresBudget: ignores token_budget and the provider; every view holds everything.
+- DropsSystemPrompt: when compacting, drops the system messages.
+- DropsNewestUser: does not pin the newest user message, so tool rounds after it push it out.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.zoo.base import GoodManager, role_of
+
+
+class ReordersView(GoodManager):
+    """Fault (ordering): moves the newest user message to the end of the view ("the model
+    should read the question last"), ahead of the assistant replies and tool rounds that
+    came after it in the history."""
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        view = super()._render(history, kept)
+        users = [i for i, m in enumerate(view) if role_of(m) == "user" and not self._results(m)]
+        if users:
+            view.append(view.pop(users[-1]))
+        return view
+
+
+class HoistsSystem(GoodManager):
+    """Fault (ordering, which the ``hoisted-system`` relaxation will allow): every system
+    message, mid-conversation reminders too, moves to the front of the view; the rest keeps
+    its order and pairs stay whole."""
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        view = super()._render(history, kept)
+        return sorted(view, key=lambda m: role_of(m) != "system")
+
+
+class Nondeterministic(GoodManager):
+    """Fault (determinism): when the view drops anything, it adds a user notice stamped with
+    the current time and a running count after the system messages, so two views asked for
+    in a row differ."""
+
+    _views = 0
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        view = super()._render(history, kept)
+        if len(kept) < len(history):
+            self._views += 1
+            stamp = f"[trimmed at {time.time_ns()}, view {self._views}]"
+            notice = {"role": "user", "content": stamp}
+            at = next((i for i, m in enumerate(view) if role_of(m) != "system"), len(view))
+            view.insert(at, notice)
+        return view
+
+
+class IgnoresBudget(GoodManager):
+    """Fault (budget): ignores token_budget and the provider's limits, always planning for
+    10**9 tokens, so every view is the whole history however small the budget."""
+
+    def _budget(self, token_budget: int | None, provider: Any) -> int:
+        return 10**9
+
+
+class DropsSystemPrompt(GoodManager):
+    """Fault (preservation): when the view must drop anything, it drops the system messages
+    first, though they would fit."""
+
+    def _plan(self, history: list[Any], limit: int) -> list[int]:
+        kept = super()._plan(history, limit)
+        if len(kept) == len(history):
+            return kept
+        return [i for i in kept if role_of(history[i]) != "system"]
+
+
+class DropsNewestUser(GoodManager):
+    """Fault (preservation): pins only the system messages, so under a tight budget the
+    newest units win and the newest user message goes when tool rounds follow it."""
+
+    def _pinned(self, history: list[Any], units: list[tuple[list[int], bool]]) -> set[int]:
+        return {k for k, (ids, _) in enumerate(units) if role_of(history[ids[0]]) == "system"}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -98,6 +99,8 @@ class RunOptions:
     shapes: tuple[str, ...] = ("openai", "anthropic")
     allow: list[str] = field(default_factory=list)
     max_rounds: int = 6
+    shrink_seconds: float = 20.0
+    """Shrinking stops after this long per search; the counterexample found so far stands."""
 
 
 def parse_allow(allow: list[str]) -> Relaxations:
@@ -233,7 +236,8 @@ def _search(
         machine = make_machine(session, options.shapes)
         factory = hypothesis_seed(options.seed + round_number - 1)(machine)
         try:
-            run_state_machine_as_test(factory, settings=hypothesis_settings)
+            with _shrinking_limit(options.shrink_seconds):
+                run_state_machine_as_test(factory, settings=hypothesis_settings)
         except PropertyFailure as failure:
             _record([failure], session, results, reproducer)
         except BaseExceptionGroup as group:
@@ -254,6 +258,22 @@ def _search(
     for property_id in session.checking:
         results[property_id].status = "passed"
         results[property_id].message = f"no failure found in {options.max_rounds} searches"
+
+
+@contextmanager
+def _shrinking_limit(seconds: float) -> Iterator[None]:
+    """Cap Hypothesis's shrinking time (its own default is 300 s), where the engine has one."""
+    from hypothesis.internal.conjecture import engine
+
+    if not hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        yield
+        return
+    saved = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
 
 
 def _leaves(group: BaseExceptionGroup | None) -> list[PropertyFailure]:

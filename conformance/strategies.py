@@ -28,22 +28,32 @@ __all__ = [
 
 Shape = Literal["openai", "anthropic"]
 
-_WORDS = [
-    "read", "the", "file", "then", "fix", "config", "tests", "ok", "Traceback", "error",
-    "値", "测试", "ファイル", "🙂", "naïve", "x" * 30, "\n", "def", "{", "}", "JSON",
-]  # fmt: skip
+_SENTENCES = (
+    "read the file",
+    "fix the failing test in config.py",
+    "ok",
+    "Traceback (most recent call last): KeyError: 'x'",
+    "値を確認してください",
+    "测试失败了，请修复",  # noqa: RUF001 - a real CJK comma
+    "ファイルを読んでください 🙂",
+    "naïve café résumé",
+    "def f(x):\n    return {'a': [1, 2]}",
+    '{"json": true, "n": 3}',
+    "x" * 200,
+    "line one\nline two\n\nline four",
+)
 
 
 def texts(max_words: int = 24) -> st.SearchStrategy[str]:
-    """Short prose with unicode, CJK and emoji."""
-    return st.lists(st.sampled_from(_WORDS), min_size=1, max_size=max_words).map(" ".join)
+    """Short prose with unicode, CJK, emoji and code: one choice, so it shrinks at once."""
+    return st.sampled_from(_SENTENCES[: max(1, max_words)])
 
 
 def outputs() -> st.SearchStrategy[str]:
     """Tool outputs: mostly short, sometimes hundreds of lines, rarely tens of kilobytes."""
     return st.one_of(
         st.sampled_from(["", "ok", "0 files", "Error: permission denied"]),
-        texts(40),
+        texts(),
         st.integers(20, 400).map(
             lambda n: "\n".join(f"{i:>5}  line {i * 7 % 13}" for i in range(n))
         ),

@@ -1,0 +1,234 @@
+"""`ctxkit conformance` end to end: target forms, exit codes, reports, reproducers, the plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from conformance.target import ContractError, LoadError, load_target
+from ctxkit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5"]
+
+
+def conformance(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+# -- target forms -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind"),
+    [
+        (None, "mount"),
+        ("ctxkit.reference", "mount"),
+        ("ctxkit.reference:mount", "mount"),
+        ("ctxkit.reference:ReferenceContextManager", "factory"),
+        ("ep:ctxkit-reference", "mount"),
+        ("tests.zoo.base:GoodManager", "factory"),
+        (str(ROOT / "tests" / "zoo" / "base.py") + ":GoodManager", "factory"),
+    ],
+)
+def test_every_target_form_resolves(spec, kind):
+    target = load_target(spec, {"max_tokens": 5_000})
+    assert target.kind == kind
+    assert target.observes_events
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("no_such_module_xyz:Thing", "no module named 'no_such_module_xyz'"),
+        ("ctxkit.reference:NoSuchThing", "has no attribute 'NoSuchThing'"),
+        ("ctxkit.tokens", "has no mount()"),
+        ("ep:no-such-entry-point", "installed: ctxkit-reference"),
+        ("missing/file.py", "no such file"),
+        ("not a target!", "is not a target"),
+        ("ctxkit.tokens:DEFAULT_ENCODING", "is not callable"),
+    ],
+)
+def test_a_bad_target_gets_an_error_that_says_the_fix(spec, fragment):
+    with pytest.raises(LoadError, match=re.escape(fragment)):
+        load_target(spec)
+
+
+def test_sync_methods_are_named_in_the_contract_error():
+    import asyncio
+
+    from conformance.target import EventRecorder
+
+    target = load_target("tests.zoo.misc:SyncMethods")
+    with pytest.raises(ContractError, match="async def"):
+        asyncio.run(target.build(EventRecorder()))
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def test_help_teaches_targets_relaxations_and_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["conformance", "--help"])
+    out = capsys.readouterr().out
+    for fragment in ("ep:NAME", "hoisted-system", "budget-tolerance=R", "exit codes", "--junit"):
+        assert fragment in out
+
+
+def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    done = conformance(*FAST, "--report-json", str(report), "--junit", str(junit), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: every required property holds" in done.stdout
+    assert "seed 5" in done.stderr
+    data = json.loads(report.read_text())
+    assert set(data) >= {"target", "verdict", "seed", "duration_s", "properties"}
+    assert data["verdict"] == "pass"
+    assert data["seed"] == 5
+    assert [p["id"] for p in data["properties"]][:4] == [
+        "tool_pair_integrity",
+        "ordering",
+        "non_destructive",
+        "lifecycle",
+    ]
+    for entry in data["properties"]:
+        assert set(entry) == {
+            "id",
+            "level",
+            "status",
+            "message",
+            "counterexample",
+            "reproducer",
+            "time_to_failure_s",
+        }
+        assert entry["status"] == "passed"
+    suite = ElementTree.parse(junit).getroot()
+    assert suite.get("tests") == "11"
+    assert suite.get("failures") == "0"
+
+
+def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
+    report = tmp_path / "report.json"
+    done = conformance(
+        "tests.zoo.pairs:SplitsPairsOpenAI", "--profile", "quick", "--seed", "4",
+        "--report-json", str(report),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "tool_pair_integrity failed: view[" in done.stdout
+    assert "no assistant message in the view calls" in done.stdout
+    (failure,) = [
+        p for p in json.loads(report.read_text())["properties"] if p["status"] == "failed"
+    ]
+    assert failure["counterexample"]["messages"] <= 6
+    script = tmp_path / "repro.py"
+    script.write_text(failure["reproducer"])
+    replay = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    assert replay.returncode == 1
+    assert "AssertionError" in replay.stderr
+    assert "tool result for call_" in replay.stderr
+
+
+def test_only_recommended_failures_exit_0():
+    done = conformance("tests.zoo.views:IgnoresBudget", "--profile", "quick", "--seed", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "budget               recommended  FAIL" in done.stdout
+    assert "recommended properties failing: budget" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["no_such_module_xyz:Thing"], "no module named"),
+        (["tests.zoo.broken_import:Manager"], "does_not_exist_ctxkit_zoo"),
+        (["--config", "{not json"], "--config is not valid JSON"),
+        (["--config", "[1, 2]"], "must be a JSON object"),
+        (["--allow", "everything"], "unknown relaxation 'everything'"),
+        (["--allow", "budget-tolerance=9"], "ratio from 0 to 1"),
+        (["ctxkit.reference:ReferenceContextManager", "--config", '{"max_tokns": 5}'], "max_tokns"),
+    ],
+)
+def test_setup_problems_exit_2_without_a_traceback(args, fragment):
+    done = conformance(*args, *FAST)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_hang_exits_1_and_says_timed_out():
+    done = conformance("tests.zoo.misc:Hangs", "--profile", "quick", "--timeout", "1")
+    assert done.returncode == 1
+    assert "timed out" in done.stdout
+    assert "ERROR: a required property could not be checked" in done.stdout
+
+
+def test_anthropic_only_format_generates_no_openai_calls(tmp_path: Path):
+    report = tmp_path / "report.json"
+    done = conformance(
+        "tests.zoo.pairs:SplitsPairsOpenAI", "--format", "anthropic", *FAST,
+        "--report-json", str(report),
+    )  # fmt: skip
+    text = report.read_text()
+    assert "tool_calls" not in text, done.stdout
+
+
+# -- the pytest plugin -------------------------------------------------------------------------
+
+
+def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
+    (tmp_path / "test_mine.py").write_text(
+        "from conformance.plugin import ConformanceSuite\n\n\n"
+        "class TestGood(ConformanceSuite):\n"
+        "    target = 'tests.zoo.base:GoodManager'\n"
+        "    profile = 'quick'\n\n\n"
+        "class TestBroken(ConformanceSuite):\n"
+        "    target = 'tests.zoo.pairs:SplitsPairsOpenAI'\n"
+        "    profile = 'quick'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ctxkit-seed", "4",
+         str(tmp_path / "test_mine.py")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 1, out
+    assert "FAILED test_mine.py::TestBroken::test_property[tool_pair_integrity]" in out
+    assert "TestGood" not in out.split("short test summary")[-1]  # the good one passes all
+    assert "1 failed, 21 passed" in out
+
+
+def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",
+         "conformance.suite", "--ctxkit-target", "tests.zoo.base:GoodManager",
+         "--ctxkit-profile", "quick"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "11 passed" in done.stdout
+    assert "ctxkit conformance: target tests.zoo.base:GoodManager" in done.stdout

@@ -1,0 +1,92 @@
+"""The checker against the zoo: every broken manager caught under the right property id, every
+correct-but-unusual one passing every required property."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from conformance.runner import RunOptions, SetupError, run
+from tests.zoo import ZOO, Member
+
+REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
+
+
+def check(member: Member, **overrides: Any) -> dict[str, Any]:
+    return _check(member.target, tuple(sorted(overrides.items(), key=str)))
+
+
+@functools.cache
+def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """One run per target and options, shared by the tests that look at it."""
+    options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=1)
+    for key, value in overrides:
+        setattr(options, key, value)
+    report = run(options)
+    return {
+        "verdict": report.verdict,
+        "failed": {p.id for p in report.properties if p.status == "failed"},
+        "errors": {p.id: p.message for p in report.properties if p.status == "error"},
+        "messages": " ".join(p.message for p in report.properties),
+        "properties": {p.id: p for p in report.properties},
+    }
+
+
+@pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "fail"], ids=lambda m: m.target)
+def test_broken_manager_is_caught_under_its_property(member: Member):
+    outcome = check(member)
+    assert member.expect <= outcome["failed"], member.note
+    for property_id in member.expect:
+        result = outcome["properties"][property_id]
+        assert result.counterexample["steps"], "a failure comes with the steps that show it"
+        assert result.reproducer is None or "asyncio.run(main())" in result.reproducer
+        assert result.time_to_failure_s is not None
+    expected_verdict = "fail" if member.expect & REQUIRED else "pass"
+    assert outcome["verdict"] == expected_verdict
+
+
+@pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "pass"], ids=lambda m: m.target)
+def test_correct_but_unusual_manager_passes_every_required_property(member: Member):
+    outcome = check(member)
+    assert not outcome["failed"] & REQUIRED, outcome["messages"]
+    assert outcome["verdict"] == "pass"
+
+
+def test_a_hang_is_an_error_that_says_timed_out():
+    (member,) = [m for m in ZOO if m.target.endswith(":Hangs")]
+    outcome = check(member, timeout=1.0)
+    assert outcome["verdict"] == "error"
+    assert outcome["errors"]
+    assert all("timed out" in message for message in outcome["errors"].values())
+
+
+def test_plain_function_methods_get_a_verdict_that_says_coroutine():
+    (member,) = [m for m in ZOO if m.target.endswith(":SyncMethods")]
+    outcome = check(member)
+    assert outcome["verdict"] == "fail"
+    assert outcome["failed"] == {"lifecycle"}
+    assert "async def" in outcome["properties"]["lifecycle"].message
+
+
+def test_an_import_error_cannot_be_checked():
+    (member,) = [m for m in ZOO if m.outcome == "load_error"]
+    with pytest.raises(SetupError, match="does_not_exist_ctxkit_zoo"):
+        check(member)
+
+
+def test_hoisting_system_messages_passes_once_allowed():
+    (member,) = [m for m in ZOO if m.target.endswith(":HoistsSystem")]
+    assert "ordering" in check(member)["failed"]
+    outcome = check(member, allow=("hoisted-system",))
+    assert "ordering" not in outcome["failed"]
+    assert outcome["verdict"] == "pass"
+
+
+def test_the_fault_that_needs_more_than_40_messages_is_found_and_shown_whole():
+    (member,) = [m for m in ZOO if m.target.endswith(":LateSplitter")]
+    outcome = check(member)
+    result = outcome["properties"]["tool_pair_integrity"]
+    assert result.status == "failed"
+    assert result.counterexample["messages"] > 40

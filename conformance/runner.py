@@ -134,8 +134,12 @@ def run(
     *,
     progress: Callable[[str], None] | None = None,
     reproducer: Callable[[PropertyResult, PropertyFailure], str] | None = None,
+    tick: Callable[[int, int], None] | None = None,
 ) -> Report:
-    """Run the suite. Raises :class:`SetupError` if the target cannot be loaded."""
+    """Run the suite. Raises :class:`SetupError` if the target cannot be loaded.
+
+    ``progress`` gets a line at each search; ``tick`` gets (runs, steps) after every step.
+    """
     if options.profile not in PROFILES:
         raise SetupError(f"unknown profile {options.profile!r}; choose {', '.join(PROFILES)}")
     relax = parse_allow(options.allow)
@@ -178,6 +182,8 @@ def run(
             ignore=ANNOTATION_KEYS,
             observes_events=loaded.value["events"],
         )
+        if tick is not None:
+            session.on_step = lambda: tick(session.examples, session.steps)
         _search(session, options, results, say, reproducer)
     except TargetUnusable as exc:
         for result in results.values():

@@ -10,6 +10,7 @@ import argparse
 import json
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +115,14 @@ def run_conformance(args: argparse.Namespace) -> int:
         shapes=("openai", "anthropic") if args.format == "both" else (args.format,),
         allow=list(args.allow),
     )
+    ticker = _Ticker() if sys.stderr.isatty() else None
     name = args.target or "ctxkit.reference:mount (the reference manager)"
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
     try:
         report = run(
             options,
-            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+            progress=lambda line: _line(f"  {line}", ticker),
+            tick=ticker,
             reproducer=lambda result, failure: reproducer_script(
                 report_target(options), config, seed, result, failure
             ),
@@ -127,12 +130,40 @@ def run_conformance(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
         return EXIT_CANNOT_LOAD
+    _line("", ticker)
     print(summary(report))
     if args.report_json:
         write_json(report, args.report_json)
     if args.junit:
         write_junit(report, args.junit)
     return EXIT_PASS if report.verdict == "pass" else EXIT_REQUIRED_FAILED
+
+
+class _Ticker:
+    """A live 'runs, steps, seconds' counter on a terminal, redrawn at most 5 times a second."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.shown = 0.0
+        self.active = False
+
+    def __call__(self, runs: int, steps: int) -> None:
+        now = time.monotonic()
+        if now - self.shown < 0.2:
+            return
+        self.shown = now
+        self.active = True
+        sys.stderr.write(f"\r    {runs:,} runs, {steps:,} steps, {now - self.started:.0f} s ")
+        sys.stderr.flush()
+
+
+def _line(text: str, ticker: _Ticker | None) -> None:
+    """Print a progress line, first clearing a live counter if one is shown."""
+    if ticker is not None and ticker.active:
+        sys.stderr.write("\r" + " " * 60 + "\r")
+        ticker.active = False
+    if text:
+        print(text, file=sys.stderr, flush=True)
 
 
 def report_target(options: Any) -> str:

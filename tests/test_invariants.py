@@ -1,0 +1,152 @@
+"""The invariants on hand-made views: each catches its fault, and says it plainly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conformance.invariants import (
+    check_budget,
+    check_events,
+    check_lifecycle,
+    check_non_destructive,
+    check_ordering,
+    check_preservation,
+    check_tool_pairs,
+)
+
+USER = {"role": "user", "content": "go"}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    ],
+}
+RESULT_A = {"role": "tool", "tool_call_id": "a", "content": "A" * 50}
+RESULT_B = {"role": "tool", "tool_call_id": "b", "content": "B"}
+USE = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "u", "name": "f", "input": {}}],
+}
+ANSWER = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u", "content": "x"}]}
+REPLY = {"role": "assistant", "content": "done"}
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        [USER, CALL, RESULT_A, RESULT_B, REPLY],
+        [USER, CALL, RESULT_B, RESULT_A],  # any order
+        [USER, USE, ANSWER, REPLY],
+        [],
+    ],
+)
+def test_whole_pairs_pass(view):
+    assert check_tool_pairs(view) == []
+
+
+@pytest.mark.parametrize(
+    ("view", "fragment"),
+    [
+        (
+            [RESULT_A],
+            "view[0] is a tool result for a, but no assistant message in the view calls a",
+        ),
+        ([CALL, RESULT_A], "view[0] calls b, but no result for it follows at once"),
+        ([CALL, RESULT_A, USER, RESULT_B], "(its result is at view[3])"),
+        ([CALL, RESULT_A, RESULT_B, RESULT_B], "view[3] is a second tool result for b"),
+        ([CALL, RESULT_A, RESULT_B, CALL], "already called by view[0]"),
+        ([USE, REPLY, ANSWER], "view[0] calls u, but no result for it follows at once"),
+        ([ANSWER, USE], "view[0] is a tool result for u"),
+        (["not a message"], "view[0] is a str, not a message dict"),
+    ],
+)
+def test_split_pairs_are_reported_in_plain_words(view, fragment):
+    problems = check_tool_pairs(view)
+    assert any(fragment in p.message for p in problems), problems
+    assert all(p.property == "tool_pair_integrity" for p in problems)
+
+
+def test_ordering_allows_summaries_and_shortened_outputs_but_not_reordering():
+    history = [USER, CALL, RESULT_A, RESULT_B, REPLY]
+    summary = {"role": "user", "content": "[summary of earlier turns]"}
+    shortened = {**RESULT_A, "content": "A...A"}
+    assert check_ordering(history, [summary, CALL, shortened, RESULT_B]) == []
+    (problem,) = check_ordering(history, [REPLY, USER])
+    assert (
+        "view[1] is history[0], but it comes after view[0], which is history[4]" in problem.message
+    )
+    forged = {"role": "tool", "tool_call_id": "zzz", "content": "notice"}
+    (problem,) = check_ordering(history, [USER, forged])
+    assert "carries tool ids zzz but comes from no history message" in problem.message
+    longer = {**RESULT_B, "content": "B" * 500}  # not a shortened output: a rewrite
+    assert check_ordering(history, [CALL, RESULT_A, longer])
+
+
+def test_metadata_is_an_annotation_key_for_ordering():
+    assert check_ordering([USER], [{**USER, "metadata": {"seen": 1}}]) == []
+
+
+def test_non_destructive_and_lifecycle_name_the_first_difference():
+    added = [USER, REPLY]
+    (problem,) = check_non_destructive(added, [USER, {**REPLY, "content": "changed"}])
+    assert problem.message.startswith("get_messages()[1] differs from the message added at 1")
+    (problem,) = check_non_destructive(added, [USER])
+    assert "has 1 messages, but 2 were added" in problem.message
+    assert (
+        check_non_destructive(added, [USER, {**REPLY, "metadata": 1}], frozenset({"metadata"}))
+        == []
+    )
+    (problem,) = check_lifecycle([], [USER])
+    assert problem.property == "lifecycle"
+    (problem,) = check_non_destructive(added, "not a list")  # type: ignore[arg-type]
+    assert "not a list" in problem.message
+
+
+def test_budget_counts_only_where_a_view_could_fit():
+    assert check_budget(120, 100, feasible=False) == []
+    (problem,) = check_budget(120, 100, feasible=True)
+    assert "120 tokens, over the budget of 100" in problem.message
+    assert check_budget(104, 100, feasible=True, tolerance=0.05) == []
+
+
+def test_preservation_wants_system_messages_and_the_newest_user_message():
+    system = {"role": "system", "content": "rules"}
+    history = [system, USER, CALL, RESULT_A, RESULT_B, {"role": "user", "content": "now"}]
+    assert check_preservation(history, [system, history[-1]]) == []
+    problems = check_preservation(history, [USER])
+    assert [p.message for p in problems] == [
+        "system message history[0] is dropped",
+        "the newest user message, history[5], is dropped",
+    ]
+    # a user message that only carries tool results is no user turn
+    assert check_preservation([USER, USE, ANSWER], [USER, USE, ANSWER]) == []
+
+
+def test_events_must_pair_in_order_with_integer_counts():
+    good = [
+        ("context:pre_compact", {"message_count": 9, "token_count": 900}),
+        ("other:event", {}),
+        ("context:post_compact", {"message_count": 4, "token_count": 400}),
+    ]
+    assert check_events(good) == []
+    assert check_events([good[2]])[0].message.endswith("without a context:pre_compact")
+    assert "never got its" in check_events([good[0]])[0].message
+    grown = [good[0], ("context:post_compact", {"message_count": 4, "token_count": 901})]
+    assert "more than the 900 before" in check_events(grown)[0].message
+    text = [good[0], ("context:post_compact", {"message_count": 4, "token_count": "400"})]
+    assert "token_count='400', not an int" in check_events(text)[0].message
+
+
+def test_invariants_import_nothing_heavy():
+    code = (
+        "import sys, conformance.invariants\n"
+        "heavy = {'hypothesis', 'pytest', 'tiktoken', 'ctxkit'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -43,6 +43,7 @@ from conformance.strategies import (
     texts,
 )
 from conformance.worker import digest
+from ctxkit.tokens import REPLY_PRIMING as PRIMING
 
 __all__ = ["FAILURES", "PropertyFailure", "Relaxations", "Session", "make_machine"]
 
@@ -135,9 +136,6 @@ class Session:
         self.steps += 1
         self.on_step()
         return self.child.call(op, **args)
-
-
-PRIMING = 3  # matches ctxkit.tokens.REPLY_PRIMING; counting is exact either way
 
 
 def _literal(value: Any) -> str:

@@ -9,7 +9,6 @@ search.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.child import Child, TargetUnusable
+from conformance.invariants import ANNOTATION_KEYS
 from conformance.machine import PropertyFailure, Relaxations, Session, make_machine
 from conformance.properties import PROPERTIES, RELAXATIONS
 
@@ -34,7 +34,6 @@ PROFILES = {
 }
 
 Status = Literal["passed", "failed", "error", "skipped"]
-ANNOTATION_KEYS = frozenset({"metadata"})
 
 
 class SetupError(Exception):
@@ -242,7 +241,7 @@ def _search(
         machine = make_machine(session, options.shapes)
         factory = hypothesis_seed(options.seed + round_number - 1)(machine)
         try:
-            with _shrinking_limit(options.shrink_seconds):
+            with _shrinking_limit(options.shrink_seconds, say):
                 run_state_machine_as_test(factory, settings=hypothesis_settings)
         except PropertyFailure as failure:
             _record([failure], session, results, reproducer)
@@ -267,19 +266,27 @@ def _search(
 
 
 @contextmanager
-def _shrinking_limit(seconds: float) -> Iterator[None]:
-    """Cap Hypothesis's shrinking time (its own default is 300 s), where the engine has one."""
+def _shrinking_limit(seconds: float, say: Callable[[str], None]) -> Iterator[None]:
+    """Cap Hypothesis's shrinking time (its own default is 300 s), where the engine has one,
+    and say so in our words when the cap is hit instead of Hypothesis's five-minute warning."""
     from hypothesis.internal.conjecture import engine
+    from hypothesis.reporting import with_reporter
 
-    if not hasattr(engine, "MAX_SHRINKING_SECONDS"):
-        yield
-        return
-    saved = engine.MAX_SHRINKING_SECONDS
-    engine.MAX_SHRINKING_SECONDS = seconds
+    def reporter(text: object) -> None:
+        if str(text).startswith("WARNING: Hypothesis has spent more than five minutes"):
+            say(f"shrinking stopped after {seconds:g} s: the counterexample may not be minimal")
+        else:
+            say(str(text))
+
+    saved = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if saved is not None:
+        engine.MAX_SHRINKING_SECONDS = seconds
     try:
-        yield
+        with with_reporter(reporter):
+            yield
     finally:
-        engine.MAX_SHRINKING_SECONDS = saved
+        if saved is not None:
+            engine.MAX_SHRINKING_SECONDS = saved
 
 
 def _leaves(group: BaseExceptionGroup | None) -> list[PropertyFailure]:
@@ -349,7 +356,3 @@ def _report(
         allow=list(options.allow),
         config=dict(options.config),
     )
-
-
-def eprint(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

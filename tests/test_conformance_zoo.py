@@ -21,7 +21,7 @@ def check(member: Member, **overrides: Any) -> dict[str, Any]:
 @functools.cache
 def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """One run per target and options, shared by the tests that look at it."""
-    options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=1)
+    options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=2)
     for key, value in overrides:
         setattr(options, key, value)
     report = run(options)

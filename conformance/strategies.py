@@ -54,9 +54,7 @@ def outputs() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(["", "ok", "0 files", "Error: permission denied"]),
         texts(),
-        st.integers(20, 400).map(
-            lambda n: "\n".join(f"{i:>5}  line {i * 7 % 13}" for i in range(n))
-        ),
+        st.integers(20, 700).map(lambda n: "\n".join(f"{i}: ok {i * 7 % 13}" for i in range(n))),
         st.integers(2_000, 40_000).map(lambda n: "y" * n),
     )
 
@@ -141,10 +139,13 @@ def plain_messages() -> st.SearchStrategy[dict[str, Any]]:
 def conversations(
     draw: st.DrawFn, max_turns: int = 6, shapes: tuple[Shape, ...] = ("openai", "anthropic")
 ) -> list[dict[str, Any]]:
-    """A well-formed conversation: a system prompt, then turns with tool rounds."""
+    """A well-formed conversation: a system prompt, then turns with tool rounds, now and then
+    led by a mid-conversation system reminder."""
     ids = itertools.count(10_000)
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful agent."}]
     for _ in range(draw(st.integers(0, max_turns))):
+        if draw(st.integers(0, 9)) == 0:
+            messages.append({"role": "system", "content": "Reminder: " + draw(texts())})
         messages.append({"role": "user", "content": draw(texts())})
         for _ in range(draw(st.integers(0, 2))):
             messages.extend(draw(round_templates(shapes)).messages(ids))

@@ -136,7 +136,12 @@ def run_conformance(args: argparse.Namespace) -> int:
         write_json(report, args.report_json)
     if args.junit:
         write_junit(report, args.junit)
-    return EXIT_PASS if report.verdict == "pass" else EXIT_REQUIRED_FAILED
+    return exit_code(report.verdict)
+
+
+def exit_code(verdict: str) -> int:
+    """0 when every required property holds; 1 when one failed or could not be checked."""
+    return EXIT_PASS if verdict == "pass" else EXIT_REQUIRED_FAILED
 
 
 class _Ticker:

@@ -135,7 +135,7 @@ def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
     (failure,) = [
         p for p in json.loads(report.read_text())["properties"] if p["status"] == "failed"
     ]
-    assert failure["counterexample"]["messages"] <= 6
+    assert failure["counterexample"]["messages"] <= 10  # shrunk from dozens
     script = tmp_path / "repro.py"
     script.write_text(failure["reproducer"])
     replay = subprocess.run(
@@ -183,6 +183,38 @@ def test_a_hang_exits_1_and_says_timed_out():
     assert done.returncode == 1
     assert "timed out" in done.stdout
     assert "ERROR: a required property could not be checked" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("sys.exit(3)", "called sys.exit"),
+        ("os._exit(9)", "process died during add"),
+    ],
+)
+def test_a_target_that_exits_is_an_error_not_a_crash_of_ours(tmp_path: Path, body, fragment):
+    target = tmp_path / "quitter.py"
+    target.write_text(
+        "import os, sys\n\n\n"
+        "class Quitter:\n"
+        "    def __init__(self):\n"
+        "        self.messages = []\n\n"
+        "    async def add_message(self, message):\n"
+        f"        {body}\n\n"
+        "    async def get_messages_for_request(self, token_budget=None, provider=None):\n"
+        "        return []\n\n"
+        "    async def get_messages(self):\n"
+        "        return list(self.messages)\n\n"
+        "    async def set_messages(self, messages):\n"
+        "        self.messages = list(messages)\n\n"
+        "    async def clear(self):\n"
+        "        self.messages = []\n"
+    )
+    done = conformance(f"{target}:Quitter", *FAST)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert fragment in done.stdout
+    assert "ERROR: a required property could not be checked" in done.stdout
+    assert "Traceback" not in done.stderr
 
 
 def test_anthropic_only_format_generates_no_openai_calls(tmp_path: Path):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.runner import RunOptions, SetupError, run
+from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 
 REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
@@ -45,6 +46,7 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
         assert result.time_to_failure_s is not None
     expected_verdict = "fail" if member.expect & REQUIRED else "pass"
     assert outcome["verdict"] == expected_verdict
+    assert exit_code(outcome["verdict"]) == (1 if member.expect & REQUIRED else 0)
 
 
 @pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "pass"], ids=lambda m: m.target)
@@ -52,6 +54,7 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
     outcome = check(member)
     assert not outcome["failed"] & REQUIRED, outcome["messages"]
     assert outcome["verdict"] == "pass"
+    assert exit_code(outcome["verdict"]) == 0
 
 
 def test_a_hang_is_an_error_that_says_timed_out():

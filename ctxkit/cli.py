@@ -32,9 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxkit",
         description=(
-            "Make LLM context managers observable and testable. ctxkit ships a reference "
-            "context manager that never splits a tool call from its result and counts "
-            "tokens exactly, offline."
+            "Make LLM context managers observable and testable: check any manager with "
+            "'ctxkit conformance', or use ctxkit's reference manager, which never splits a "
+            "tool call from its result and counts tokens exactly, offline."
         ),
         epilog=(
             "exit codes: 0 ok, 1 the job found a problem, 2 bad usage or input, "

@@ -149,7 +149,6 @@ def write_junit(report: Report, path: Path) -> None:
         elif p.status == "skipped":
             ElementTree.SubElement(case, "skipped", message=p.message or "not checked")
     path.parent.mkdir(parents=True, exist_ok=True)
-    ElementTree.ElementTree(ElementTree.Element("testsuites")).getroot().append(suite)
     tree = ElementTree.ElementTree(suite)
     ElementTree.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)

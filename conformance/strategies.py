@@ -170,7 +170,7 @@ class Budget:
 
 def budgets() -> st.SearchStrategy[Budget]:
     """Tight (a share of the history), loose (more than all of it) and infeasible (tiny)."""
-    shares = st.sampled_from([0.2, 0.35, 0.5, 0.75, 1.5, 4.0]).map(lambda s: (s, None))
+    shares = st.integers(5, 400).map(lambda percent: (percent / 100, None))
     fixed = st.sampled_from([8, 40, 200, 1_000, 100_000]).map(lambda t: (None, t))
     return st.builds(
         lambda size, via: Budget(size[0], size[1], via), st.one_of(shares, fixed), st.booleans()

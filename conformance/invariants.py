@@ -22,6 +22,8 @@ __all__ = [
     "check_ordering",
     "check_preservation",
     "check_tool_pairs",
+    "is_result",
+    "newest_user_message",
 ]
 
 ANNOTATION_KEYS = frozenset({"metadata"})
@@ -66,6 +68,23 @@ def _results(message: Mapping[str, Any]) -> list[str]:
     if message.get("role") == "tool":
         return [str(message.get("tool_call_id"))]
     return [str(b.get("tool_use_id")) for b in _blocks(message) if b.get("type") == "tool_result"]
+
+
+def is_result(message: Mapping[str, Any]) -> bool:
+    """The message answers a tool call (``role: tool``, or ``tool_result`` blocks)."""
+    return bool(_results(message))
+
+
+def newest_user_message(history: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the newest user message that is the user's turn, not only tool results."""
+    return next(
+        (
+            i
+            for i in range(len(history) - 1, -1, -1)
+            if history[i].get("role") == "user" and not _results(history[i])
+        ),
+        None,
+    )
 
 
 def _tool_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
@@ -386,14 +405,7 @@ def check_preservation(
             available.remove(wanted)
         else:
             found.append(Violation("preservation", f"system message history[{index}] is dropped"))
-    newest_user = next(
-        (
-            i
-            for i in range(len(history) - 1, -1, -1)
-            if history[i].get("role") == "user" and not _results(history[i])
-        ),
-        None,
-    )
+    newest_user = newest_user_message(history)
     if newest_user is not None and not any(
         isinstance(m, Mapping) and comes_from(m, history[newest_user], ignore) for m in view
     ):

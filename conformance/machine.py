@@ -29,6 +29,8 @@ from conformance.invariants import (
     check_ordering,
     check_preservation,
     check_tool_pairs,
+    is_result,
+    newest_user_message,
 )
 from conformance.properties import PROPERTIES
 from conformance.strategies import (
@@ -159,6 +161,7 @@ def make_machine(
             self.ids = itertools.count(1)
             self.model: list[dict[str, Any]] = []
             self.costs: list[int] = []
+            self._digest: str | None = None
             self.events: list[Any] = []
             self.steps: list[Code] = []
             reply = session.call("reset")
@@ -178,6 +181,18 @@ def make_machine(
         def _set_model(self, messages: list[dict[str, Any]]) -> None:
             self.model = list(messages)
             self.costs = [self._cost(m) for m in self.model]
+            self._digest = None
+
+        def _append(self, message: dict[str, Any]) -> None:
+            self.model.append(message)
+            self.costs.append(self._cost(message))
+            self._digest = None
+
+        def _model_digest(self) -> str:
+            """The model's digest, computed once per change of the model, not once per check."""
+            if self._digest is None:
+                self._digest = digest(self.model, session.ignore)
+            return self._digest
 
         @staticmethod
         def _cost(message: Any) -> int:
@@ -204,7 +219,7 @@ def make_machine(
 
         def _history(self, reply: Reply, property_id: str, after: str) -> None:
             """The stored history must equal the model; otherwise say how it differs."""
-            if reply.digest == digest(self.model, session.ignore):
+            if reply.digest == self._model_digest():
                 return
             stored = session.call("get")
             if not stored.ok:
@@ -230,8 +245,7 @@ def make_machine(
                     f"add_message raised {reply.error} for a valid message",
                     "# the last call raised",
                 )
-            self.model.append(message)
-            self.costs.append(self._cost(message))
+            self._append(message)
             self._events(reply)
             self._history(reply, "non_destructive", "after add_message")
 
@@ -251,12 +265,9 @@ def make_machine(
             message, and the newest message with the call it answers. With a budget this big,
             a manager must return a view; below it, raising is fair."""
             must = [m for m in self.model if m.get("role") == "system"]
-            newest = next(
-                (m for m in reversed(self.model) if m.get("role") == "user" and _own_words(m)),
-                None,
-            )
+            newest = newest_user_message(self.model)
             if newest is not None:
-                must.append(newest)
+                must.append(self.model[newest])
             must.extend(_last_unit(self.model))
             return self._tokens(must)
 
@@ -462,7 +473,7 @@ def make_machine(
                     f"add_message accepted {bad.problem} ({bad.value!r}) without an error",
                     "# the last call should have raised",
                 )
-            if reply.digest != digest(self.model, session.ignore):
+            if reply.digest != self._model_digest():
                 self._fail(
                     "robustness",
                     f"add_message of {bad.problem} ({bad.value!r}) changed the history",
@@ -484,11 +495,10 @@ def make_machine(
             reply = session.call("add_then_edit", message=message)
             if not reply.ok:
                 self._fail("lifecycle", f"add_message raised {reply.error} for a valid message")
-            self.model.append(message)
-            self.costs.append(self._cost(message))
-            if reply.value != digest(self.model, session.ignore):
+            self._append(message)
+            if reply.value != self._model_digest():
                 self._history(reply, "non_destructive", "after add_message")
-            if reply.digest != digest(self.model, session.ignore):
+            if reply.digest != self._model_digest():
                 self._fail(
                     "isolation",
                     "editing a message after passing it to add_message changed the stored "
@@ -510,7 +520,7 @@ def make_machine(
             reply = session.call("request_then_edit", **args)
             if not reply.ok:
                 return
-            if reply.digest != digest(self.model, session.ignore):
+            if reply.digest != self._model_digest():
                 self._fail(
                     "isolation",
                     "editing a returned view changed the stored history: the view shares "
@@ -537,7 +547,7 @@ def make_machine(
                 )
             )
             reply = session.call("get_then_edit")
-            if reply.ok and reply.digest != digest(self.model, session.ignore):
+            if reply.ok and reply.digest != self._model_digest():
                 self._fail(
                     "isolation",
                     "editing the list get_messages() returned changed the stored history",
@@ -553,26 +563,9 @@ def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not history:
         return []
     start = len(history) - 1
-    while start > 0 and _is_result(history[start]):
+    while start > 0 and is_result(history[start]):
         start -= 1
     return history[start:]
-
-
-def _is_result(message: dict[str, Any]) -> bool:
-    content = message.get("content")
-    return message.get("role") == "tool" or (
-        isinstance(content, list)
-        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
-    )
-
-
-def _own_words(message: dict[str, Any]) -> bool:
-    content = message.get("content")
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") != "tool_result" for b in content
-    )
 
 
 def _difference(first: list[Any], second: list[Any]) -> str:

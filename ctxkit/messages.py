@@ -30,6 +30,7 @@ __all__ = [
     "copy_message",
     "group_units",
     "inspect_message",
+    "is_flat",
     "results_of",
     "text_of",
     "tool_calls_of",
@@ -289,6 +290,11 @@ def copy_message(value: Any) -> Any:
 
 
 _LEAVES = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def is_flat(message: dict[str, Any]) -> bool:
+    """Every value is a leaf, so ``dict.copy`` already is a deep copy of the message."""
+    return all(type(value) in _LEAVES for value in message.values())
 
 
 def tool_calls_of(message: Mapping[str, Any]) -> tuple[str, ...]:

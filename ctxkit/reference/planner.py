@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.messages import Unit, copy_message
+from ctxkit.messages import Unit, copy_message, is_flat
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
@@ -33,11 +33,10 @@ Entry = tuple[str, int | None, dict[str, Any], MessageCost]
 
 @dataclass(slots=True)
 class Rendered:
-    """A view's entries, uncopied, with the totals a usage snapshot needs."""
+    """A view's messages, uncopied, with the totals a usage snapshot needs."""
 
-    entries: list[Entry] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
-    """The entries' messages, for copying in one pass."""
+    """The view's messages, uncopied, in order."""
     nested: list[int] = field(default_factory=list)
     """Positions of messages holding lists or dicts; for all others ``dict.copy`` is a deep
     copy, done in C, which keeps the cost of a long view low."""
@@ -49,9 +48,8 @@ class Rendered:
 
     def add(self, entry: Entry) -> None:
         kind, _index, message, cost = entry
-        if not all(type(v) in _FLAT for v in message.values()):
-            self.nested.append(len(self.entries))
-        self.entries.append(entry)
+        if not is_flat(message):
+            self.nested.append(len(self.messages))
         self.messages.append(message)
         self.kinds[kind] += 1
         breakdown = self.breakdown
@@ -70,7 +68,6 @@ class Rendered:
 
 
 KINDS = ("kept", "shortened", "summary")
-_FLAT = frozenset({str, int, float, bool, type(None)})
 
 _PLANS_KEPT = 8
 """How many budgets keep a plan at once; a ninth budget evicts the least recently used."""
@@ -268,9 +265,7 @@ class Planner:
             shorten = [
                 u
                 for u in kept[:-1]
-                if u not in dropped
-                and u not in plan.short
-                and self.unit_cost(u, True) < self.unit_cost(u, False)
+                if u not in dropped and u not in plan.short and self._shortening_saves(u)
             ]
             remaining = sum(cost(u) for u in kept if u not in dropped) + REPLY_PRIMING
             if plan.summary_cost is not None:
@@ -278,7 +273,7 @@ class Planner:
             if (
                 remaining > plan.budget
                 and newest not in plan.short
-                and self.unit_cost(newest, True) < self.unit_cost(newest, False)
+                and self._shortening_saves(newest)
             ):
                 shorten.append(newest)  # it cannot fit whole: better shortened than refused
         if not shorten and not drop:
@@ -289,6 +284,9 @@ class Planner:
             tokens_before=plan.request_tokens,
             messages_before=self.message_count(plan),
         )
+
+    def _shortening_saves(self, unit_index: int) -> bool:
+        return self.unit_cost(unit_index, True) < self.unit_cost(unit_index, False)
 
     def _by_importance(self, candidates: list[int], kept: list[int]) -> list[int]:
         """Candidates, least important first; ties go to the older."""

@@ -24,6 +24,7 @@ from conformance.child import Child, TargetUnusable
 from conformance.invariants import ANNOTATION_KEYS
 from conformance.machine import PropertyFailure, Relaxations, Session, make_machine
 from conformance.properties import PROPERTIES, RELAXATIONS
+from conformance.target import DEFAULT_TARGET
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run"]
 
@@ -149,7 +150,7 @@ def run(
 
     counter = TokenCounter()
     child = Child(timeout=options.timeout)
-    spec = options.target or "ctxkit.reference:mount"
+    spec = options.target or DEFAULT_TARGET
     checking = {p.id for p in PROPERTIES}
     try:
         loaded = child.call(

@@ -103,6 +103,7 @@ def run_conformance(args: argparse.Namespace) -> int:
 
     from conformance.report import reproducer_script, summary, write_json, write_junit
     from conformance.runner import RunOptions, SetupError, run
+    from conformance.target import DEFAULT_TARGET
 
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(
@@ -124,7 +125,7 @@ def run_conformance(args: argparse.Namespace) -> int:
             progress=lambda line: _line(f"  {line}", ticker),
             tick=ticker,
             reproducer=lambda result, failure: reproducer_script(
-                report_target(options), config, seed, result, failure
+                options.target or DEFAULT_TARGET, config, seed, result, failure
             ),
         )
     except SetupError as exc:
@@ -169,7 +170,3 @@ def _line(text: str, ticker: _Ticker | None) -> None:
         ticker.active = False
     if text:
         print(text, file=sys.stderr, flush=True)
-
-
-def report_target(options: Any) -> str:
-    return options.target or "ctxkit.reference:mount"

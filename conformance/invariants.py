@@ -8,12 +8,14 @@ so the message shapes are read here again, independently and strictly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ANNOTATION_KEYS",
+    "HistoryIndex",
     "Violation",
     "check_budget",
     "check_events",
@@ -279,15 +281,86 @@ def match_view(
     return matches
 
 
+class HistoryIndex:
+    """A growing history indexed for :func:`match_view`'s answer in time that follows the
+    view, not the history: for checking live views of a long conversation.
+
+    Messages are looked up by a canonical JSON fingerprint (exact matches) and by their tool
+    ids (shortened matches); the result equals ``match_view(history, view, ignore)``.
+    """
+
+    def __init__(self, ignore: frozenset[str] = ANNOTATION_KEYS) -> None:
+        self.ignore = ignore
+        self.messages: list[Mapping[str, Any]] = []
+        self.prints: list[str] = []
+        """Each message's fingerprint."""
+        self._by_print: dict[str, list[int]] = {}
+        self._by_ids: dict[tuple[str, ...], list[int]] = {}
+
+    def fingerprint(self, message: Mapping[str, Any]) -> str:
+        """Equal for two messages exactly when they are equal ignoring annotation keys."""
+        return json.dumps(_strip(message, self.ignore), sort_keys=True, default=repr)
+
+    def append(self, message: Mapping[str, Any], fingerprint: str | None = None) -> None:
+        index = len(self.messages)
+        self.messages.append(message)
+        print_ = fingerprint if fingerprint is not None else self.fingerprint(message)
+        self.prints.append(print_)
+        self._by_print.setdefault(print_, []).append(index)
+        ids = _tool_ids(message)
+        if ids:
+            self._by_ids.setdefault(ids, []).append(index)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def match(
+        self, view: Sequence[Any], prints: Sequence[str | None] | None = None
+    ) -> list[int | None]:
+        """For each view message, the history index it comes from (None: synthetic).
+
+        ``prints``: the view messages' fingerprints, if the caller has them already.
+        """
+        matches: list[int | None] = []
+        used: set[int] = set()
+        position = 0
+        for number, message in enumerate(view):
+            if not isinstance(message, Mapping):
+                matches.append(None)
+                continue
+            print_ = prints[number] if prints is not None else self.fingerprint(message)
+            candidates = list(self._by_print.get(print_ or "", ()))
+            ids = _tool_ids(message)
+            if ids:
+                candidates.extend(
+                    i
+                    for i in self._by_ids.get(ids, ())
+                    if comes_from(message, self.messages[i], self.ignore)
+                )
+            free = sorted(i for i in set(candidates) if i not in used)
+            found = next((i for i in free if i >= position), free[0] if free else None)
+            if found is not None:
+                used.add(found)
+                position = max(position, found + 1)
+            matches.append(found)
+        return matches
+
+
 def check_ordering(
     history: Sequence[Mapping[str, Any]],
     view: Sequence[Any],
     ignore: frozenset[str] = ANNOTATION_KEYS,
+    matches: Sequence[int | None] | None = None,
 ) -> list[Violation]:
     """View messages from the history keep the history's order; a message that comes from
-    none (a summary, a notice) carries no tool call or result."""
+    none (a summary, a notice) carries no tool call or result.
+
+    ``matches``: :func:`match_view`'s answer, if the caller has it (from a
+    :class:`HistoryIndex`).
+    """
     found: list[Violation] = []
-    matches = match_view(history, view, ignore)
+    if matches is None:
+        matches = match_view(history, view, ignore)
     last: tuple[int, int] | None = None
     for index, source in enumerate(matches):
         message = view[index]

@@ -26,7 +26,7 @@ from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summa
 from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["ConfigError", "ContextBudgetExceeded", "ReferenceContextManager"]
+__all__ = ["ConfigError", "ContextBudgetExceeded", "ReferenceContextManager", "provider_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,9 @@ class ReferenceContextManager:
                 history_messages=len(self._history),
                 history_tokens=self._history.tokens,
                 compacted=compacted,
+                compact_threshold=self.settings.compact_threshold,
                 breakdown=dict(stats.breakdown),
+                kinds=dict(stats.kinds),
                 duration_s=time.perf_counter() - started,
             )
             return view
@@ -267,7 +269,7 @@ class ReferenceContextManager:
                 raise ValueError(f"token_budget must be positive, got {token_budget}")
             return token_budget
         if provider is not None:
-            budget = await _provider_budget(provider, self.safety_margin)
+            budget = await provider_budget(provider, self.safety_margin)
             if budget is not None:
                 return budget
         return self.max_tokens
@@ -340,7 +342,7 @@ class ReferenceContextManager:
         await self.bus.publish(name, data)
 
 
-async def _provider_budget(provider: Any, default_margin: int) -> int | None:
+async def provider_budget(provider: Any, default_margin: int) -> int | None:
     """``context_window - max_output_tokens - safety_margin`` from ``provider.get_info()``."""
     get_info = getattr(provider, "get_info", None)
     if get_info is None:

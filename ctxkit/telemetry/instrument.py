@@ -1,0 +1,362 @@
+"""``instrument()``: the reference manager's events and metrics for any context manager.
+
+The wrapper passes every call through and returns exactly what the manager returned. Beside
+it, it keeps its own copy of what was added (each message's exact token cost and fingerprint
+computed once), so that for each view it can tell, in time that follows the view:
+
+* the view's exact tokens (ctxkit's counter) and its breakdown by category;
+* whether the manager compacted: more history messages left out or altered than in the
+  previous view (a manager that drops one message per turn compacts every turn; one that
+  summarizes once and then appends compacts once);
+* optionally, the required conformance properties, each violation published as a
+  ``ctxkit:invariant_violation`` event (counted by the Prometheus and OTel subscribers) and
+  logged with the call ids involved.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from conformance.invariants import (
+    HistoryIndex,
+    Violation,
+    check_lifecycle,
+    check_non_destructive,
+    check_ordering,
+    check_tool_pairs,
+)
+from ctxkit import events
+from ctxkit.events import EventBus
+from ctxkit.messages import copy_message, text_of
+from ctxkit.reference.manager import provider_budget
+from ctxkit.telemetry.names import REQUIRED_PROPERTIES
+from ctxkit.tokens import DEFAULT_ENCODING, REPLY_PRIMING, MessageCost, TokenCounter
+
+__all__ = ["InstrumentedManager", "instrument"]
+
+log = logging.getLogger(__name__)
+
+STRATEGY = "external"
+"""The ``strategy`` of compactions detected in a wrapped manager."""
+
+_SYNTHETIC_COSTS_KEPT = 256
+
+
+def instrument(
+    manager: Any,
+    *,
+    bus: EventBus | None = None,
+    encoding: str = DEFAULT_ENCODING,
+    check_invariants: bool | Collection[str] = False,
+    max_tokens: int | None = None,
+    compact_threshold: float | None = None,
+    conversation_id: str | None = None,
+) -> InstrumentedManager:
+    """Wrap a context manager so that it publishes ctxkit's events on ``bus``.
+
+    Parameters:
+        manager: any object with the context protocol's async methods.
+        bus: where events go (subscribe :class:`~ctxkit.telemetry.PrometheusMetrics`,
+            :class:`~ctxkit.telemetry.EventStream`, ...); a new one by default, as ``.bus``.
+        encoding: the tiktoken encoding for exact counts.
+        check_invariants: check the required conformance properties on every view: ``True``
+            for all of ``tool_pair_integrity``, ``ordering``, ``non_destructive``,
+            ``lifecycle``, or a collection of those ids. ``non_destructive`` reads the whole
+            history back on every view (a cost that grows with the history); the others
+            follow the view.
+        max_tokens: the budget when a request names none and no provider tells one (else the
+            manager's own ``max_tokens`` attribute, if it has one).
+        compact_threshold: the manager's compaction threshold as a share of the budget, if
+            known, for "room left until compaction".
+        conversation_id: carried in every event; a random one by default.
+
+    Returns an :class:`InstrumentedManager`; use it where you used the manager.
+
+    Example::
+
+        manager = instrument(TheirManager(), check_invariants=True)
+        manager.bus.subscribe(PrometheusMetrics(registry))
+    """
+    if check_invariants is True:
+        checked = frozenset(REQUIRED_PROPERTIES)
+    elif check_invariants is False:
+        checked = frozenset()
+    else:
+        checked = frozenset(check_invariants)
+        unknown = sorted(checked - set(REQUIRED_PROPERTIES))
+        if unknown:
+            raise ValueError(
+                f"check_invariants: unknown properties {unknown}; choose from "
+                f"{', '.join(REQUIRED_PROPERTIES)}"
+            )
+    for method in ("add_message", "get_messages_for_request", "get_messages"):
+        if not callable(getattr(manager, method, None)):
+            raise TypeError(
+                f"{type(manager).__name__} has no {method}(): instrument() wraps objects with "
+                "the context protocol (add_message, get_messages_for_request, get_messages, "
+                "set_messages, clear)"
+            )
+    if max_tokens is None:
+        own = getattr(manager, "max_tokens", None)
+        max_tokens = own if isinstance(own, int) and not isinstance(own, bool) else None
+    return InstrumentedManager(
+        manager,
+        bus=bus or EventBus(),
+        counter=TokenCounter(encoding),
+        checked=checked,
+        max_tokens=max_tokens,
+        compact_threshold=compact_threshold,
+        conversation_id=conversation_id or uuid.uuid4().hex[:12],
+    )
+
+
+async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
+    result = function(*args, **kwargs)
+    return await result if inspect.isawaitable(result) else result
+
+
+class InstrumentedManager:
+    """A context manager seen through ctxkit: same answers, plus events. Made by
+    :func:`instrument`; attributes it does not define are the wrapped manager's."""
+
+    def __init__(
+        self,
+        manager: Any,
+        *,
+        bus: EventBus,
+        counter: TokenCounter,
+        checked: frozenset[str],
+        max_tokens: int | None,
+        compact_threshold: float | None,
+        conversation_id: str,
+    ) -> None:
+        self.manager = manager
+        self.bus = bus
+        self.counter = counter
+        self.checked = checked
+        self.max_tokens = max_tokens
+        self.compact_threshold = compact_threshold
+        self.conversation_id = conversation_id
+        self.violations = 0
+        """Invariant violations found so far."""
+        self._reset()
+        self._synthetic_costs: OrderedDict[str, MessageCost] = OrderedDict()
+
+    def _reset(self) -> None:
+        self._index = HistoryIndex()
+        self._costs: list[MessageCost] = []
+        self._history_tokens = 0
+        self._left_out = 0
+        """History messages the previous view left out or altered."""
+        self._previous_tokens = 0
+        self._previous_messages = 0
+        self._added_tokens = 0
+        self._added_messages = 0
+        """What was added since the previous view: 'the view before compaction' is the
+        previous view plus these."""
+        self._synthetic_seen: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manager, name)
+
+    # -- the contract, passed through ----------------------------------------------------------
+
+    async def add_message(self, message: dict[str, Any]) -> Any:
+        result = await _call(self.manager.add_message, message)
+        self._remember(message)
+        return result
+
+    async def get_messages(self) -> Any:
+        return await _call(self.manager.get_messages)
+
+    async def set_messages(self, messages: list[dict[str, Any]]) -> Any:
+        result = await _call(self.manager.set_messages, messages)
+        self._reset()
+        for message in messages:
+            self._remember(message)
+        if "lifecycle" in self.checked:
+            await self._check_stored(check_lifecycle)
+        return result
+
+    async def clear(self) -> Any:
+        result = await _call(self.manager.clear)
+        self._reset()
+        if "lifecycle" in self.checked:
+            await self._check_stored(check_lifecycle)
+        return result
+
+    async def get_messages_for_request(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        view = await _call(self.manager.get_messages_for_request, *args, **kwargs)
+        duration = time.perf_counter() - started
+        try:
+            await self._observe(view, await self._budget(args, kwargs), duration)
+        except Exception:  # seeing must never break the agent
+            log.warning("instrument(): could not analyse a view", exc_info=True)
+        return view
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _remember(self, message: Any) -> None:
+        if not isinstance(message, Mapping):
+            return
+        stored = copy_message(message)  # what was added, whatever the caller does later
+        cost = self.counter.message_cost(stored)
+        self._index.append(stored)
+        self._costs.append(cost)
+        self._history_tokens += cost.total
+        self._added_tokens += cost.total
+        self._added_messages += 1
+
+    async def _budget(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        budget = kwargs.get("token_budget", args[0] if args else None)
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            return budget
+        provider = kwargs.get("provider", args[1] if len(args) > 1 else None)
+        if provider is not None:
+            from_provider = await provider_budget(provider, 0)
+            if from_provider is not None:
+                return from_provider
+        return self.max_tokens or 0
+
+    def _synthetic_cost(self, message: Mapping[str, Any], fingerprint: str) -> MessageCost:
+        cost = self._synthetic_costs.get(fingerprint)
+        if cost is None:
+            cost = self._synthetic_costs[fingerprint] = self.counter.message_cost(message)
+            if len(self._synthetic_costs) > _SYNTHETIC_COSTS_KEPT:
+                self._synthetic_costs.popitem(last=False)
+        return cost
+
+    async def _observe(self, view: Any, budget: int, duration: float) -> None:
+        if not isinstance(view, Sequence):
+            view = []
+        index = self._index
+        prints = [index.fingerprint(m) if isinstance(m, Mapping) else None for m in view]
+        matches = index.match(view, prints)
+        tokens = REPLY_PRIMING
+        breakdown: dict[str, int] = {}
+        kinds = {"kept": 0, "shortened": 0, "summary": 0}
+        verbatim = 0
+        new_synthetic: list[Mapping[str, Any]] = []
+        for message, source, fingerprint in zip(view, matches, prints, strict=True):
+            if fingerprint is None:
+                continue
+            if source is not None and fingerprint == index.prints[source]:
+                cost = self._costs[source]
+                verbatim += 1
+                kinds["kept"] += 1
+            else:
+                cost = self._synthetic_cost(message, fingerprint)
+                kinds["shortened" if source is not None else "summary"] += 1
+                if source is None and fingerprint not in self._synthetic_seen:
+                    self._synthetic_seen.add(fingerprint)
+                    new_synthetic.append(message)
+            tokens += cost.total
+            if source is None:
+                breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
+            else:
+                for category, part in cost.parts:
+                    breakdown[category] = breakdown.get(category, 0) + part
+        left_out = len(index) - verbatim
+        compacted = left_out > self._left_out
+        if compacted:
+            await self._publish_compaction(view, tokens, budget, duration, left_out, kinds)
+            for message in new_synthetic:
+                await self._publish(events.INCLUDE, source="synthetic", content=text_of(message))
+        self._left_out = left_out
+        self._previous_tokens, self._previous_messages = tokens, len(view)
+        self._added_tokens = self._added_messages = 0
+        await self._publish(
+            events.VIEW,
+            message_count=len(view),
+            token_count=tokens,
+            budget=budget,
+            history_messages=len(index),
+            history_tokens=self._history_tokens,
+            compacted=compacted,
+            compact_threshold=self.compact_threshold,
+            breakdown=breakdown,
+            kinds=kinds,
+            duration_s=duration,
+        )
+        if self.checked:
+            await self._check_view(view, matches)
+
+    async def _publish_compaction(
+        self,
+        view: Sequence[Any],
+        tokens: int,
+        budget: int,
+        duration: float,
+        left_out: int,
+        kinds: Mapping[str, int],
+    ) -> None:
+        before_tokens = self._previous_tokens + self._added_tokens
+        before_messages = self._previous_messages + self._added_messages
+        await self._publish(
+            events.PRE_COMPACT,
+            message_count=before_messages,
+            token_count=before_tokens,
+            budget=budget,
+            strategy=STRATEGY,
+        )
+        await self._publish(
+            events.POST_COMPACT,
+            message_count=len(view),
+            token_count=tokens,
+            budget=budget,
+            strategy=STRATEGY,
+            tokens_before=before_tokens,
+            tokens_saved=max(0, before_tokens - tokens),
+            duration_s=duration,
+            units_dropped=max(0, left_out - self._left_out),
+            units_truncated=kinds["shortened"],
+            units_summarized=0,
+        )
+
+    # -- live invariants -------------------------------------------------------------------------
+
+    async def _check_view(self, view: Any, matches: list[int | None]) -> None:
+        found: list[Violation] = []
+        if "tool_pair_integrity" in self.checked:
+            found += check_tool_pairs(view)
+        if "ordering" in self.checked:
+            found += check_ordering(self._index.messages, view, matches=matches)
+        await self._report(found)
+        if "non_destructive" in self.checked:
+            await self._check_stored(check_non_destructive)
+
+    async def _check_stored(self, check: Any) -> None:
+        stored = await _call(self.manager.get_messages)
+        expected = self._index.messages
+        if isinstance(stored, list) and stored == expected:
+            return  # the common case, compared in C
+        await self._report(check(expected, stored))
+
+    async def _report(self, found: list[Violation]) -> None:
+        for violation in found:
+            self.violations += 1
+            log.warning(
+                "context manager %s broke %s (conversation %s)%s: %s",
+                type(self.manager).__name__,
+                violation.property,
+                self.conversation_id,
+                f" ids {', '.join(violation.ids)}" if violation.ids else "",
+                violation.message,
+            )
+            await self._publish(
+                events.INVARIANT_VIOLATION,
+                property=violation.property,
+                message=violation.message,
+                ids=list(violation.ids),
+            )
+
+    async def _publish(self, name: str, **data: Any) -> None:
+        data["conversation_id"] = self.conversation_id
+        await self.bus.publish(name, data)

@@ -1,0 +1,243 @@
+"""OpenTelemetry spans, span events and metrics from the event bus.
+
+Each view becomes a span, ``context.get_messages_for_request``; a compaction made for it becomes
+a child span, ``context.compact``, carrying ``context:pre_compact`` and ``context:post_compact``
+as span events with the contract's ``message_count`` and ``token_count``. The manager publishes
+a view's events after the work is done, so spans are opened with their measured start times;
+their parent is whatever span is current where the request was made (the agent's turn).
+
+Only the OpenTelemetry API is needed to record; :func:`configure_otlp` builds SDK providers that
+export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (needs
+``pip install 'ctxkit[otel]'``). Message text is never exported unless ``include_text=True``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from ctxkit import __version__, events
+from ctxkit.events import Event
+from ctxkit.telemetry.names import (
+    COMPACTION_ACTIONS,
+    CONVERSATION_COMPACTED,
+    CONVERSATION_ID,
+    METRICS,
+    Metric,
+)
+
+__all__ = ["OpenTelemetry", "configure_otlp"]
+
+VIEW_SPAN = "context.get_messages_for_request"
+COMPACT_SPAN = "context.compact"
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+def _recorder(meter: metrics.Meter, declared: Metric) -> Any:
+    """The instrument's recording method: ``add``, ``record`` or ``set``."""
+    name, options = declared.otel, {"unit": declared.unit, "description": declared.help}
+    assert name is not None
+    if declared.kind == "counter":
+        return meter.create_counter(name, **options).add
+    if declared.kind == "histogram":
+        return meter.create_histogram(name, **options).record
+    return meter.create_gauge(name, **options).set
+
+
+class OpenTelemetry:
+    """A bus subscriber turning views and compactions into OpenTelemetry spans and metrics.
+
+    Parameters:
+        tracer_provider, meter_provider: where spans and metrics go; the global providers by
+            default (set by your own OTel setup, or by :func:`configure_otlp`).
+        include_text: put a summary's text on the ``context:include`` span event. Off by
+            default: message text can hold anything the user or a tool said.
+
+    Example::
+
+        tracer_provider, meter_provider = configure_otlp()
+        manager.bus.subscribe(OpenTelemetry(tracer_provider=tracer_provider,
+                                            meter_provider=meter_provider))
+    """
+
+    background = True
+    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        include_text: bool = False,
+    ) -> None:
+        self.include_text = include_text
+        self._tracer = trace.get_tracer("ctxkit", __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter("ctxkit", __version__, meter_provider=meter_provider)
+        self._recorders = {m.prometheus: _recorder(meter, m) for m in METRICS if m.otel}
+        self._pending: dict[Any, list[Event]] = {}
+        """Per conversation: the events since its last view, which belong to the next one."""
+
+    def __call__(self, event: Event) -> None:
+        name = event.name
+        if name == events.VIEW:
+            self._on_view(event)
+            return
+        if name not in _BELONGS_TO_VIEW:
+            return
+        self._pending.setdefault(event.data.get("conversation_id"), []).append(event)
+        data = event.data
+        if name == events.POST_COMPACT:
+            strategy = {"ctxkit.compaction.strategy": str(data.get("strategy") or "unknown")}
+            self._record("ctxkit_compactions", 1, strategy)
+            self._record("ctxkit_compaction_tokens_saved", max(0, data["tokens_saved"]), strategy)
+            self._record("ctxkit_compaction_duration_seconds", data["duration_s"], strategy)
+            for action, key in COMPACTION_ACTIONS.items():
+                if data.get(key):
+                    self._record("ctxkit_compaction_units", data[key], {_ACTION: action})
+        elif name == events.BUDGET_EXCEEDED:
+            self._record("ctxkit_budget_exceeded", 1)
+        elif name == events.INVARIANT_VIOLATION:
+            prop = {"ctxkit.invariant.property": str(data.get("property"))}
+            self._record("ctxkit_invariant_violations", 1, prop)
+
+    def _record(self, name: str, value: float, attributes: dict[str, str] | None = None) -> None:
+        self._recorders[name](value, attributes)
+
+    def _on_view(self, event: Event) -> None:
+        data = event.data
+        tokens, budget = data["token_count"], data["budget"]
+        utilization = tokens / budget if budget else 0.0
+        self._record("ctxkit_views", 1)
+        self._record("ctxkit_view_tokens", tokens)
+        self._record("ctxkit_view_duration_seconds", data.get("duration_s", 0.0))
+        self._record("ctxkit_context_utilization_ratio", utilization)
+
+        end = event.time
+        start = end - data.get("duration_s", 0.0)
+        pending = self._pending.pop(data.get("conversation_id"), [])
+        for earlier in pending:
+            start = min(start, earlier.time)
+        span = self._tracer.start_span(
+            VIEW_SPAN,
+            start_time=_ns(start),
+            attributes={
+                CONVERSATION_ID: str(data.get("conversation_id")),
+                CONVERSATION_COMPACTED: bool(data.get("compacted")),
+                "ctxkit.view.messages": data["message_count"],
+                "ctxkit.view.tokens": tokens,
+                "ctxkit.budget.tokens": budget,
+                "ctxkit.history.messages": data.get("history_messages", 0),
+                "ctxkit.history.tokens": data.get("history_tokens", 0),
+                "ctxkit.context.utilization": utilization,
+            },
+        )
+        try:
+            if pending:
+                self._compaction_spans(span, pending, data)
+        finally:
+            span.end(end_time=_ns(end))
+
+    def _compaction_spans(self, parent: trace.Span, pending: list[Event], view: Any) -> None:
+        """One child span per compaction (pre_compact ... post_compact), with its events."""
+        context = trace.set_span_in_context(parent)
+        span: trace.Span | None = None
+        for event in pending:
+            data = event.data
+            if event.name == events.PRE_COMPACT:
+                span = self._tracer.start_span(
+                    COMPACT_SPAN,
+                    context=context,
+                    start_time=_ns(event.time),
+                    attributes={
+                        CONVERSATION_ID: str(data.get("conversation_id")),
+                        "ctxkit.compaction.strategy": str(data.get("strategy") or "unknown"),
+                        "ctxkit.compaction.tokens_before": data["token_count"],
+                        "ctxkit.compaction.messages_before": data["message_count"],
+                        "ctxkit.budget.tokens": data.get("budget", view["budget"]),
+                    },
+                )
+            target = span or parent
+            target.add_event(event.name, self._event_attributes(event), timestamp=_ns(event.time))
+            if event.name == events.POST_COMPACT and span is not None:
+                span.set_attributes(
+                    {
+                        "ctxkit.compaction.tokens_after": data["token_count"],
+                        "ctxkit.compaction.messages_after": data["message_count"],
+                        "ctxkit.compaction.tokens_saved": data.get("tokens_saved", 0),
+                        "ctxkit.compaction.units_dropped": data.get("units_dropped", 0),
+                        "ctxkit.compaction.units_truncated": data.get("units_truncated", 0),
+                        "ctxkit.compaction.units_summarized": data.get("units_summarized", 0),
+                    }
+                )
+                span.end(end_time=_ns(event.time))
+                span = None
+        if span is not None:  # a pre_compact with no post_compact: close it with the view
+            span.end()
+
+    def _event_attributes(self, event: Event) -> dict[str, Any]:
+        data = event.data
+        if event.name == events.INCLUDE:
+            content = data.get("content")
+            attributes: dict[str, Any] = {"ctxkit.include.source": str(data.get("source"))}
+            if isinstance(content, str):
+                attributes["ctxkit.include.chars"] = len(content)
+                if self.include_text:
+                    attributes["ctxkit.include.content"] = content
+            return attributes
+        attributes = {
+            key: value
+            for key, value in data.items()
+            if key != "conversation_id" and isinstance(value, bool | int | float | str)
+        }
+        if data.get("ids"):  # an invariant violation's call ids
+            attributes["ids"] = [str(i) for i in data["ids"]]
+        return attributes
+
+
+_BELONGS_TO_VIEW = frozenset(
+    {
+        events.PRE_COMPACT,
+        events.POST_COMPACT,
+        events.INCLUDE,
+        events.BUDGET_EXCEEDED,
+        events.INVARIANT_VIOLATION,
+    }
+)
+_ACTION = "ctxkit.compaction.action"
+
+
+def configure_otlp(*, service_name: str = "ctxkit") -> tuple[Any, Any]:
+    """SDK tracer and meter providers exporting over OTLP/HTTP, configured by ``OTEL_*``.
+
+    The exporters read ``OTEL_EXPORTER_OTLP_ENDPOINT`` (default ``http://localhost:4318``),
+    ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT`` and their per-signal
+    variants; ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the resource
+    (``service_name`` when unset). Exports run on background threads: an endpoint that is down
+    costs log warnings, never the caller. Call ``shutdown()`` on both when done.
+    """
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    if protocol != "http/protobuf":
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: ctxkit exports OTLP over HTTP "
+            "(http/protobuf) only; point it at the collector's HTTP port (4318)"
+        )
+    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
+    resource = Resource.create(attributes)
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    return tracer_provider, meter_provider

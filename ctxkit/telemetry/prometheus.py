@@ -1,0 +1,149 @@
+"""Prometheus metrics from the event bus, and an exporter serving ``/metrics`` on loopback.
+
+Labels carry only small fixed sets (strategy, action, property): never a conversation id or
+text, so the number of series stays bounded however many conversations run. Gauges describe the
+latest view of any conversation in the process.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+
+from ctxkit import events
+from ctxkit.events import Event
+from ctxkit.telemetry.names import COMPACTION_ACTIONS, METRICS, REQUIRED_PROPERTIES, Metric
+
+__all__ = ["MetricsPortInUse", "PrometheusMetrics", "serve_metrics"]
+
+
+class MetricsPortInUse(OSError):
+    """The metrics port is taken by another process."""
+
+
+def _make(declared: Metric, registry: CollectorRegistry) -> Any:
+    kind = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}[declared.kind]
+    options: dict[str, Any] = {"registry": registry}
+    if declared.buckets:
+        options["buckets"] = declared.buckets
+    return kind(declared.prometheus, declared.help, declared.labels, **options)
+
+
+class PrometheusMetrics:
+    """A bus subscriber recording views and compactions as Prometheus metrics.
+
+    Parameters:
+        registry: where the metrics live; a new private one by default (pass
+            ``prometheus_client.REGISTRY`` to join an exporter you already run).
+
+    Example::
+
+        metrics = PrometheusMetrics()
+        manager.bus.subscribe(metrics)
+        serve_metrics(metrics.registry, port=9464)
+    """
+
+    background = True
+    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        m = {declared.prometheus: _make(declared, self.registry) for declared in METRICS}
+        self._views = m["ctxkit_views"]
+        self._view_tokens = m["ctxkit_view_tokens"]
+        self._view_seconds = m["ctxkit_view_duration_seconds"]
+        self._tokens = m["ctxkit_context_tokens"]
+        self._budget = m["ctxkit_context_budget_tokens"]
+        self._utilization = m["ctxkit_context_utilization_ratio"]
+        self._threshold = m["ctxkit_compaction_threshold_ratio"]
+        self._room = m["ctxkit_context_tokens_until_compaction"]
+        self._history_tokens = m["ctxkit_history_tokens"]
+        self._history_messages = m["ctxkit_history_messages"]
+        self._compactions = m["ctxkit_compactions"]
+        self._saved = m["ctxkit_compaction_tokens_saved"]
+        self._compaction_seconds = m["ctxkit_compaction_duration_seconds"]
+        self._budget_exceeded = m["ctxkit_budget_exceeded"]
+        # Children for fixed label values exist from the start, so their series read 0, not
+        # "no data", until the first event.
+        self._units = {a: m["ctxkit_compaction_units"].labels(a) for a in COMPACTION_ACTIONS}
+        violations = m["ctxkit_invariant_violations"]
+        self._violations = {p: violations.labels(p) for p in REQUIRED_PROPERTIES}
+        self._by_strategy: dict[str, tuple[Any, Any, Any]] = {}
+        self._handlers = {
+            events.VIEW: self._on_view,
+            events.POST_COMPACT: self._on_compacted,
+            events.BUDGET_EXCEEDED: self._on_budget_exceeded,
+            events.INVARIANT_VIOLATION: self._on_violation,
+        }
+
+    def __call__(self, event: Event) -> None:
+        handler = self._handlers.get(event.name)
+        if handler is not None:
+            handler(event.data)
+
+    def _on_view(self, data: Any) -> None:
+        tokens = data["token_count"]
+        budget = data["budget"]
+        self._views.inc()
+        self._view_tokens.observe(tokens)
+        self._view_seconds.observe(data.get("duration_s", 0.0))
+        self._tokens.set(tokens)
+        self._budget.set(budget)
+        self._utilization.set(tokens / budget if budget else 0.0)
+        self._history_tokens.set(data.get("history_tokens", 0))
+        self._history_messages.set(data.get("history_messages", 0))
+        threshold = data.get("compact_threshold")
+        if threshold is not None:
+            self._threshold.set(threshold)
+            self._room.set(max(0, int(threshold * budget) - tokens))
+
+    def _on_compacted(self, data: Any) -> None:
+        strategy = str(data.get("strategy") or "unknown")
+        children = self._by_strategy.get(strategy)
+        if children is None:
+            children = self._by_strategy[strategy] = (
+                self._compactions.labels(strategy),
+                self._saved.labels(strategy),
+                self._compaction_seconds.labels(strategy),
+            )
+        compactions, saved, seconds = children
+        compactions.inc()
+        saved.inc(max(0, data.get("tokens_saved", 0)))
+        seconds.observe(data.get("duration_s", 0.0))
+        for action, key in COMPACTION_ACTIONS.items():
+            count = data.get(key, 0)
+            if count:
+                self._units[action].inc(count)
+
+    def _on_budget_exceeded(self, data: Any) -> None:
+        self._budget_exceeded.inc()
+
+    def _on_violation(self, data: Any) -> None:
+        child = self._violations.get(data.get("property"))
+        if child is not None:  # only the known ids become label values
+            child.inc()
+
+
+def serve_metrics(
+    registry: CollectorRegistry, *, port: int = 9464, host: str = "127.0.0.1"
+) -> tuple[Any, int]:
+    """Serve ``registry`` on ``http://host:port/metrics`` from a daemon thread.
+
+    Binds loopback unless told otherwise. Port 0 picks a free port. Returns the server (call
+    ``shutdown()`` to stop it) and the port it listens on. Raises :class:`MetricsPortInUse`
+    naming the port if it is taken.
+    """
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise MetricsPortInUse(
+                errno.EADDRINUSE,
+                f"metrics port {port} on {host} is already in use; choose another with "
+                "--metrics-port, or 0 for any free port",
+            ) from error
+        raise
+    return server, server.server_port

@@ -1,0 +1,127 @@
+"""A JSON Lines stream of events, one per line, flushed per event, for ``ctxkit inspect``.
+
+Each line is an object::
+
+    {"v": 1, "ts": 1763700000.123, "event": "ctxkit:view", "data": {...}}
+
+``v`` is :data:`SCHEMA_VERSION`; ``ts`` is Unix seconds when the event was published. Message
+text (a summary's ``content``) is left out unless ``include_text=True``; its length is kept as
+``content_chars``. A write that fails (a full disk, a removed mount) is logged and the event
+dropped; the manager goes on, and writing resumes when the file takes writes again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from ctxkit.events import Event
+
+__all__ = ["SCHEMA_VERSION", "EventStream", "encode_event"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_WARN_EVERY_S = 60.0
+
+
+def encode_event(event: Event, *, include_text: bool = False) -> str:
+    """One line of the stream (without the newline)."""
+    data = event.data
+    if not include_text and "content" in data:
+        data = dict(data)
+        content = data.pop("content")
+        data["content_chars"] = len(content) if isinstance(content, str) else None
+    return json.dumps(
+        {"v": SCHEMA_VERSION, "ts": round(event.time, 6), "event": event.name, "data": data},
+        separators=(",", ":"),
+        default=str,
+    )
+
+
+class EventStream:
+    """A bus subscriber appending each event to a JSON Lines file.
+
+    Parameters:
+        path: the file; created with its directory if missing, appended to if present.
+        include_text: also write message text (summaries), which is off by default.
+
+    Example::
+
+        stream = EventStream("events.jsonl")
+        manager.bus.subscribe(stream)
+        ...
+        stream.close()
+    """
+
+    background = True
+    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+
+    def __init__(self, path: str | os.PathLike[str], *, include_text: bool = False) -> None:
+        self.path = Path(path)
+        self.include_text = include_text
+        self.written = 0
+        self.dropped = 0
+        """Events lost to write errors."""
+        self._lock = threading.Lock()
+        self._last_warning = -_WARN_EVERY_S
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def __call__(self, event: Event) -> None:
+        line = encode_event(event, include_text=self.include_text) + "\n"
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._file is None:
+                    self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+                self._file.write(line)
+                self._file.flush()
+            except OSError as error:
+                self._lost(error)
+            else:
+                self.written += 1
+
+    def _lost(self, error: OSError) -> None:
+        self.dropped += 1
+        # Whatever the OS did not take is discarded with the file object, so the next event
+        # starts on a fresh buffer (a reader skips a torn line); the next write reopens.
+        self._discard()
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S:
+            self._last_warning = now
+            log.warning(
+                "event stream %s: write failed (%s); %d event(s) dropped so far, the manager "
+                "is unaffected",
+                self.path,
+                error.strerror or error,
+                self.dropped,
+            )
+
+    def _discard(self) -> None:
+        old, self._file = self._file, None
+        if old is not None:
+            # The buffered bytes are what failed; they go with the file object.
+            with contextlib.suppress(OSError):
+                old.close()
+
+    def close(self) -> None:
+        """Close the file (everything is already flushed). Further events are ignored."""
+        with self._lock:
+            self._closed = True
+            self._discard()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

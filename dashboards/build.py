@@ -1,0 +1,696 @@
+"""Build the Grafana dashboard ``ctxkit-context.json`` from the metric declarations.
+
+Every metric name comes from :mod:`ctxkit.telemetry.names`, so renaming a metric there
+changes the dashboard here (or fails at import), instead of leaving a panel that silently
+shows "No data". Plain dicts, no Grafana SDK: the JSON is the product, and a test checks
+that the committed file is what this script builds.
+
+Usage::
+
+    python dashboards/build.py           # write dashboards/ctxkit-context.json
+    python dashboards/build.py --check   # exit 1 if the committed file is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxkit.telemetry.names import metric
+
+__all__ = [
+    "OUTPUT",
+    "SELECTOR",
+    "VARIABLES",
+    "build",
+    "for_prometheus",
+    "queries",
+    "render",
+]
+
+OUTPUT = Path(__file__).with_name("ctxkit-context.json")
+UID = "ctxkit-context"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+SELECTOR = 'job=~"$job", instance=~"$instance"'
+"""The label filter every panel query carries, so the variables narrow every panel."""
+
+VARIABLES = {
+    "$__rate_interval": "{window}",
+    "$__range": "{window}",
+    "$instance": ".*",
+    "$job": ".*",
+}
+"""Grafana's variables in panel queries, and what stands for them on plain Prometheus
+(``{window}`` is the range of rate windows; ``.*`` is what "All" sends)."""
+
+WIDTH = 24
+"""Grafana's grid is 24 columns wide."""
+
+
+def _name(prometheus_name: str, suffix: str = "") -> str:
+    """The ``/metrics`` name of a declared metric (a histogram's series with ``suffix``)."""
+    declared = metric(prometheus_name)
+    if suffix and declared.kind != "histogram":
+        raise ValueError(f"{prometheus_name} is a {declared.kind}, it has no {suffix} series")
+    return declared.exposed + suffix
+
+
+def _select(prometheus_name: str, suffix: str = "", extra: str = "") -> str:
+    """``name{job=~"$job", instance=~"$instance"}``, with ``extra`` matchers first."""
+    matchers = f"{extra}, {SELECTOR}" if extra else SELECTOR
+    return f"{_name(prometheus_name, suffix)}{{{matchers}}}"
+
+
+def _per_minute(prometheus_name: str, by: str = "", extra: str = "") -> str:
+    """Events per minute, summed over the selected processes: easier to read than per second."""
+    grouping = f" by ({by}) " if by else ""
+    return f"60 * sum{grouping}(rate({_select(prometheus_name, extra=extra)}[$__rate_interval]))"
+
+
+def _in_range(prometheus_name: str, extra: str = "") -> str:
+    """How much a counter grew over the dashboard's time range, summed over processes."""
+    return f"sum(increase({_select(prometheus_name, extra=extra)}[$__range]))"
+
+
+def _quantile(q: float, prometheus_name: str) -> str:
+    """The ``q`` quantile of a histogram over the selected processes."""
+    buckets = _select(prometheus_name, "_bucket")
+    return f"histogram_quantile({q}, sum by (le) (rate({buckets}[$__rate_interval])))"
+
+
+def _target(ref: str, expr: str, legend: str, *, instant: bool = False) -> dict[str, Any]:
+    return {
+        "datasource": DATASOURCE,
+        "editorMode": "code",
+        "expr": expr,
+        "instant": instant,
+        "legendFormat": legend,
+        "range": not instant,
+        "refId": ref,
+    }
+
+
+def _targets(*specs: tuple[str, str]) -> list[dict[str, Any]]:
+    """Targets A, B, C, ... from ``(expr, legend)`` pairs."""
+    return [_target(chr(ord("A") + i), expr, legend) for i, (expr, legend) in enumerate(specs)]
+
+
+def _steps(*steps: tuple[str, float | None]) -> dict[str, Any]:
+    return {
+        "mode": "absolute",
+        "steps": [{"color": color, "value": value} for color, value in steps],
+    }
+
+
+def _override(ref: str, **properties: Any) -> dict[str, Any]:
+    """Field properties for the series of one target (``custom.x`` keys for custom ones)."""
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref},
+        "properties": [{"id": key, "value": value} for key, value in properties.items()],
+    }
+
+
+DASHED = {"fill": "dash", "dash": [10, 10]}
+
+
+def _timeseries(
+    title: str,
+    description: str,
+    targets: list[dict[str, Any]],
+    *,
+    unit: str = "short",
+    axis_label: str = "",
+    overrides: list[dict[str, Any]] | None = None,
+    thresholds: dict[str, Any] | None = None,
+    threshold_style: str = "off",
+    bars: bool = False,
+    maximum: float | None = None,
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "color": {"mode": "palette-classic"},
+        "custom": {
+            "axisLabel": axis_label,
+            "drawStyle": "bars" if bars else "line",
+            "fillOpacity": 60 if bars else 10,
+            "lineWidth": 1,
+            "showPoints": "never",
+            "spanNulls": False,
+            "thresholdsStyle": {"mode": threshold_style},
+        },
+        "min": 0,
+        "thresholds": thresholds or _steps(("green", None)),
+        "unit": unit,
+    }
+    if maximum is not None:
+        defaults["max"] = maximum
+    return {
+        "datasource": DATASOURCE,
+        "description": description,
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+        "options": {
+            "legend": {
+                "calcs": [],
+                "displayMode": "list",
+                "placement": "bottom",
+                "showLegend": True,
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": targets,
+        "title": title,
+        "type": "timeseries",
+    }
+
+
+def _single(
+    kind: str,
+    title: str,
+    description: str,
+    target: dict[str, Any],
+    *,
+    unit: str,
+    thresholds: dict[str, Any],
+    maximum: float | None = None,
+) -> dict[str, Any]:
+    """A stat or gauge panel showing one number per selected process."""
+    defaults: dict[str, Any] = {
+        "color": {"mode": "thresholds"},
+        "min": 0,
+        "thresholds": thresholds,
+        "unit": unit,
+    }
+    if unit != "percentunit":
+        defaults["decimals"] = 0  # counts of tokens, compactions, violations
+    if maximum is not None:
+        defaults["max"] = maximum
+    options: dict[str, Any] = {
+        "orientation": "auto",
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+    }
+    if kind == "stat":
+        options |= {
+            "colorMode": "value",
+            "graphMode": "area",
+            "justifyMode": "auto",
+            "textMode": "auto",
+        }
+    else:
+        options |= {"showThresholdLabels": False, "showThresholdMarkers": True}
+    return {
+        "datasource": DATASOURCE,
+        "description": description,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options,
+        "targets": [target],
+        "title": title,
+        "type": kind,
+    }
+
+
+def _row(title: str) -> dict[str, Any]:
+    return {"collapsed": False, "panels": [], "title": title, "type": "row"}
+
+
+def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
+    """Each panel with its width and height, in reading order."""
+    utilization = _select("ctxkit_context_utilization_ratio")
+    threshold = _select("ctxkit_compaction_threshold_ratio")
+    budget = _select("ctxkit_context_budget_tokens")
+
+    yield _row("Now"), WIDTH, 1
+    yield (
+        _single(
+            "gauge",
+            "Context used",
+            "The latest view's tokens over its budget, per process. Orange from 70% (the "
+            "reference manager's default compaction threshold), red from 90% (the "
+            "CtxkitContextNearLimit alert). 100% is the budget: the hard limit.",
+            _target("A", utilization, "{{instance}}"),
+            unit="percentunit",
+            thresholds=_steps(("green", None), ("orange", 0.7), ("red", 0.9)),
+            maximum=1,
+        ),
+        4,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Room until compaction",
+            "Tokens the latest view can still grow before it reaches the compaction "
+            "threshold, per process. Empty for a manager that does not tell its threshold.",
+            _target("A", _select("ctxkit_context_tokens_until_compaction"), "{{instance}}"),
+            unit="short",
+            thresholds=_steps(("blue", None)),
+        ),
+        4,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Compactions in range",
+            "Compactions in the dashboard's time range, all strategies and selected processes.",
+            _target("A", _in_range("ctxkit_compactions"), "compactions", instant=True),
+            unit="short",
+            thresholds=_steps(("blue", None)),
+        ),
+        4,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Tokens saved in range",
+            "Tokens that compactions removed from views in the time range.",
+            _target("A", _in_range("ctxkit_compaction_tokens_saved"), "tokens", instant=True),
+            unit="short",
+            thresholds=_steps(("blue", None)),
+        ),
+        4,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Tool outputs truncated in range",
+            "Units (a tool call with its results) whose tool outputs a compaction shortened "
+            "in the time range. They stay in the view, shorter; the model sees a marker "
+            "where lines were cut.",
+            _target(
+                "A",
+                _in_range("ctxkit_compaction_units", extra='action="truncated"'),
+                "truncated",
+                instant=True,
+            ),
+            unit="short",
+            thresholds=_steps(("blue", None)),
+        ),
+        4,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Invariant violations in range",
+            "Required conformance properties found broken in live views (by instrument() "
+            "with check_invariants) in the time range. Anything above 0 means a view sent "
+            "to the model was malformed: see the Invariant violations panel for which "
+            "property, and the process log for the call ids.",
+            _target("A", _in_range("ctxkit_invariant_violations"), "violations", instant=True),
+            unit="short",
+            thresholds=_steps(("green", None), ("red", 1)),
+        ),
+        4,
+        5,
+    )
+
+    yield _row("Context"), WIDTH, 1
+    yield (
+        _timeseries(
+            "Context utilization",
+            "The latest view's tokens over its budget (solid), against the share of the "
+            "budget past which the manager compacts (dashed). The red line at 100% is the "
+            "budget, the hard limit: a view above it does not fit the request. Utilization "
+            "that climbs to the threshold and drops is compaction working; a line that "
+            "stays near 100% means compaction cannot free enough.",
+            _targets(
+                (utilization, "utilization {{instance}}"),
+                (threshold, "compaction threshold {{instance}}"),
+            ),
+            unit="percentunit",
+            thresholds=_steps(("transparent", None), ("red", 1)),
+            threshold_style="line",
+            overrides=[_override("B", **{"custom.lineStyle": DASHED})],
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Tokens per view",
+            "Median and 95th percentile of the tokens in views returned (exact counts, from "
+            "the view-tokens histogram, over all selected processes), and the latest view's "
+            "tokens against the point where compaction starts (threshold x budget) and the "
+            "budget itself (the hard limit).",
+            _targets(
+                (_quantile(0.5, "ctxkit_view_tokens"), "p50 view"),
+                (_quantile(0.95, "ctxkit_view_tokens"), "p95 view"),
+                (_select("ctxkit_context_tokens"), "latest view {{instance}}"),
+                (f"{threshold} * {budget}", "compaction point {{instance}}"),
+                (budget, "budget {{instance}}"),
+            ),
+            axis_label="tokens",
+            overrides=[
+                _override("D", **{"custom.lineStyle": DASHED}),
+                _override(
+                    "E",
+                    color={"fixedColor": "red", "mode": "fixed"},
+                    **{"custom.lineStyle": DASHED},
+                ),
+            ],
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Room left until compaction",
+            "Tokens the latest view can still grow before it reaches the compaction "
+            "threshold. It falls turn by turn as the conversation grows and jumps back up "
+            "after each compaction. Absent for a manager that does not tell its threshold.",
+            _targets((_select("ctxkit_context_tokens_until_compaction"), "{{instance}}")),
+            axis_label="tokens",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "History size",
+            "The whole stored history behind the latest view: tokens (left axis) and "
+            "messages (right axis). The reference manager never deletes, so this only "
+            "grows until the conversation is cleared; the gap between it and the view's "
+            "tokens is what compaction leaves out.",
+            _targets(
+                (_select("ctxkit_history_tokens"), "tokens {{instance}}"),
+                (_select("ctxkit_history_messages"), "messages {{instance}}"),
+            ),
+            axis_label="tokens",
+            overrides=[
+                _override(
+                    "B",
+                    **{"custom.axisPlacement": "right", "custom.axisLabel": "messages"},
+                )
+            ],
+        ),
+        12,
+        8,
+    )
+
+    yield _row("Compaction"), WIDTH, 1
+    yield (
+        _timeseries(
+            "Compactions per minute by strategy",
+            "How often views are compacted, per strategy combination (e.g. "
+            "truncate_outputs+truncate). A healthy manager compacts once every several "
+            "turns; a rate near the views' rate means every turn compacts (a compaction "
+            "storm, see the CtxkitCompactionStorm alert): the target ratio is too close "
+            "to the threshold, or pinned content fills the budget.",
+            _targets((_per_minute("ctxkit_compactions", by="strategy"), "{{strategy}}")),
+            axis_label="compactions / min",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Tokens saved per minute",
+            "Tokens that compactions removed from views, per minute and strategy: the "
+            "difference between each view before and after its compaction.",
+            _targets(
+                (_per_minute("ctxkit_compaction_tokens_saved", by="strategy"), "{{strategy}}")
+            ),
+            axis_label="tokens / min",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Compaction duration",
+            "Median, 95th and 99th percentile of the time one compaction took, over all "
+            "strategies and selected processes. The CtxkitCompactionSlow alert fires when "
+            "the 95th percentile stays above 1 s.",
+            _targets(
+                (_quantile(0.5, "ctxkit_compaction_duration_seconds"), "p50"),
+                (_quantile(0.95, "ctxkit_compaction_duration_seconds"), "p95"),
+                (_quantile(0.99, "ctxkit_compaction_duration_seconds"), "p99"),
+            ),
+            unit="s",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Units truncated, dropped, summarized per minute",
+            "What compactions did to units (a message, or a tool call with its results), "
+            "per minute: 'truncated' units had their tool outputs shortened and stay in the "
+            "view, 'dropped' units left the view, 'summarized' units were folded into a "
+            "summary message.",
+            _targets(
+                (
+                    _per_minute("ctxkit_compaction_units", by="action"),
+                    "{{action}}",
+                )
+            ),
+            axis_label="units / min",
+            bars=True,
+        ),
+        12,
+        8,
+    )
+
+    yield _row("Health"), WIDTH, 1
+    yield (
+        _timeseries(
+            "Invariant violations",
+            "Required conformance properties (tool_pair_integrity, ordering, "
+            "non_destructive, lifecycle) found broken in live views, by property, per rate "
+            "interval. Counted only when the manager is wrapped with "
+            "instrument(check_invariants=...). Any bar here is a malformed request to the "
+            "model; the CtxkitInvariantViolation alert fires on it.",
+            _targets(
+                (
+                    "sum by (property) (increase("
+                    f"{_select('ctxkit_invariant_violations')}[$__rate_interval]))",
+                    "{{property}}",
+                )
+            ),
+            thresholds=_steps(("green", None), ("red", 1)),
+            bars=True,
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "View build time",
+            "Median, 95th and 99th percentile of the time get_messages_for_request took "
+            "to build a view, compaction included: the latency the context manager adds "
+            "to each model call.",
+            _targets(
+                (_quantile(0.5, "ctxkit_view_duration_seconds"), "p50"),
+                (_quantile(0.95, "ctxkit_view_duration_seconds"), "p95"),
+                (_quantile(0.99, "ctxkit_view_duration_seconds"), "p99"),
+            ),
+            unit="s",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Views and budget overruns per minute",
+            "Views returned per minute (about one per model call), and views whose pinned "
+            "content alone (system messages, the newest user message and the newest unit) "
+            "did not fit the budget. Overruns need a bigger budget or shorter pinned "
+            "content; the CtxkitBudgetExceeded alert fires on them.",
+            _targets(
+                (_per_minute("ctxkit_views"), "views"),
+                (_per_minute("ctxkit_budget_exceeded"), "budget exceeded"),
+            ),
+            axis_label="views / min",
+            overrides=[_override("B", color={"fixedColor": "red", "mode": "fixed"})],
+        ),
+        12,
+        8,
+    )
+
+
+def _layout(panels: Iterator[tuple[dict[str, Any], int, int]]) -> list[dict[str, Any]]:
+    """Give each panel an id and a grid position, filling rows left to right."""
+    placed: list[dict[str, Any]] = []
+    x = y = row_height = 0
+    for number, (panel, width, height) in enumerate(panels, start=1):
+        if x + width > WIDTH:
+            x, y, row_height = 0, y + row_height, 0
+        placed.append(panel | {"id": number, "gridPos": {"h": height, "w": width, "x": x, "y": y}})
+        x += width
+        row_height = max(row_height, height)
+    return placed
+
+
+def _query_variable(name: str, label: str, query: str, description: str) -> dict[str, Any]:
+    return {
+        "allValue": ".*",
+        "current": {},
+        "datasource": DATASOURCE,
+        "definition": query,
+        "description": description,
+        "hide": 0,
+        "includeAll": True,
+        "label": label,
+        "multi": True,
+        "name": name,
+        "options": [],
+        "query": {"qryType": 1, "query": query, "refId": "PrometheusVariableQueryEditor-" + name},
+        "refresh": 2,
+        "regex": "",
+        "skipUrlSync": False,
+        "sort": 1,
+        "type": "query",
+    }
+
+
+def build() -> dict[str, Any]:
+    """The dashboard, as Grafana's "Import dashboard" takes it."""
+    views = _name("ctxkit_views")
+    panels = _layout(_panels())
+    panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
+    names = {"gauge": "Gauge", "stat": "Stat", "timeseries": "Time series"}
+    return {
+        "__inputs": [
+            {
+                "description": "The Prometheus that scrapes ctxkit's /metrics.",
+                "label": "Prometheus",
+                "name": "DS_PROMETHEUS",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+                "type": "datasource",
+            }
+        ],
+        "__elements": {},
+        "__requires": [
+            {"id": "grafana", "name": "Grafana", "type": "grafana", "version": "10.4.0"},
+            {"id": "prometheus", "name": "Prometheus", "type": "datasource", "version": "1.0.0"},
+            *({"id": t, "name": names[t], "type": "panel", "version": ""} for t in panel_types),
+        ],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "description": "Context window use and compaction of LLM context managers, from "
+        "ctxkit's Prometheus metrics (ctxkit.telemetry.PrometheusMetrics).",
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [],
+        "panels": panels,
+        "refresh": "10s",
+        "schemaVersion": 39,
+        "tags": ["ctxkit", "llm", "context"],
+        "templating": {
+            "list": [
+                {
+                    "current": {
+                        "selected": False,
+                        "text": "Prometheus",
+                        "value": "${DS_PROMETHEUS}",
+                    },
+                    "description": "The Prometheus that scrapes ctxkit.",
+                    "hide": 0,
+                    "includeAll": False,
+                    "label": "Data source",
+                    "multi": False,
+                    "name": "datasource",
+                    "options": [],
+                    "query": "prometheus",
+                    "refresh": 1,
+                    "regex": "",
+                    "skipUrlSync": False,
+                    "type": "datasource",
+                },
+                _query_variable(
+                    "job",
+                    "Job",
+                    f"label_values({views}, job)",
+                    "Scrape jobs that export ctxkit metrics.",
+                ),
+                _query_variable(
+                    "instance",
+                    "Instance",
+                    f'label_values({views}{{job=~"$job"}}, instance)',
+                    "Processes (host:port of /metrics) of the selected jobs.",
+                ),
+            ]
+        },
+        "time": {"from": "now-1h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": "ctxkit: context window and compaction",
+        "uid": UID,
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+def render(dashboard: dict[str, Any]) -> str:
+    """The file's text: sorted keys and a trailing newline, so rebuilds diff cleanly."""
+    return json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def queries(dashboard: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(panel title, refId, expr)`` of every panel target, rows' nested panels included."""
+    found = []
+    for panel in dashboard["panels"]:
+        for inner in [panel, *panel.get("panels", [])]:
+            for target in inner.get("targets", []):
+                found.append((inner["title"], target["refId"], target["expr"]))
+    return found
+
+
+def for_prometheus(expr: str, *, window: str = "1m") -> str:
+    """A panel query as plain Prometheus runs it: variables replaced as "All" would be, rate
+    and range windows ``window``. Raises ``ValueError`` on a variable it does not know, so a
+    new variable cannot slip past the checks that use this."""
+    # Longest first: "$__range" must not be eaten by a shorter name.
+    for variable in sorted(VARIABLES, key=len, reverse=True):
+        expr = expr.replace(variable, VARIABLES[variable].format(window=window))
+    if "$" in expr:
+        raise ValueError(f"unknown Grafana variable in {expr!r}; add it to VARIABLES")
+    return expr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 if {OUTPUT.name} differs from what this script builds",
+    )
+    args = parser.parse_args(argv)
+    text = render(build())
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(
+                f"{OUTPUT} is stale: run python dashboards/build.py and commit it",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{OUTPUT.name} is up to date")
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""System programs the tests need (promtool, prometheus, tmux): skipped on a developer's machine
+that lacks them, a failure under CI, where a silent skip would hide an untested feature."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+DEBIAN_PACKAGES = {"prometheus": "prometheus", "promtool": "prometheus", "tmux": "tmux"}
+"""The Debian package that installs each program, for the message."""
+
+
+def require_binary(name: str) -> str:
+    """The path of program ``name``; skip the test if it is missing, or fail when ``CI=true``."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    package = DEBIAN_PACKAGES.get(name, name)
+    reason = f"{name} is not on PATH (Debian: apt-get install {package})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI=true, so it must be installed (.ci/run)", pytrace=False)
+    pytest.skip(reason)

@@ -97,11 +97,18 @@ def _parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true", help="print the usage snapshot as JSON")
     usage.set_defaults(run=_run_usage)
     _add_conformance(commands, common)
+    _add_demo(commands, common)
     return parser
 
 
 def _add_conformance(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.conformance_cli import add_parser
+
+    add_parser(commands, common)
+
+
+def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.demo import add_parser
 
     add_parser(commands, common)
 

@@ -4,19 +4,20 @@ The reference manager publishes here; Amplifier hooks, telemetry exporters and t
 subscribe. Publishing never fails because a subscriber did: a raising subscriber is logged and
 the request goes on.
 
-Subscribers that only record (metrics, spans, a file) can run off the caller's thread: the
-caller then pays for a queue put, not for formatting and I/O. A subscriber says so with a
-``background = True`` attribute (ctxkit's telemetry subscribers do), or ``subscribe(...,
-background=True)``. One daemon thread per process delivers them in publishing order, inside a
-copy of the publisher's context (so a span current at the request stays the parent).
+Subscribers that only record (metrics, spans, a file) can be *deferred*: the request then pays
+for appending the event to a list, and the event loop delivers the batch as soon as the
+caller's task yields (in an agent, while it waits for the model). Each event is delivered in a
+copy of the publisher's context, so a span current at the request stays the parent. A
+subscriber asks for this with a ``deferred = True`` attribute (ctxkit's telemetry subscribers
+do) or ``subscribe(..., deferred=True)``; :meth:`EventBus.flush` delivers at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import logging
-import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -73,117 +74,89 @@ class Event:
 Subscriber = Callable[[Event], Awaitable[None] | None]
 
 
-class _Dispatcher:
-    """The process's one background thread, delivering events to background subscribers."""
-
-    MAX_PENDING = 100_000
-    """Past this many undelivered events, new ones are dropped (and counted): a stuck
-    subscriber must not grow memory without bound."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-
-    def submit(self, bus: EventBus, subscribers: list[Subscriber], event: Event) -> None:
-        if self._queue.qsize() >= self.MAX_PENDING:
-            bus.dropped += 1
-            return
-        if self._thread is None:
-            self._start()
-        self._queue.put((contextvars.copy_context(), bus, subscribers, event))
-
-    def _start(self) -> None:
-        with self._start_lock:
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="ctxkit-events", daemon=True)
-                thread.start()
-                self._thread = thread
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything submitted so far is delivered; False on timeout."""
-        if self._thread is None:
-            return True
-        done = threading.Event()
-        self._queue.put(done)
-        return done.wait(timeout)
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            context, bus, subscribers, event = item
-            for subscriber in subscribers:
-                try:
-                    context.run(subscriber, event)
-                except Exception:
-                    bus.failures += 1
-                    log.warning(
-                        "event subscriber %r failed on %s", subscriber, event.name, exc_info=True
-                    )
-
-
-_dispatcher = _Dispatcher()
-
-
 class EventBus:
     """Delivers each event to every subscriber, in subscription order, isolating failures."""
 
+    MAX_PENDING = 10_000
+    """Past this many undelivered events, the publisher delivers them itself: memory stays
+    bounded when the caller's task never yields."""
+
     def __init__(self) -> None:
         self._subscribers: list[Subscriber] = []
-        self._background: list[Subscriber] = []
+        self._deferred: list[Subscriber] = []
+        self._pending: list[tuple[contextvars.Context, Event]] = []
+        self._drain_scheduled = False
         self._lock = threading.Lock()
         self.failures = 0
         """How many times a subscriber raised. Exposed so tests and telemetry can see it."""
-        self.dropped = 0
-        """Events background subscribers never got because the queue was full."""
 
     def subscribe(
-        self, subscriber: Subscriber, *, background: bool | None = None
+        self, subscriber: Subscriber, *, deferred: bool | None = None
     ) -> Callable[[], None]:
         """Add a subscriber (sync or async callable taking an :class:`Event`).
 
-        ``background``: deliver on ctxkit's event thread instead of in the request (sync
-        subscribers only); by default, the subscriber's own ``background`` attribute.
+        ``deferred``: deliver when the caller's task yields rather than in the request (sync
+        subscribers only); by default, the subscriber's own ``deferred`` attribute.
         Returns a function that removes it again.
         """
-        if background is None:
-            background = bool(getattr(subscriber, "background", False))
-        if background and inspect.iscoroutinefunction(subscriber):
-            raise TypeError("an async subscriber runs in the request; pass background=False")
+        if deferred is None:
+            deferred = getattr(subscriber, "deferred", False) is True
+        if deferred and inspect.iscoroutinefunction(subscriber):
+            raise TypeError("an async subscriber is awaited in the request; use deferred=False")
         with self._lock:
-            if background:
-                self._background = [*self._background, subscriber]
+            if deferred:
+                self._deferred = [*self._deferred, subscriber]
             else:
                 self._subscribers = [*self._subscribers, subscriber]
 
         def unsubscribe() -> None:
             with self._lock:
                 self._subscribers = [s for s in self._subscribers if s is not subscriber]
-                self._background = [s for s in self._background if s is not subscriber]
+                self._deferred = [s for s in self._deferred if s is not subscriber]
 
         return unsubscribe
 
-    def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until background subscribers have every event published so far.
+    def flush(self) -> None:
+        """Deliver every pending event to the deferred subscribers now."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._drain_scheduled = False
+        subscribers = self._deferred
+        for context, event in pending:
+            for subscriber in subscribers:
+                try:
+                    context.run(subscriber, event)
+                except Exception:
+                    self._failed(subscriber, event)
 
-        Returns False if ``timeout`` seconds passed first.
-        """
-        return _dispatcher.flush(timeout)
+    def _failed(self, subscriber: Subscriber, event: Event) -> None:
+        self.failures += 1
+        log.warning("event subscriber %r failed on %s", subscriber, event.name, exc_info=True)
+
+    def _defer(self, event: Event) -> None:
+        with self._lock:
+            self._pending.append((contextvars.copy_context(), event))
+            backlog = len(self._pending) >= self.MAX_PENDING
+            schedule = not self._drain_scheduled
+            self._drain_scheduled = True
+        if backlog:
+            self.flush()
+        elif schedule:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # published outside an event loop: deliver now
+                self.flush()
 
     async def publish(self, name: str, data: Mapping[str, Any]) -> Event:
         """Deliver an event to every subscriber and return it."""
         event = Event(name, data)
-        if self._background:
-            _dispatcher.submit(self, self._background, event)
+        if self._deferred:
+            self._defer(event)
         for subscriber in self._subscribers:
             try:
                 result = subscriber(event)
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                self.failures += 1
-                log.warning("event subscriber %r failed on %s", subscriber, name, exc_info=True)
+                self._failed(subscriber, event)
         return event

@@ -31,7 +31,8 @@ class Metric:
     labels: tuple[str, ...] = ()
     """Only labels with a small fixed set of values: never a conversation id or text."""
     otel: str | None = None
-    """The OpenTelemetry instrument name, if the OTel subscriber records this fact too."""
+    """The OpenTelemetry instrument name, if the OTel subscriber records this fact too (views
+    are counted by the ``ctxkit.view.tokens`` histogram, their duration is the span's)."""
     unit: str = "1"
     """UCUM unit for OpenTelemetry."""
     buckets: tuple[float, ...] = ()
@@ -56,8 +57,6 @@ METRICS: tuple[Metric, ...] = (
         "ctxkit_views",
         "counter",
         "Views returned by get_messages_for_request.",
-        otel="ctxkit.views",
-        unit="{view}",
     ),
     Metric(
         "ctxkit_view_tokens",
@@ -71,8 +70,6 @@ METRICS: tuple[Metric, ...] = (
         "ctxkit_view_duration_seconds",
         "histogram",
         "Time to build a view, compaction included.",
-        otel="ctxkit.view.duration",
-        unit="s",
         buckets=SECONDS_BUCKETS,
     ),
     Metric(

@@ -4,7 +4,9 @@ Each view becomes a span, ``context.get_messages_for_request``; a compaction mad
 a child span, ``context.compact``, carrying ``context:pre_compact`` and ``context:post_compact``
 as span events with the contract's ``message_count`` and ``token_count``. The manager publishes
 a view's events after the work is done, so spans are opened with their measured start times;
-their parent is whatever span is current where the request was made (the agent's turn).
+their parent is whatever span is current where the request was made (the agent's turn). A
+request that raises :class:`~ctxkit.reference.ContextBudgetExceeded` publishes no view; its
+span ends at the ``ctxkit:budget_exceeded`` event, with an error status.
 
 Only the OpenTelemetry API is needed to record; :func:`configure_otlp` builds SDK providers that
 export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (needs
@@ -39,14 +41,28 @@ def _ns(seconds: float) -> int:
 
 
 def _recorder(meter: metrics.Meter, declared: Metric) -> Any:
-    """The instrument's recording method: ``add``, ``record`` or ``set``."""
+    """The instrument's recording method: ``add``, ``record``, or for a gauge, one that keeps
+    the latest value for an observable gauge to report when metrics are collected."""
     name, options = declared.otel, {"unit": declared.unit, "description": declared.help}
     assert name is not None
     if declared.kind == "counter":
         return meter.create_counter(name, **options).add
     if declared.kind == "histogram":
-        return meter.create_histogram(name, **options).record
-    return meter.create_gauge(name, **options).set
+        # The SDK's default bounds (0, 5, 10, ... 10000) suit milliseconds, not seconds or
+        # tokens: pass the declared buckets, as Prometheus uses them.
+        return meter.create_histogram(
+            name, explicit_bucket_boundaries_advisory=list(declared.buckets) or None, **options
+        ).record
+    latest: list[tuple[float, Any]] = []
+
+    def keep(value: float, attributes: dict[str, str] | None = None) -> None:
+        latest[:] = [(value, attributes)]
+
+    def observe(_options: Any) -> list[metrics.Observation]:
+        return [metrics.Observation(value, attributes) for value, attributes in latest]
+
+    meter.create_observable_gauge(name, callbacks=[observe], **options)
+    return keep
 
 
 class OpenTelemetry:
@@ -65,8 +81,9 @@ class OpenTelemetry:
                                             meter_provider=meter_provider))
     """
 
-    background = True
-    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+    deferred = True
+    """Delivered when the caller's task yields, not inside the request (see
+    :mod:`ctxkit.events`)."""
 
     def __init__(
         self,
@@ -101,6 +118,8 @@ class OpenTelemetry:
                     self._record("ctxkit_compaction_units", data[key], {_ACTION: action})
         elif name == events.BUDGET_EXCEEDED:
             self._record("ctxkit_budget_exceeded", 1)
+            if data.get("raised"):
+                self._on_failed_request(event)
         elif name == events.INVARIANT_VIOLATION:
             prop = {"ctxkit.invariant.property": str(data.get("property"))}
             self._record("ctxkit_invariant_violations", 1, prop)
@@ -112,9 +131,7 @@ class OpenTelemetry:
         data = event.data
         tokens, budget = data["token_count"], data["budget"]
         utilization = tokens / budget if budget else 0.0
-        self._record("ctxkit_views", 1)
         self._record("ctxkit_view_tokens", tokens)
-        self._record("ctxkit_view_duration_seconds", data.get("duration_s", 0.0))
         self._record("ctxkit_context_utilization_ratio", utilization)
 
         end = event.time
@@ -141,6 +158,32 @@ class OpenTelemetry:
                 self._compaction_spans(span, pending, data)
         finally:
             span.end(end_time=_ns(end))
+
+    def _on_failed_request(self, event: Event) -> None:
+        """A request that raised publishes no view: its events end a span of their own, with
+        an error status, instead of waiting for (and stretching) the next view's span."""
+        data = event.data
+        pending = self._pending.pop(data.get("conversation_id"), [])
+        span = self._tracer.start_span(
+            VIEW_SPAN,
+            start_time=_ns(min(earlier.time for earlier in pending)),
+            attributes={
+                CONVERSATION_ID: str(data.get("conversation_id")),
+                CONVERSATION_COMPACTED: any(e.name == events.POST_COMPACT for e in pending),
+                "ctxkit.budget.tokens": data["budget"],
+            },
+        )
+        span.set_status(
+            trace.Status(
+                trace.StatusCode.ERROR,
+                f"ContextBudgetExceeded: pinned content needs {data.get('pinned_tokens')} "
+                f"tokens, budget {data['budget']}",
+            )
+        )
+        try:
+            self._compaction_spans(span, pending, data)
+        finally:
+            span.end(end_time=_ns(event.time))
 
     def _compaction_spans(self, parent: trace.Span, pending: list[Event], view: Any) -> None:
         """One child span per compaction (pre_compact ... post_compact), with its events."""

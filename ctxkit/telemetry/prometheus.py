@@ -10,8 +10,10 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
 
 from ctxkit import events
 from ctxkit.events import Event
@@ -25,11 +27,46 @@ class MetricsPortInUse(OSError):
 
 
 def _make(declared: Metric, registry: CollectorRegistry) -> Any:
-    kind = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}[declared.kind]
+    kind = {"counter": Counter, "histogram": Histogram}[declared.kind]
     options: dict[str, Any] = {"registry": registry}
     if declared.buckets:
         options["buckets"] = declared.buckets
     return kind(declared.prometheus, declared.help, declared.labels, **options)
+
+
+class _LatestView(Collector):
+    """The gauges, read from the latest view's event when scraped: a view costs the request
+    one assignment instead of seven gauge updates."""
+
+    def __init__(self) -> None:
+        self.data: Any = None
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(m.prometheus, m.help) for m in METRICS if m.kind == "gauge"]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        data = self.data
+        if data is None:
+            return []
+        tokens, budget = data["token_count"], data["budget"]
+        values: dict[str, float] = {
+            "ctxkit_context_tokens": tokens,
+            "ctxkit_context_budget_tokens": budget,
+            "ctxkit_context_utilization_ratio": tokens / budget if budget else 0.0,
+            "ctxkit_history_tokens": data.get("history_tokens", 0),
+            "ctxkit_history_messages": data.get("history_messages", 0),
+        }
+        threshold = data.get("compact_threshold")
+        if threshold is not None:
+            values["ctxkit_compaction_threshold_ratio"] = threshold
+            values["ctxkit_context_tokens_until_compaction"] = max(
+                0, int(threshold * budget) - tokens
+            )
+        return [
+            GaugeMetricFamily(m.prometheus, m.help, value=values[m.prometheus])
+            for m in METRICS
+            if m.prometheus in values
+        ]
 
 
 class PrometheusMetrics:
@@ -46,22 +83,18 @@ class PrometheusMetrics:
         serve_metrics(metrics.registry, port=9464)
     """
 
-    background = True
-    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+    deferred = True
+    """Delivered when the caller's task yields, not inside the request (see
+    :mod:`ctxkit.events`)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        m = {declared.prometheus: _make(declared, self.registry) for declared in METRICS}
+        m = {d.prometheus: _make(d, self.registry) for d in METRICS if d.kind != "gauge"}
+        self._latest = _LatestView()
+        self.registry.register(self._latest)
         self._views = m["ctxkit_views"]
         self._view_tokens = m["ctxkit_view_tokens"]
         self._view_seconds = m["ctxkit_view_duration_seconds"]
-        self._tokens = m["ctxkit_context_tokens"]
-        self._budget = m["ctxkit_context_budget_tokens"]
-        self._utilization = m["ctxkit_context_utilization_ratio"]
-        self._threshold = m["ctxkit_compaction_threshold_ratio"]
-        self._room = m["ctxkit_context_tokens_until_compaction"]
-        self._history_tokens = m["ctxkit_history_tokens"]
-        self._history_messages = m["ctxkit_history_messages"]
         self._compactions = m["ctxkit_compactions"]
         self._saved = m["ctxkit_compaction_tokens_saved"]
         self._compaction_seconds = m["ctxkit_compaction_duration_seconds"]
@@ -85,20 +118,10 @@ class PrometheusMetrics:
             handler(event.data)
 
     def _on_view(self, data: Any) -> None:
-        tokens = data["token_count"]
-        budget = data["budget"]
+        self._latest.data = data
         self._views.inc()
-        self._view_tokens.observe(tokens)
+        self._view_tokens.observe(data["token_count"])
         self._view_seconds.observe(data.get("duration_s", 0.0))
-        self._tokens.set(tokens)
-        self._budget.set(budget)
-        self._utilization.set(tokens / budget if budget else 0.0)
-        self._history_tokens.set(data.get("history_tokens", 0))
-        self._history_messages.set(data.get("history_messages", 0))
-        threshold = data.get("compact_threshold")
-        if threshold is not None:
-            self._threshold.set(threshold)
-            self._room.set(max(0, int(threshold * budget) - tokens))
 
     def _on_compacted(self, data: Any) -> None:
         strategy = str(data.get("strategy") or "unknown")

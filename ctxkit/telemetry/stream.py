@@ -13,6 +13,7 @@ dropped; the manager goes on, and writing resumes when the file takes writes aga
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
 _WARN_EVERY_S = 60.0
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 def encode_event(event: Event, *, include_text: bool = False) -> str:
@@ -39,10 +41,8 @@ def encode_event(event: Event, *, include_text: bool = False) -> str:
         data = dict(data)
         content = data.pop("content")
         data["content_chars"] = len(content) if isinstance(content, str) else None
-    return json.dumps(
-        {"v": SCHEMA_VERSION, "ts": round(event.time, 6), "event": event.name, "data": data},
-        separators=(",", ":"),
-        default=str,
+    return _encode(
+        {"v": SCHEMA_VERSION, "ts": round(event.time, 6), "event": event.name, "data": data}
     )
 
 
@@ -61,8 +61,9 @@ class EventStream:
         stream.close()
     """
 
-    background = True
-    """Delivered on ctxkit's event thread: the request pays for a queue put only."""
+    deferred = True
+    """Delivered when the caller's task yields, not inside the request (see
+    :mod:`ctxkit.events`)."""
 
     def __init__(self, path: str | os.PathLike[str], *, include_text: bool = False) -> None:
         self.path = Path(path)
@@ -74,18 +75,24 @@ class EventStream:
         self._last_warning = -_WARN_EVERY_S
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[bytes] | None = self._open()
+
+    def _open(self) -> IO[bytes]:
+        # Unbuffered: each line is one write(2) to the file, so a reader sees whole events
+        # as soon as they happen, with no separate flush.
+        return open(self.path, "ab", buffering=0)
 
     def __call__(self, event: Event) -> None:
-        line = encode_event(event, include_text=self.include_text) + "\n"
+        line = (encode_event(event, include_text=self.include_text) + "\n").encode()
         with self._lock:
             if self._closed:
                 return
             try:
                 if self._file is None:
-                    self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-                self._file.write(line)
-                self._file.flush()
+                    self._file = self._open()
+                written = self._file.write(line)
+                if written is not None and written < len(line):  # a short write: disk full
+                    raise OSError(errno.ENOSPC, "short write")
             except OSError as error:
                 self._lost(error)
             else:
@@ -93,8 +100,7 @@ class EventStream:
 
     def _lost(self, error: OSError) -> None:
         self.dropped += 1
-        # Whatever the OS did not take is discarded with the file object, so the next event
-        # starts on a fresh buffer (a reader skips a torn line); the next write reopens.
+        # The next write reopens the file; a reader skips a torn line.
         self._discard()
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY_S:
@@ -110,12 +116,11 @@ class EventStream:
     def _discard(self) -> None:
         old, self._file = self._file, None
         if old is not None:
-            # The buffered bytes are what failed; they go with the file object.
             with contextlib.suppress(OSError):
                 old.close()
 
     def close(self) -> None:
-        """Close the file (everything is already flushed). Further events are ignored."""
+        """Close the file (every event is already written). Further events are ignored."""
         with self._lock:
             self._closed = True
             self._discard()

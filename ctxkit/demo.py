@@ -1,0 +1,388 @@
+"""``ctxkit demo``: a synthetic agent driving a context manager, with telemetry switched on.
+
+It is what the dashboards and ``ctxkit inspect`` are shown on: seeded agent turns (a user ask,
+tool rounds, a reply) go through the reference manager, or through any ``--target`` wrapped by
+:func:`ctxkit.telemetry.instrument`, asking for a view before every assistant message as an
+agent would, at a steady rate, under a small budget so that compactions happen. It stops by
+itself after ``--duration`` seconds and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ctxkit import events
+from ctxkit.events import Event
+
+__all__ = ["DemoOptions", "DemoResult", "add_parser", "run_demo"]
+
+DEFAULT_BUDGET = 20_000
+TOOL_OUTPUT_BYTES = 6_000
+"""Tool outputs are capped so that a 20k budget holds any single unit."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    target: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    events_path: Path | None = None
+    include_text: bool = False
+    otlp: bool = False
+    duration: float = 30.0
+    rate: float = 2.0
+    seed: int = 1
+    budget: int = DEFAULT_BUDGET
+    conversations: int = 1
+    check_invariants: bool = True
+
+
+@dataclass(slots=True)
+class DemoResult:
+    """What the demo did, counted from the events it published."""
+
+    seconds: float = 0.0
+    turns: int = 0
+    views: int = 0
+    compactions: int = 0
+    tokens_saved: int = 0
+    violations: int = 0
+    last_view: dict[str, Any] = field(default_factory=dict)
+    metrics_url: str | None = None
+    events_written: int = 0
+    events_dropped: int = 0
+    otlp_endpoint: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        """Counts events as an inline subscriber."""
+        data = event.data
+        if event.name == events.VIEW:
+            self.views += 1
+            self.last_view = dict(data)
+        elif event.name == events.POST_COMPACT:
+            self.compactions += 1
+            self.tokens_saved += max(0, data.get("tokens_saved", 0))
+        elif event.name == events.INVARIANT_VIOLATION:
+            self.violations += 1
+
+    def summary(self, conversations: int) -> str:
+        view = self.last_view
+        lines = [
+            f"ran {self.seconds:.1f} s: {conversations} conversation(s), {self.turns:,} turns, "
+            f"{self.views:,} views, {self.compactions:,} compactions, "
+            f"{self.tokens_saved:,} tokens saved",
+        ]
+        if view:
+            ratio = view["token_count"] / view["budget"] if view.get("budget") else 0.0
+            lines.append(
+                f"latest view: {view['message_count']:,} messages, {view['token_count']:,} of "
+                f"{view['budget']:,} tokens ({ratio:.1%}); history "
+                f"{view.get('history_messages', 0):,} messages"
+            )
+        lines.append(f"invariant violations: {self.violations}")
+        if self.metrics_url:
+            lines.append(f"metrics: served on {self.metrics_url} while running")
+        if self.events_written or self.events_dropped:
+            lines.append(f"events: {self.events_written:,} written ({self.events_dropped} dropped)")
+        if self.otlp_endpoint:
+            lines.append(f"otlp: exported to {self.otlp_endpoint}")
+        return "\n".join(lines)
+
+
+def agent_turns(seed: int) -> Iterator[list[list[dict[str, Any]]]]:
+    """Endless turns, each cut into the steps an agent adds between two model calls.
+
+    A model call comes before every assistant message, so a turn ``[system?, user, (assistant
+    call, results)..., assistant reply]`` is cut before each assistant message.
+    """
+    from ctxkit.workload import Workload
+
+    workload = Workload(seed=seed, shape="mixed", max_output_bytes=TOOL_OUTPUT_BYTES)
+    for turn in workload.turns():
+        steps: list[list[dict[str, Any]]] = [[]]
+        for message in turn:
+            if message["role"] == "assistant" and steps[-1]:
+                steps.append([])
+            steps[-1].append(message)
+        yield steps
+
+
+async def _build_managers(options: DemoOptions) -> list[Any]:
+    if options.target is None:
+        from ctxkit.reference import ReferenceContextManager
+
+        return [
+            ReferenceContextManager.from_config(
+                {
+                    "max_tokens": options.budget,
+                    "on_overflow": "best_effort",
+                    "conversation_id": f"demo-{number}",
+                    **options.config,
+                }
+            )
+            for number in range(1, options.conversations + 1)
+        ]
+    from conformance.target import EventRecorder, load_target
+    from ctxkit.telemetry import instrument
+
+    target = load_target(options.target, options.config)
+    managers = []
+    for number in range(1, options.conversations + 1):
+        manager = await target.build(EventRecorder())
+        managers.append(
+            instrument(
+                manager,
+                check_invariants=options.check_invariants,
+                max_tokens=options.budget,
+                conversation_id=f"demo-{number}",
+            )
+        )
+    return managers
+
+
+async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> DemoResult:
+    """Run the demo to its end (or until cancelled) and return what it did.
+
+    Raises :class:`~conformance.target.LoadError` / ``ContractError`` for a bad target and
+    :class:`~ctxkit.telemetry.MetricsPortInUse` for a taken port, before any work starts.
+    """
+    from ctxkit.telemetry import EventStream, PrometheusMetrics, serve_metrics
+
+    result = DemoResult()
+    managers = await _build_managers(options)
+    closers: list[Any] = []
+    subscribers: list[Any] = [result]
+    try:
+        if options.metrics_port is not None:
+            metrics = PrometheusMetrics()
+            server, port = serve_metrics(
+                metrics.registry, port=options.metrics_port, host=options.metrics_host
+            )
+            closers.append(server.shutdown)
+            closers.append(server.server_close)
+            result.metrics_url = f"http://{options.metrics_host}:{port}/metrics"
+            subscribers.append(metrics)
+            if progress is not None:
+                print(f"ctxkit demo: metrics on {result.metrics_url}", file=progress)
+        stream = None
+        if options.events_path is not None:
+            stream = EventStream(options.events_path, include_text=options.include_text)
+            closers.append(stream.close)
+            subscribers.append(stream)
+        if options.otlp:
+            from ctxkit.telemetry import OpenTelemetry, configure_otlp
+
+            tracer_provider, meter_provider = configure_otlp(service_name="ctxkit-demo")
+            closers.append(lambda: _shutdown_otel(tracer_provider, meter_provider))
+            subscribers.append(
+                OpenTelemetry(
+                    tracer_provider=tracer_provider,
+                    meter_provider=meter_provider,
+                    include_text=options.include_text,
+                )
+            )
+            result.otlp_endpoint = _otlp_endpoint()
+        for manager in managers:
+            for subscriber in subscribers:
+                manager.bus.subscribe(subscriber)
+        await _drive(managers, options, result, progress)
+    finally:
+        for manager in managers:
+            manager.bus.flush()
+        for close in closers:
+            close()
+        if stream is not None:
+            result.events_written, result.events_dropped = stream.written, stream.dropped
+    return result
+
+
+async def _drive(
+    managers: list[Any], options: DemoOptions, result: DemoResult, progress: TextIO | None
+) -> None:
+    conversations = [agent_turns(options.seed + number) for number in range(len(managers))]
+    started = time.monotonic()
+    deadline = started + options.duration
+    interval = 1.0 / options.rate
+    next_turn = started
+    last_progress = 0.0
+    for number in itertools.cycle(range(len(managers))):
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        if next_turn > now:
+            await asyncio.sleep(min(next_turn, deadline) - now)
+            now = time.monotonic()
+            if now >= deadline:
+                break
+        next_turn += interval
+        manager = managers[number]
+        for step in next(conversations[number]):
+            for message in step:
+                await manager.add_message(message)
+            await manager.get_messages_for_request(token_budget=options.budget)
+        result.turns += 1
+        if progress is not None and now - last_progress >= 0.5:
+            last_progress = now
+            _show_progress(progress, now - started, result)
+    result.seconds = time.monotonic() - started
+    if progress is not None and progress.isatty():
+        print(file=progress)
+
+
+def _show_progress(out: TextIO, elapsed: float, result: DemoResult) -> None:
+    view = result.last_view
+    ratio = view["token_count"] / view["budget"] if view.get("budget") else 0.0
+    line = (
+        f"{elapsed:6.1f} s  turns {result.turns:,}  views {result.views:,}  "
+        f"compactions {result.compactions:,}  context {ratio:.0%}"
+    )
+    if out.isatty():
+        print("\r" + line, end="", file=out, flush=True)
+
+
+def _otlp_endpoint() -> str:
+    import os
+
+    return os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318")
+
+
+def _shutdown_otel(tracer_provider: Any, meter_provider: Any) -> None:
+    tracer_provider.shutdown()
+    meter_provider.shutdown(timeout_millis=5_000)
+
+
+DESCRIPTION = """\
+Drive a context manager with a synthetic agent and switch its telemetry on: Prometheus
+metrics on /metrics, a JSON Lines event stream for 'ctxkit inspect', OpenTelemetry over OTLP.
+Seeded agent turns (a user ask, tool rounds, a reply) go through the reference manager, or
+through --target wrapped by ctxkit.telemetry.instrument(), which counts tokens exactly, detects
+compactions and checks the required conformance properties on every view. Stops by itself
+after --duration seconds and prints a summary."""
+
+EPILOG = """\
+examples:
+  ctxkit demo                                          # 30 s, summary only
+  ctxkit demo --metrics-port 9464 --duration 600       # scrape it with Prometheus
+  ctxkit demo --events events.jsonl                    # follow it with ctxkit inspect
+  ctxkit demo --otlp                                   # OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT
+  ctxkit demo --target my_pkg.context:MyManager --conversations 3
+
+OTLP export reads the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT (default
+http://localhost:4318), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT,
+OTEL_SERVICE_NAME. Message text is never exported unless --include-text.
+
+exit codes: 0 done, 1 the target broke a required property, 2 bad usage (bad target, port in
+use), 3 internal error, 130 interrupted."""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The ``demo`` subcommand."""
+    parser = commands.add_parser(
+        "demo",
+        help="run a synthetic agent with metrics, events and traces switched on",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument(
+        "--target",
+        metavar="TARGET",
+        help="a manager to drive instead of the reference (module:attr, as for conformance)",
+    )
+    parser.add_argument(
+        "--config", default="{}", metavar="JSON", help="keyword arguments or mount() config"
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve /metrics here (0: any free port)"
+    )
+    parser.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST", help="bind address (127.0.0.1)"
+    )
+    parser.add_argument("--events", type=Path, metavar="PATH", help="append events here (JSONL)")
+    parser.add_argument("--otlp", action="store_true", help="export spans and metrics over OTLP")
+    parser.add_argument(
+        "--include-text", action="store_true", help="put message text in events and spans"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=30.0, metavar="SECONDS", help="run time (30)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=2.0, metavar="TURNS_PER_SECOND", help="agent turns (2)"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="workload seed (1)")
+    parser.add_argument(
+        "--budget", type=int, default=DEFAULT_BUDGET, metavar="TOKENS", help="token budget (20000)"
+    )
+    parser.add_argument(
+        "--conversations", type=int, default=1, metavar="N", help="conversations at once (1)"
+    )
+    parser.add_argument(
+        "--no-invariants",
+        action="store_true",
+        help="with --target: do not check the required properties on every view",
+    )
+    parser.set_defaults(run=run_from_args)
+
+
+def options_from_args(args: argparse.Namespace) -> DemoOptions:
+    """Checked options; raises ValueError with a message for the user."""
+    try:
+        config = json.loads(args.config)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--config is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ValueError("--config must be a JSON object of keyword arguments")
+    if args.duration <= 0:
+        raise ValueError(f"--duration must be positive, got {args.duration}")
+    if args.rate <= 0:
+        raise ValueError(f"--rate must be positive, got {args.rate}")
+    if args.budget <= 0:
+        raise ValueError(f"--budget must be positive, got {args.budget}")
+    if not 1 <= args.conversations <= 1_000:
+        raise ValueError(f"--conversations must be 1-1000, got {args.conversations}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65_535:
+        raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
+    return DemoOptions(
+        target=args.target,
+        config=config,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        events_path=args.events,
+        include_text=args.include_text,
+        otlp=args.otlp,
+        duration=args.duration,
+        rate=args.rate,
+        seed=args.seed,
+        budget=args.budget,
+        conversations=args.conversations,
+        check_invariants=not args.no_invariants,
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """The ``demo`` subcommand's body: exit code 0, or 1 if the target broke a property."""
+    from conformance.target import ContractError, LoadError
+    from ctxkit.cli import UsageError
+    from ctxkit.reference import ConfigError
+    from ctxkit.telemetry import MetricsPortInUse
+
+    try:
+        options = options_from_args(args)
+        result = asyncio.run(run_demo(options, progress=sys.stderr))
+    except (ValueError, LoadError, ContractError, ConfigError, MetricsPortInUse) as error:
+        raise UsageError(str(error)) from error
+    except ImportError as error:
+        raise UsageError(str(error)) from error
+    print(result.summary(options.conversations))
+    return 1 if result.violations else 0

@@ -509,7 +509,7 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
             axis_label="views / min",
             overrides=[_override("B", color={"fixedColor": "red", "mode": "fixed"})],
         ),
-        12,
+        WIDTH,
         8,
     )
 

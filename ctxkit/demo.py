@@ -162,6 +162,7 @@ async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> Demo
     managers = await _build_managers(options)
     closers: list[Any] = []
     subscribers: list[Any] = [result]
+    stream = None
     try:
         if options.metrics_port is not None:
             metrics = PrometheusMetrics()
@@ -174,7 +175,6 @@ async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> Demo
             subscribers.append(metrics)
             if progress is not None:
                 print(f"ctxkit demo: metrics on {result.metrics_url}", file=progress)
-        stream = None
         if options.events_path is not None:
             stream = EventStream(options.events_path, include_text=options.include_text)
             closers.append(stream.close)

@@ -1,0 +1,103 @@
+"""`ctxkit demo` as a user runs it: a real process, real files and ports, documented exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxkit.events import POST_COMPACT, PRE_COMPACT, VIEW
+from ctxkit.telemetry import SCHEMA_VERSION
+
+
+def demo(*args: str, timeout: float = 60, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "ctxkit", "demo", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_demo_runs_compacts_and_streams_events(tmp_path: Path):
+    path = tmp_path / "events.jsonl"
+    done = demo(
+        "--duration", "2", "--rate", "10", "--events", str(path), "--metrics-port", "0",
+        "--conversations", "2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "compactions" in done.stdout
+    assert "invariant violations: 0" in done.stdout
+    assert "metrics: served on http://127.0.0.1:" in done.stdout
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines, "events were written"
+    assert {line["v"] for line in lines} == {SCHEMA_VERSION}
+    names = [line["event"] for line in lines]
+    assert VIEW in names
+    assert PRE_COMPACT in names
+    assert names.count(PRE_COMPACT) == names.count(POST_COMPACT)
+    assert {line["data"]["conversation_id"] for line in lines} == {"demo-1", "demo-2"}
+    assert f"events: {len(lines):,} written (0 dropped)" in done.stdout
+
+
+def test_demo_of_a_broken_target_reports_violations_and_exits_1():
+    done = demo("--target", "tests.zoo.pairs:SplitsPairsOpenAI", "--duration", "2", "--rate", "20",
+                "--budget", "1500")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "invariant violations: 0" not in done.stdout
+    assert "broke tool_pair_integrity" in done.stderr
+
+
+def test_a_taken_metrics_port_is_named_and_exits_2():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = demo("--metrics-port", str(port), "--duration", "1")
+    assert done.returncode == 2
+    assert f"metrics port {port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--target", "no_such_module_ctxkit:Thing"], "no_such_module_ctxkit"),
+        (["--duration", "0"], "--duration must be positive"),
+        (["--rate", "-1"], "--rate must be positive"),
+        (["--config", "[1]"], "--config must be a JSON object"),
+        (["--config", '{"max_tokens": -5}'], "max_tokens"),
+    ],
+)
+def test_bad_input_gets_one_clear_line_and_exit_2(args, words):
+    done = demo(*args)
+    assert done.returncode == 2
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_otlp_to_a_closed_port_costs_the_demo_nothing_but_warnings():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the with-block ends
+    started = time.monotonic()
+    done = demo(
+        "--otlp", "--duration", "2", "--rate", "10",
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        },
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "invariant violations: 0" in done.stdout
+    assert f"otlp: exported to http://127.0.0.1:{port}" in done.stdout
+    assert time.monotonic() - started < 40

@@ -28,6 +28,9 @@ __all__ = ["DemoOptions", "DemoResult", "add_parser", "run_demo"]
 DEFAULT_BUDGET = 20_000
 TOOL_OUTPUT_BYTES = 6_000
 """Tool outputs are capped so that a 20k budget holds any single unit."""
+SHORTENED_OUTPUT_BYTES = 2_000
+"""The reference shortens tool outputs past this in a compacted view, so the demo shows
+truncations too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,7 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
                 {
                     "max_tokens": options.budget,
                     "on_overflow": "best_effort",
+                    "tool_output_max_bytes": SHORTENED_OUTPUT_BYTES,
                     "conversation_id": f"demo-{number}",
                     **options.config,
                 }

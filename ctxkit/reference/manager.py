@@ -275,6 +275,7 @@ class ReferenceContextManager:
         return self.max_tokens
 
     async def _compact(self, plan: ViewPlan) -> bool:
+        started = time.perf_counter()  # deciding is part of the compaction's cost
         compaction = self._planner.decide(plan)
         if compaction is None:
             return False
@@ -286,7 +287,6 @@ class ReferenceContextManager:
             budget=plan.budget,
             strategy=strategy,
         )
-        started = time.perf_counter()
         had_summary = plan.summary
         await self._planner.apply(plan, compaction)
         duration = time.perf_counter() - started

@@ -40,3 +40,21 @@ def test_agent_loop_benchmark_runs_and_reports_ratios(tmp_path: Path):
     assert len(naive) == 2
     assert all(row["steps"] >= 3 for row in results["loop"])
     assert len(results["bulk"]) == 2
+
+
+def test_telemetry_overhead_benchmark_runs_every_mode(tmp_path: Path):
+    out = tmp_path / "overhead.json"
+    script = str(ROOT / "benchmarks" / "telemetry_overhead.py")
+    small = ["--history", "200", "--steps", "6", "--rounds", "1", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, script, *small],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    modes = json.loads(out.read_text())["modes"]
+    assert set(modes) == {"off", "off again", "prometheus", "stream", "otel", "all"}
+    assert modes["off"]["overhead"]["latency"] == 0
+    assert "goal: request overhead <= 5 %" in done.stdout

@@ -1,0 +1,272 @@
+"""The Prometheus subscriber and exporter, read back from a private registry after a real manager
+ran: the numbers a dashboard and its alerts are built on, and the label sets that keep the
+number of series bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ctxkit import events
+from ctxkit.events import EventBus
+from ctxkit.reference import ReferenceContextManager
+from ctxkit.telemetry.names import COMPACTION_ACTIONS, REQUIRED_PROPERTIES
+from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
+from ctxkit.workload import Workload
+from tests.system import require_binary
+
+STRATEGY = "truncate_outputs+truncate+summarize"
+CONVERSATION_ID = "conv-prom-7f3a9c"
+
+
+def manager(**overrides: Any) -> ReferenceContextManager:
+    """A manager with a small budget, so a short conversation compacts in every way."""
+    options: dict[str, Any] = {
+        "max_tokens": 4_000,
+        "strategies": STRATEGY.split("+"),
+        "tool_output_max_bytes": 300,
+        "tool_output_head_lines": 4,
+        "tool_output_tail_lines": 4,
+        "conversation_id": CONVERSATION_ID,
+    }
+    return ReferenceContextManager(**(options | overrides))
+
+
+class Recorder:
+    """Every event the manager published, in order (inline: a list's ``append`` has no
+    ``deferred`` attribute, so no flush is needed to see them)."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.events: list[events.Event] = []
+        bus.subscribe(self.events.append)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [dict(e.data) for e in self.events if e.name == name]
+
+
+def drive(
+    target: ReferenceContextManager, messages: Sequence[dict[str, Any]]
+) -> tuple[PrometheusMetrics, Recorder]:
+    """Run a conversation through ``target`` with metrics on a private registry subscribed."""
+    metrics = PrometheusMetrics(CollectorRegistry())
+    recorder = Recorder(target.bus)
+    target.bus.subscribe(metrics)
+
+    async def loop() -> None:
+        for message in messages:
+            await target.add_message(message)
+            await target.get_messages_for_request()
+
+    asyncio.run(loop())
+    target.bus.flush()
+    return metrics, recorder
+
+
+def value(metrics: PrometheusMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def samples(registry: CollectorRegistry) -> list[Any]:
+    return [sample for family in registry.collect() for sample in family.samples]
+
+
+def conversation(n: int = 60, seed: int = 3) -> list[dict[str, Any]]:
+    return Workload(seed=seed, max_output_bytes=3_000).messages(n)
+
+
+# -- what the numbers say -------------------------------------------------------------------------
+
+
+def test_counters_and_histograms_add_up_to_what_the_manager_did():
+    """Rates on the dashboard are only as right as these totals."""
+    metrics, recorder = drive(manager(), conversation())
+    views = recorder.of(events.VIEW)
+    compactions = recorder.of(events.POST_COMPACT)
+    assert compactions
+
+    assert value(metrics, "ctxkit_views_total") == len(views) == 60
+    assert value(metrics, "ctxkit_view_tokens_count") == len(views)
+    assert value(metrics, "ctxkit_view_tokens_sum") == sum(v["token_count"] for v in views)
+    assert value(metrics, "ctxkit_view_duration_seconds_count") == len(views)
+
+    assert value(metrics, "ctxkit_compactions_total", strategy=STRATEGY) == len(compactions)
+    saved = sum(c["tokens_saved"] for c in compactions)
+    assert value(metrics, "ctxkit_compaction_tokens_saved_total", strategy=STRATEGY) == saved > 0
+    assert value(metrics, "ctxkit_compaction_duration_seconds_count", strategy=STRATEGY) == len(
+        compactions
+    )
+    for action, key in COMPACTION_ACTIONS.items():
+        total = sum(c[key] for c in compactions)
+        assert total > 0, f"the conversation should exercise {action}"
+        assert value(metrics, "ctxkit_compaction_units_total", action=action) == total
+    assert value(metrics, "ctxkit_budget_exceeded_total") == 0
+
+
+def test_gauges_describe_the_latest_view():
+    """Utilization, threshold and room until compaction are what the 'near the limit' alerts
+    read; they must be those of the last view returned."""
+    metrics, recorder = drive(manager(), conversation(45))
+    last = recorder.of(events.VIEW)[-1]
+    tokens, budget = last["token_count"], last["budget"]
+    assert budget == 4_000
+    assert value(metrics, "ctxkit_context_tokens") == tokens
+    assert value(metrics, "ctxkit_context_budget_tokens") == budget
+    assert value(metrics, "ctxkit_context_utilization_ratio") == pytest.approx(tokens / budget)
+    assert value(metrics, "ctxkit_compaction_threshold_ratio") == 0.7  # the default
+    assert value(metrics, "ctxkit_context_tokens_until_compaction") == max(
+        0, int(0.7 * budget) - tokens
+    )
+    assert value(metrics, "ctxkit_history_messages") == 45
+    assert value(metrics, "ctxkit_history_tokens") == last["history_tokens"]
+
+
+@given(
+    max_tokens=st.integers(2_000, 20_000),
+    threshold=st.sampled_from([0.4, 0.55, 0.7, 0.85, 1.0]),
+    n=st.integers(1, 40),
+    seed=st.integers(0, 20),
+)
+def test_gauges_follow_any_budget_and_threshold(
+    max_tokens: int, threshold: float, n: int, seed: int
+):
+    """However the manager is configured, the gauges are exact functions of the last view,
+    even past the budget (best effort: utilization above 1, no room left)."""
+    target = manager(
+        max_tokens=max_tokens,
+        compact_threshold=threshold,
+        target_ratio=threshold * 0.7,
+        on_overflow="best_effort",
+    )
+    metrics, recorder = drive(target, conversation(n, seed))
+    last = recorder.of(events.VIEW)[-1]
+    tokens = last["token_count"]
+    assert value(metrics, "ctxkit_context_tokens") == tokens
+    assert value(metrics, "ctxkit_context_utilization_ratio") == pytest.approx(tokens / max_tokens)
+    assert value(metrics, "ctxkit_compaction_threshold_ratio") == threshold
+    room = value(metrics, "ctxkit_context_tokens_until_compaction")
+    assert room == max(0, int(threshold * max_tokens) - tokens)
+    assert room is not None
+    assert room >= 0
+    assert value(metrics, "ctxkit_views_total") == n
+    exceeded = len(recorder.of(events.BUDGET_EXCEEDED))
+    assert value(metrics, "ctxkit_budget_exceeded_total") == exceeded
+
+
+# -- bounded labels -----------------------------------------------------------------------------
+
+
+def violation_labels(metrics: PrometheusMetrics) -> dict[str, float]:
+    return {
+        s.labels["property"]: s.value
+        for s in samples(metrics.registry)
+        if s.name == "ctxkit_invariant_violations_total"
+    }
+
+
+def test_invariant_violation_series_exist_at_zero_from_the_start():
+    """An alert on increase() needs the series before the first violation, not 'no data'."""
+    metrics = PrometheusMetrics(CollectorRegistry())
+    assert violation_labels(metrics) == dict.fromkeys(REQUIRED_PROPERTIES, 0.0)
+    actions = {
+        s.labels["action"]
+        for s in samples(metrics.registry)
+        if s.name == "ctxkit_compaction_units_total"
+    }
+    assert actions == set(COMPACTION_ACTIONS)
+
+
+@given(unknown=st.text(max_size=40).filter(lambda p: p not in REQUIRED_PROPERTIES))
+def test_a_violation_of_an_unknown_property_adds_no_series(unknown: str):
+    """Property ids come from whatever publishes: only the known ones may become label values,
+    or a buggy publisher grows the series without bound."""
+    bus = EventBus()
+    metrics = PrometheusMetrics(CollectorRegistry())
+    bus.subscribe(metrics)
+
+    async def publish() -> None:
+        await bus.publish(events.INVARIANT_VIOLATION, {"property": unknown, "ids": []})
+        await bus.publish(events.INVARIANT_VIOLATION, {"property": "ordering", "ids": ["c1"]})
+
+    asyncio.run(publish())
+    bus.flush()
+    expected = dict.fromkeys(REQUIRED_PROPERTIES, 0.0) | {"ordering": 1.0}
+    assert violation_labels(metrics) == expected
+    assert bus.failures == 0
+
+
+def test_no_label_value_is_a_conversation_id():
+    """Conversation ids grow without bound; they must never become label values."""
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    for number, seed in enumerate((1, 2, 3)):
+        target = manager(conversation_id=f"{CONVERSATION_ID}-{number}")
+        target.bus.subscribe(metrics)
+        drive(target, conversation(40, seed))
+    label_values = {v for s in samples(registry) for v in s.labels.values()}
+    assert label_values
+    assert not [v for v in label_values if CONVERSATION_ID in v]
+    assert CONVERSATION_ID not in generate_latest(registry).decode()
+    strategies = {s.labels["strategy"] for s in samples(registry) if "strategy" in s.labels}
+    assert strategies == {STRATEGY}
+
+
+# -- the exporter -------------------------------------------------------------------------------
+
+
+def get(url: str) -> tuple[str, str]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.headers["Content-Type"], response.read().decode()
+
+
+def test_serve_metrics_binds_loopback_and_serves_text_that_promtool_accepts():
+    """What Prometheus scrapes: loopback only, the text format, and lint-clean names."""
+    metrics, recorder = drive(manager(), conversation(50))
+    server, port = serve_metrics(metrics.registry, port=0)
+    try:
+        assert port > 0
+        assert server.server_address[0] == "127.0.0.1"
+        content_type, body = get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert content_type.startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    (views,) = families["ctxkit_views"].samples[:1]
+    assert views.name == "ctxkit_views_total"
+    assert views.value == len(recorder.of(events.VIEW)) == 50
+    assert families["ctxkit_context_utilization_ratio"].type == "gauge"
+
+    promtool = require_binary("promtool")
+    checked = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=body,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_port_in_use_raises_an_error_naming_the_port():
+    """'Address already in use' alone does not say which flag to change."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(MetricsPortInUse) as raised:
+            serve_metrics(CollectorRegistry(), port=port)
+    assert isinstance(raised.value, OSError)
+    assert raised.value.errno == errno.EADDRINUSE
+    assert str(port) in str(raised.value)

@@ -5,9 +5,11 @@ Each line is an object::
     {"v": 1, "ts": 1763700000.123, "event": "ctxkit:view", "data": {...}}
 
 ``v`` is :data:`SCHEMA_VERSION`; ``ts`` is Unix seconds when the event was published. Message
-text (a summary's ``content``) is left out unless ``include_text=True``; its length is kept as
-``content_chars``. A write that fails (a full disk, a removed mount) is logged and the event
-dropped; the manager goes on, and writing resumes when the file takes writes again.
+text (a summary's ``content``, an invariant violation's ``message``, which can quote the
+messages it compares) is left out unless ``include_text=True``; its length is kept as
+``content_chars`` or ``message_chars``. A write that fails (a full disk, a removed mount) is
+logged and the event dropped; the manager goes on, and writing resumes when the file takes
+writes again.
 """
 
 from __future__ import annotations
@@ -31,16 +33,20 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
 _WARN_EVERY_S = 60.0
+_TEXT_KEYS = ("content", "message")
+"""Payload keys whose text is written only with ``include_text=True``."""
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 def encode_event(event: Event, *, include_text: bool = False) -> str:
     """One line of the stream (without the newline)."""
     data = event.data
-    if not include_text and "content" in data:
+    if not include_text and ("content" in data or "message" in data):
         data = dict(data)
-        content = data.pop("content")
-        data["content_chars"] = len(content) if isinstance(content, str) else None
+        for key in _TEXT_KEYS:
+            if key in data:
+                text = data.pop(key)
+                data[f"{key}_chars"] = len(text) if isinstance(text, str) else None
     return _encode(
         {"v": SCHEMA_VERSION, "ts": round(event.time, 6), "event": event.name, "data": data}
     )

@@ -6,7 +6,9 @@ as span events with the contract's ``message_count`` and ``token_count``. The ma
 a view's events after the work is done, so spans are opened with their measured start times;
 their parent is whatever span is current where the request was made (the agent's turn). A
 request that raises :class:`~ctxkit.reference.ContextBudgetExceeded` publishes no view; its
-span ends at the ``ctxkit:budget_exceeded`` event, with an error status.
+span ends at the ``ctxkit:budget_exceeded`` event, with an error status. An invariant violation
+(found by ``instrument()`` after a view, or after ``set_messages``/``clear``) is a span of its
+own, ``context.invariant_violation``, with an error status.
 
 Only the OpenTelemetry API is needed to record; :func:`configure_otlp` builds SDK providers that
 export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (needs
@@ -34,6 +36,7 @@ __all__ = ["OpenTelemetry", "configure_otlp"]
 
 VIEW_SPAN = "context.get_messages_for_request"
 COMPACT_SPAN = "context.compact"
+VIOLATION_SPAN = "context.invariant_violation"
 
 
 def _ns(seconds: float) -> int:
@@ -104,6 +107,9 @@ class OpenTelemetry:
         if name == events.VIEW:
             self._on_view(event)
             return
+        if name == events.INVARIANT_VIOLATION:
+            self._on_violation(event)
+            return
         if name not in _BELONGS_TO_VIEW:
             return
         self._pending.setdefault(event.data.get("conversation_id"), []).append(event)
@@ -120,9 +126,6 @@ class OpenTelemetry:
             self._record("ctxkit_budget_exceeded", 1)
             if data.get("raised"):
                 self._on_failed_request(event)
-        elif name == events.INVARIANT_VIOLATION:
-            prop = {"ctxkit.invariant.property": str(data.get("property"))}
-            self._record("ctxkit_invariant_violations", 1, prop)
 
     def _record(self, name: str, value: float, attributes: dict[str, str] | None = None) -> None:
         self._recorders[name](value, attributes)
@@ -185,6 +188,25 @@ class OpenTelemetry:
         finally:
             span.end(end_time=_ns(event.time))
 
+    def _on_violation(self, event: Event) -> None:
+        """Violations are found after their view, or with none (``set_messages``, ``clear``):
+        each gets a span of its own rather than waiting for (and stretching) the next view's."""
+        data = event.data
+        prop = str(data.get("property"))
+        self._record("ctxkit_invariant_violations", 1, {"ctxkit.invariant.property": prop})
+        at = _ns(event.time)
+        span = self._tracer.start_span(
+            VIOLATION_SPAN,
+            start_time=at,
+            attributes={
+                CONVERSATION_ID: str(data.get("conversation_id")),
+                "ctxkit.invariant.property": prop,
+            },
+        )
+        span.add_event(event.name, self._event_attributes(event), timestamp=at)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, f"{prop} broken"))
+        span.end(end_time=at)
+
     def _compaction_spans(self, parent: trace.Span, pending: list[Event], view: Any) -> None:
         """One child span per compaction (pre_compact ... post_compact), with its events."""
         context = trace.set_span_in_context(parent)
@@ -235,7 +257,9 @@ class OpenTelemetry:
         attributes = {
             key: value
             for key, value in data.items()
-            if key != "conversation_id" and isinstance(value, bool | int | float | str)
+            if key != "conversation_id"
+            and isinstance(value, bool | int | float | str)
+            and (key != "message" or self.include_text)  # a violation's may quote messages
         }
         if data.get("ids"):  # an invariant violation's call ids
             attributes["ids"] = [str(i) for i in data["ids"]]
@@ -248,7 +272,6 @@ _BELONGS_TO_VIEW = frozenset(
         events.POST_COMPACT,
         events.INCLUDE,
         events.BUDGET_EXCEEDED,
-        events.INVARIANT_VIOLATION,
     }
 )
 _ACTION = "ctxkit.compaction.action"

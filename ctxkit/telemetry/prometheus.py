@@ -145,7 +145,8 @@ class PrometheusMetrics:
         self._budget_exceeded.inc()
 
     def _on_violation(self, data: Any) -> None:
-        child = self._violations.get(data.get("property"))
+        prop = data.get("property")
+        child = self._violations.get(prop) if isinstance(prop, str) else None
         if child is not None:  # only the known ids become label values
             child.inc()
 

@@ -17,14 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxkit import events
-from ctxkit.events import Event, EventBus
+from ctxkit.events import Event
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import instrument
 from ctxkit.telemetry.stream import SCHEMA_VERSION, EventStream, encode_event
-from ctxkit.workload import Workload
+from tests.telemetry_cases import MARKER, Recorder, marked_conversation
 from tests.zoo.history import SetMessagesAppends
 
-MARKER = "zebra-quartz-MARKER-7781"
 """Put in the conversation; a summary carries it, so its presence in a line means text."""
 
 
@@ -38,23 +37,7 @@ def manager(**overrides: Any) -> ReferenceContextManager:
     return ReferenceContextManager(**(options | overrides))
 
 
-def conversation(n: int = 60, seed: int = 3) -> list[dict[str, Any]]:
-    messages = Workload(seed=seed, max_output_bytes=3_000).messages(n)
-    first_user = next(m for m in messages if m["role"] == "user")
-    first_user["content"] = f"{MARKER} {first_user['content']}"
-    return messages
-
-
-class Recorder:
-    """Every event the manager published, in order (inline: a list's ``append`` has no
-    ``deferred`` attribute, so no flush is needed to see them)."""
-
-    def __init__(self, bus: EventBus) -> None:
-        self.events: list[Event] = []
-        bus.subscribe(self.events.append)
-
-    def of(self, name: str) -> list[dict[str, Any]]:
-        return [dict(e.data) for e in self.events if e.name == name]
+conversation = marked_conversation
 
 
 async def requests(

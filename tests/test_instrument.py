@@ -19,20 +19,12 @@ from ctxkit import events
 from ctxkit.demo import agent_turns
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import PrometheusMetrics, instrument
+from tests.telemetry_cases import Recorder
 
 
 def _zoo(name: str, **kwargs: Any) -> Any:
     module, _, attr = name.partition(":")
     return getattr(importlib.import_module(f"tests.zoo.{module}"), attr)(**kwargs)
-
-
-class Recorder:
-    def __init__(self, bus: events.EventBus) -> None:
-        self.events: list[events.Event] = []
-        bus.subscribe(self.events.append)
-
-    def named(self, name: str) -> list[dict[str, Any]]:
-        return [dict(e.data) for e in self.events if e.name == name]
 
 
 async def _drive(manager: Any, turns: int, budget: int) -> list[Any]:
@@ -55,7 +47,7 @@ def test_wrapping_the_reference_gives_its_own_exact_token_counts():
     wrapped = instrument(reference, conversation_id="outer")
     outer = Recorder(wrapped.bus)
     asyncio.run(_drive(wrapped, 12, 8_000))
-    mine, theirs = outer.named(events.VIEW), inner.named(events.VIEW)
+    mine, theirs = outer.of(events.VIEW), inner.of(events.VIEW)
     assert len(mine) == len(theirs) > 12
     for seen, own in zip(mine, theirs, strict=True):
         assert seen["token_count"] == own["token_count"]
@@ -65,10 +57,10 @@ def test_wrapping_the_reference_gives_its_own_exact_token_counts():
         assert seen["kinds"] == own["kinds"]
         assert seen["compacted"] == own["compacted"]
         assert seen["conversation_id"] == "outer"
-    compactions = outer.named(events.POST_COMPACT)
+    compactions = outer.of(events.POST_COMPACT)
     assert compactions, "a 8k budget over 12 turns must compact"
     assert all(c["strategy"] == "external" and c["tokens_saved"] >= 0 for c in compactions)
-    assert len(outer.named(events.PRE_COMPACT)) == len(compactions)
+    assert len(outer.of(events.PRE_COMPACT)) == len(compactions)
 
 
 @given(history=conversations(max_turns=5), share=st.integers(5, 150))
@@ -132,7 +124,7 @@ def test_a_broken_manager_is_caught_live_and_counted(member, prop, caplog):
     with caplog.at_level(logging.WARNING, logger="ctxkit.telemetry.instrument"):
         asyncio.run(_drive(wrapped, 10, 3_000))
     wrapped.bus.flush()
-    found = recorder.named(events.INVARIANT_VIOLATION)
+    found = recorder.of(events.INVARIANT_VIOLATION)
     assert prop in {v["property"] for v in found}
     counted = registry.get_sample_value("ctxkit_invariant_violations_total", {"property": prop})
     assert counted is not None
@@ -153,16 +145,16 @@ def test_lifecycle_is_checked_after_clear_and_set_messages():
         await wrapped.clear()
 
     asyncio.run(run())
-    assert [v["property"] for v in recorder.named(events.INVARIANT_VIOLATION)] == ["lifecycle"]
+    assert [v["property"] for v in recorder.of(events.INVARIANT_VIOLATION)] == ["lifecycle"]
 
 
 def test_a_correct_manager_shows_no_violation_and_compactions_once_each():
     wrapped = instrument(_zoo("base:GoodManager"), check_invariants=True)
     recorder = Recorder(wrapped.bus)
     asyncio.run(_drive(wrapped, 15, 3_000))
-    assert recorder.named(events.INVARIANT_VIOLATION) == []
-    views = recorder.named(events.VIEW)
-    compactions = recorder.named(events.POST_COMPACT)
+    assert recorder.of(events.INVARIANT_VIOLATION) == []
+    views = recorder.of(events.VIEW)
+    compactions = recorder.of(events.POST_COMPACT)
     assert 0 < len(compactions) == sum(v["compacted"] for v in views)
     for post in compactions:
         assert post["token_count"] <= post["tokens_before"]
@@ -186,8 +178,8 @@ def test_a_failing_add_is_not_remembered():
         await wrapped.get_messages_for_request(1_000)
 
     asyncio.run(run())
-    assert recorder.named(events.INVARIANT_VIOLATION) == []
-    assert recorder.named(events.VIEW)[0]["history_messages"] == 1
+    assert recorder.of(events.INVARIANT_VIOLATION) == []
+    assert recorder.of(events.VIEW)[0]["history_messages"] == 1
 
 
 # -- HistoryIndex gives match_view's answer --------------------------------------------------

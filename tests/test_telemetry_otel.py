@@ -36,34 +36,21 @@ from ctxkit.telemetry.otel import (
     OpenTelemetry,
     configure_otlp,
 )
-from ctxkit.workload import Workload
+from tests.telemetry_cases import (
+    MARKER,
+    STRATEGY,
+    Recorder,
+    compacting_manager,
+    marked_conversation,
+)
 from tests.zoo.history import SetMessagesAppends
-
-MARKER = "zebra-quartz-MARKER-7781"
-"""A string no telemetry name or number contains: if it shows up, message text leaked."""
-
-STRATEGY = "truncate_outputs+truncate+summarize"
 
 
 def manager(**overrides: Any) -> ReferenceContextManager:
-    """A manager with a small budget, so a short conversation compacts in every way."""
-    options: dict[str, Any] = {
-        "max_tokens": 4_000,
-        "strategies": STRATEGY.split("+"),
-        "tool_output_max_bytes": 300,
-        "tool_output_head_lines": 4,
-        "tool_output_tail_lines": 4,
-        "conversation_id": "conv-otel-test",
-    }
-    return ReferenceContextManager(**(options | overrides))
+    return compacting_manager(**({"conversation_id": "conv-otel-test"} | overrides))
 
 
-def conversation(n: int = 60, seed: int = 3) -> list[dict[str, Any]]:
-    """A synthetic agent conversation whose first user message carries :data:`MARKER`."""
-    messages = Workload(seed=seed, max_output_bytes=3_000).messages(n)
-    first_user = next(m for m in messages if m["role"] == "user")
-    first_user["content"] = f"{MARKER} {first_user['content']}"
-    return messages
+conversation = marked_conversation
 
 
 async def drive(
@@ -75,18 +62,6 @@ async def drive(
         await target.add_message(message)
         views.append(await target.get_messages_for_request())
     return views
-
-
-class Recorder:
-    """Every event the manager published, in order (inline: a list's ``append`` has no
-    ``deferred`` attribute, so no flush is needed to see them)."""
-
-    def __init__(self, target: Any) -> None:
-        self.events: list[events.Event] = []
-        target.bus.subscribe(self.events.append)
-
-    def of(self, name: str) -> list[dict[str, Any]]:
-        return [dict(e.data) for e in self.events if e.name == name]
 
 
 @dataclass
@@ -143,7 +118,7 @@ def run_with(
 ) -> tuple[ReferenceContextManager, Recorder, list[list[dict[str, Any]]]]:
     """Drive a manager with the OTel subscriber on its bus, then wait for delivery."""
     target = manager()
-    recorder = Recorder(target)
+    recorder = Recorder(target.bus)
     target.bus.subscribe(otel.subscriber(**options))
     views = asyncio.run(drive(target, messages))
     target.bus.flush()
@@ -357,7 +332,7 @@ def test_invariant_violations_get_their_own_spans_without_message_text(
     target = instrument(
         SetMessagesAppends(), check_invariants=True, max_tokens=50_000, conversation_id="broken"
     )
-    recorder = Recorder(target)
+    recorder = Recorder(target.bus)
     target.bus.subscribe(otel.subscriber(include_text=include_text))
 
     async def session() -> None:
@@ -408,7 +383,7 @@ def test_spans_agree_with_events_for_any_budgets(budgets: list[int], seed: int):
     otel = make_otel()
     try:
         target = manager()
-        recorder = Recorder(target)
+        recorder = Recorder(target.bus)
         target.bus.subscribe(otel.subscriber())
         messages = conversation(40, seed=seed)
 

@@ -25,34 +25,13 @@ from ctxkit.telemetry.names import COMPACTION_ACTIONS, REQUIRED_PROPERTIES
 from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
 from ctxkit.workload import Workload
 from tests.system import require_binary
+from tests.telemetry_cases import STRATEGY, Recorder, compacting_manager
 
-STRATEGY = "truncate_outputs+truncate+summarize"
 CONVERSATION_ID = "conv-prom-7f3a9c"
 
 
 def manager(**overrides: Any) -> ReferenceContextManager:
-    """A manager with a small budget, so a short conversation compacts in every way."""
-    options: dict[str, Any] = {
-        "max_tokens": 4_000,
-        "strategies": STRATEGY.split("+"),
-        "tool_output_max_bytes": 300,
-        "tool_output_head_lines": 4,
-        "tool_output_tail_lines": 4,
-        "conversation_id": CONVERSATION_ID,
-    }
-    return ReferenceContextManager(**(options | overrides))
-
-
-class Recorder:
-    """Every event the manager published, in order (inline: a list's ``append`` has no
-    ``deferred`` attribute, so no flush is needed to see them)."""
-
-    def __init__(self, bus: EventBus) -> None:
-        self.events: list[events.Event] = []
-        bus.subscribe(self.events.append)
-
-    def of(self, name: str) -> list[dict[str, Any]]:
-        return [dict(e.data) for e in self.events if e.name == name]
+    return compacting_manager(**({"conversation_id": CONVERSATION_ID} | overrides))
 
 
 def drive(

@@ -1,0 +1,48 @@
+"""Pieces the telemetry tests share: a manager that compacts in every way on a short
+conversation, a conversation that carries a marker string, and an event recorder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxkit.events import Event, EventBus
+from ctxkit.reference import ReferenceContextManager
+from ctxkit.workload import Workload
+
+MARKER = "zebra-quartz-MARKER-7781"
+"""A string no telemetry name or number contains: if it shows up, message text leaked."""
+
+STRATEGY = "truncate_outputs+truncate+summarize"
+
+
+def compacting_manager(**overrides: Any) -> ReferenceContextManager:
+    """A manager with a small budget, so a short conversation compacts in every way."""
+    options: dict[str, Any] = {
+        "max_tokens": 4_000,
+        "strategies": STRATEGY.split("+"),
+        "tool_output_max_bytes": 300,
+        "tool_output_head_lines": 4,
+        "tool_output_tail_lines": 4,
+        "conversation_id": "conv-telemetry-test",
+    }
+    return ReferenceContextManager(**(options | overrides))
+
+
+def marked_conversation(n: int = 60, seed: int = 3) -> list[dict[str, Any]]:
+    """A synthetic agent conversation whose first user message carries :data:`MARKER`."""
+    messages = Workload(seed=seed, max_output_bytes=3_000).messages(n)
+    first_user = next(m for m in messages if m["role"] == "user")
+    first_user["content"] = f"{MARKER} {first_user['content']}"
+    return messages
+
+
+class Recorder:
+    """Every event published on a bus, in order (inline: a list's ``append`` has no
+    ``deferred`` attribute, so no flush is needed to see them)."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.events: list[Event] = []
+        bus.subscribe(self.events.append)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [dict(e.data) for e in self.events if e.name == name]

@@ -28,6 +28,17 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+def config_from_json(text: str) -> dict[str, Any]:
+    """The ``--config JSON`` option of a subcommand: a JSON object of keyword arguments."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--config is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
+    return config
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxkit",

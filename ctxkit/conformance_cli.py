@@ -7,7 +7,6 @@ runs.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -88,14 +87,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run_conformance(args: argparse.Namespace) -> int:
-    from ctxkit.cli import UsageError
+    from ctxkit.cli import UsageError, config_from_json
 
-    try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--config is not valid JSON: {exc}") from exc
-    if not isinstance(config, dict):
-        raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
+    config = config_from_json(args.config)
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout}")
     if args.max_examples is not None and args.max_examples < 1:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -340,13 +339,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> DemoOptions:
-    """Checked options; raises ValueError with a message for the user."""
-    try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--config is not valid JSON: {error}") from error
-    if not isinstance(config, dict):
-        raise ValueError("--config must be a JSON object of keyword arguments")
+    """Checked options; raises UsageError or ValueError with a message for the user."""
+    from ctxkit.cli import config_from_json
+
+    config = config_from_json(args.config)
     if args.duration <= 0:
         raise ValueError(f"--duration must be positive, got {args.duration}")
     if args.rate <= 0:

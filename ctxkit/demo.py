@@ -14,13 +14,13 @@ import asyncio
 import itertools
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from ctxkit import events
-from ctxkit.events import Event
+from ctxkit.events import Event, Subscriber
 
 __all__ = ["DemoOptions", "DemoResult", "add_parser", "run_demo"]
 
@@ -47,6 +47,8 @@ class DemoOptions:
     budget: int = DEFAULT_BUDGET
     conversations: int = 1
     check_invariants: bool = True
+    turns: int | None = None
+    """Stop after this many agent turns (over all conversations), whatever the duration."""
 
 
 @dataclass(slots=True)
@@ -153,8 +155,15 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
     return managers
 
 
-async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> DemoResult:
+async def run_demo(
+    options: DemoOptions,
+    progress: TextIO | None = None,
+    *,
+    subscribers: Sequence[Subscriber] = (),
+) -> DemoResult:
     """Run the demo to its end (or until cancelled) and return what it did.
+
+    ``subscribers`` also get every event (``ctxkit inspect --demo`` feeds its screen so).
 
     Raises :class:`~conformance.target.LoadError` / ``ContractError`` for a bad target and
     :class:`~ctxkit.telemetry.MetricsPortInUse` for a taken port, before any work starts.
@@ -164,7 +173,7 @@ async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> Demo
     result = DemoResult()
     managers = await _build_managers(options)
     closers: list[Any] = []
-    subscribers: list[Any] = [result]
+    attached: list[Any] = [result, *subscribers]
     stream = None
     try:
         if options.metrics_port is not None:
@@ -175,19 +184,19 @@ async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> Demo
             closers.append(server.shutdown)
             closers.append(server.server_close)
             result.metrics_url = f"http://{options.metrics_host}:{port}/metrics"
-            subscribers.append(metrics)
+            attached.append(metrics)
             if progress is not None:
                 print(f"ctxkit demo: metrics on {result.metrics_url}", file=progress)
         if options.events_path is not None:
             stream = EventStream(options.events_path, include_text=options.include_text)
             closers.append(stream.close)
-            subscribers.append(stream)
+            attached.append(stream)
         if options.otlp:
             from ctxkit.telemetry import OpenTelemetry, configure_otlp
 
             tracer_provider, meter_provider = configure_otlp(service_name="ctxkit-demo")
             closers.append(lambda: _shutdown_otel(tracer_provider, meter_provider))
-            subscribers.append(
+            attached.append(
                 OpenTelemetry(
                     tracer_provider=tracer_provider,
                     meter_provider=meter_provider,
@@ -196,7 +205,7 @@ async def run_demo(options: DemoOptions, progress: TextIO | None = None) -> Demo
             )
             result.otlp_endpoint = _otlp_endpoint()
         for manager in managers:
-            for subscriber in subscribers:
+            for subscriber in attached:
                 manager.bus.subscribe(subscriber)
         await _drive(managers, options, result, progress)
     finally:
@@ -220,7 +229,7 @@ async def _drive(
     last_progress = 0.0
     for number in itertools.cycle(range(len(managers))):
         now = time.monotonic()
-        if now >= deadline:
+        if now >= deadline or result.turns == options.turns:
             break
         if next_turn > now:
             await asyncio.sleep(min(next_turn, deadline) - now)

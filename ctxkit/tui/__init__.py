@@ -1,0 +1,1 @@
+"""The ``ctxkit inspect`` terminal inspector."""

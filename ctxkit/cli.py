@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     usage.set_defaults(run=_run_usage)
     _add_conformance(commands, common)
     _add_demo(commands, common)
+    _add_inspect(commands, common)
     return parser
 
 
@@ -120,6 +121,12 @@ def _add_conformance(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.demo import add_parser
+
+    add_parser(commands, common)
+
+
+def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.inspect_cli import add_parser
 
     add_parser(commands, common)
 

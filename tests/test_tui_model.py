@@ -139,6 +139,28 @@ def test_listing_is_taken_from_the_view() -> None:
     assert only(inspector)["listing"] == rows
 
 
+def test_a_malformed_listing_is_reported_and_the_view_still_counts() -> None:
+    inspector = Inspector()
+    inspector.feed_lines([view(1_000, listing=[{"fate": "eaten", "tokens": 1}])])
+    figures = only(inspector)
+    assert figures["tokens"] == 1_000
+    assert figures["listing"] is None
+    assert "fate" in figures["listing_problem"]
+
+
+def test_only_the_newest_listing_rows_are_kept() -> None:
+    rows = [
+        {"index": n, "count": 1, "role": "user", "tokens": 5, "fate": "kept"}
+        for n in range(model.LISTING_ROWS_KEPT + 7)
+    ]
+    inspector = Inspector()
+    inspector.feed_lines([view(1_000, listing=rows, listing_omitted=3)])
+    figures = only(inspector)
+    assert len(figures["listing"]) == model.LISTING_ROWS_KEPT
+    assert figures["listing"][-1]["index"] == model.LISTING_ROWS_KEPT + 6
+    assert figures["listing_omitted"] == 3 + 7
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -171,7 +193,7 @@ def test_malformed_lines_are_skipped_and_counted(bad: bytes) -> None:
         {"token_count": 1, "budget": 1, "message_count": 1, "breakdown": []},
         {"token_count": 1, "budget": 1, "message_count": 1, "breakdown": {"user": "x"}},
         {"token_count": 1, "budget": 1, "message_count": 1, "compact_threshold": 7},
-        {"token_count": 1, "budget": 1, "message_count": 1, "listing": [{"fate": "eaten"}]},
+        {"token_count": 1, "budget": 1, "message_count": 1, "listing": {"rows": []}},
     ],
 )
 def test_a_bad_view_is_skipped_and_changes_nothing(data: dict[str, Any]) -> None:

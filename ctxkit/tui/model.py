@@ -3,8 +3,9 @@
 Plain data and no Textual, so the same figures serve the screen, ``--json`` and the tests.
 A source feeds :class:`Inspector` from a worker thread; the screen takes a :meth:`snapshot`
 at most ten times a second. Memory stays bounded however long the stream runs: the timeline
-and the compaction log are ring buffers, the view listing is capped by its producer, and only
-the most recently active :data:`CONVERSATIONS_KEPT` conversations are kept.
+and the compaction log are ring buffers, only the newest :data:`LISTING_ROWS_KEPT` rows of a
+view's listing are kept, and only the most recently active :data:`CONVERSATIONS_KEPT`
+conversations are kept.
 
 Nothing in a stream can break the inspector: a line that is not a JSON object of the stream's
 shape, or whose figures are not numbers, is skipped and counted; an event it does not know is
@@ -40,6 +41,8 @@ COMPACTIONS_KEPT = 200
 """Compactions kept in the log (the count of all compactions is kept apart)."""
 CONVERSATIONS_KEPT = 100
 """Conversations kept; the one seen least recently goes first."""
+LISTING_ROWS_KEPT = 500
+"""Rows of a view's per-message listing kept (the newest); ctxkit's producers send 200."""
 GROWTH_SAMPLES = 20
 """Recent view-to-view growths averaged for the turns-left estimate."""
 UNNAMED = "-"
@@ -152,8 +155,14 @@ class Conversation:
     compact_threshold: float | None = None
     breakdown: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
-    listing: list[dict[str, Any]] | None = None
+    listing_rows: list[Any] | None = None
+    """The latest listing as it came: checked only when shown, since only the latest one is."""
     listing_omitted: int = 0
+    _listing_checked: tuple[list[Any] | None, list[dict[str, Any]] | None, str | None] = (
+        None,
+        None,
+        None,
+    )
     compactions: int = 0
     tokens_saved: int = 0
     summaries: int = 0
@@ -230,6 +239,7 @@ class Conversation:
 
     def snapshot(self, *, timeline: bool = True) -> dict[str, Any]:
         """JSON-ready figures; key names follow ``ReferenceContextManager.usage()``."""
+        listing, listing_problem = self.listing()
         snapshot: dict[str, Any] = {
             "conversation_id": self.id,
             "views": self.views,
@@ -259,12 +269,26 @@ class Conversation:
             "last_violation": self.last_violation,
             "budget_exceeded": self.budget_exceeded,
             "compaction_log": [entry.as_dict() for entry in self.log],
-            "listing": None if self.listing is None else [dict(row) for row in self.listing],
+            "listing": listing,
             "listing_omitted": self.listing_omitted,
+            "listing_problem": listing_problem,
         }
         if timeline:
             snapshot["timeline"] = [list(point) for point in self.timeline]
         return snapshot
+
+    def listing(self) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """The latest listing's rows, checked, or None and what is wrong with them."""
+        raw, rows, problem = self._listing_checked
+        if raw is not self.listing_rows:
+            raw, rows, problem = self.listing_rows, None, None
+            if raw is not None:
+                try:
+                    rows = _checked_rows(raw)
+                except BadEvent as error:
+                    problem = str(error)
+            self._listing_checked = (raw, rows, problem)
+        return (None if rows is None else [dict(row) for row in rows]), problem
 
     # -- events --------------------------------------------------------------------------
 
@@ -278,7 +302,10 @@ class Conversation:
             raise BadEvent(f"compact_threshold is not a share: {threshold!r}")
         breakdown = _counts(data, "breakdown")
         kinds = _counts(data, "kinds")
-        listing = _listing(data)
+        listing = data.get("listing")
+        if listing is not None and not isinstance(listing, list):
+            raise BadEvent("listing is not a list")
+        omitted = _count(data, "listing_omitted", 0)
         history_messages = _count(data, "history_messages", 0)
         history_tokens = _count(data, "history_tokens", 0)
         # All checked: now change state, so a bad event changes nothing.
@@ -290,7 +317,8 @@ class Conversation:
         self.breakdown, self.kinds = breakdown, kinds
         self.history_messages, self.history_tokens = history_messages, history_tokens
         if listing is not None:
-            self.listing, self.listing_omitted = listing
+            self.listing_rows = listing[-LISTING_ROWS_KEPT:]
+            self.listing_omitted = omitted + len(listing) - len(self.listing_rows)
         self.timeline.append((ts, tokens, compacted))
 
     def on_pre_compact(self, data: dict[str, Any], ts: float) -> None:
@@ -333,12 +361,7 @@ class Conversation:
 _FATES = frozenset({"kept", "truncated", "summary", "dropped", "summarized"})
 
 
-def _listing(data: dict[str, Any]) -> tuple[list[dict[str, Any]], int] | None:
-    rows = data.get("listing")
-    if rows is None:
-        return None
-    if not isinstance(rows, list):
-        raise BadEvent("listing is not a list")
+def _checked_rows(rows: list[Any]) -> list[dict[str, Any]]:
     checked = []
     for row in rows:
         if not isinstance(row, dict) or row.get("fate") not in _FATES:
@@ -356,7 +379,7 @@ def _listing(data: dict[str, Any]) -> tuple[list[dict[str, Any]], int] | None:
                 "fate": row["fate"],
             }
         )
-    return checked, _count(data, "listing_omitted", 0)
+    return checked
 
 
 _HANDLERS = {
@@ -392,15 +415,21 @@ class Inspector:
 
     def feed_lines(self, lines: list[bytes] | list[str]) -> None:
         """Apply a batch of stream lines (blank lines are ignored)."""
+        # Parsing, the costly part, happens outside the lock, so the screen can take a
+        # snapshot while a backlog is read.
+        parsed: list[tuple[str, dict[str, Any], float]] = []
+        problems: list[str] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                parsed.append(parse_line(line))
+            except BadEvent as problem:
+                problems.append(str(problem))
         with self.lock:
-            for line in lines:
-                if not line.strip():
-                    continue
-                try:
-                    name, data, ts = parse_line(line)
-                except BadEvent as problem:
-                    self._skip(str(problem))
-                    continue
+            for problem in problems:
+                self._skip(problem)
+            for name, data, ts in parsed:
                 self._apply(name, data, ts)
             self.version += 1
 

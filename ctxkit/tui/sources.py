@@ -23,8 +23,8 @@ __all__ = ["DemoSource", "FollowSource", "ReplaySource", "Source"]
 
 POLL_INTERVAL_S = 0.05
 """How often a followed file is looked at when it has nothing new."""
-BATCH_LINES = 2_000
-"""Lines applied under one lock: a backlog is read in batches the screen can interleave."""
+BATCH_LINES = 500
+"""Lines fed at once: a backlog is read in batches the screen's snapshots can come between."""
 
 
 class Source(Protocol):

@@ -51,6 +51,9 @@ PANES = (
 FOLLOW_QUIET_S = 2.0
 """Following the latest, the screen stays on a conversation until it has been quiet this
 long (stream time) while another is active: two busy conversations do not make it flicker."""
+DRAWING_SHARE = 1 / 3
+"""Most of the time drawing may take: when redraws get slow (a huge backlog on a busy
+machine), they come further apart, so taking in events keeps up and the screen catches up."""
 CONVERSATIONS_EVERY_S = 1.0
 """How often the Conversations table takes every conversation's figures (it costs a copy of
 each); sooner when a conversation comes or goes. The row of the conversation on screen is
@@ -116,6 +119,9 @@ class InspectorApp(App[None]):
         """Redraws so far: at most ``refresh_per_second`` a second, plus one per key that
         changes what is shown."""
         self.draw_errors = 0
+        self.draw_seconds = 0.0
+        """How long the latest timed redraw took, until it was on the screen."""
+        self._next_draw_at = -math.inf
         self._stop = threading.Event()
         self._drawn_version = -1
         self._figures: dict[str, Any] | None = None
@@ -182,8 +188,19 @@ class InspectorApp(App[None]):
     def _tick(self) -> None:
         if self.paused:
             self._draw_status()
-        elif self.inspector.version != self._drawn_version:
+        elif (
+            self.inspector.version != self._drawn_version
+            and time.monotonic() >= self._next_draw_at
+        ):
+            started = time.monotonic()
             self.redraw()
+            self.call_after_refresh(self._drawn, started)
+
+    def _drawn(self, started: float) -> None:
+        """The screen shows a redraw begun at ``started``: space the next one by its cost."""
+        cost = time.monotonic() - started
+        self.draw_seconds = cost
+        self._next_draw_at = started + cost / DRAWING_SHARE
 
     def redraw(self) -> None:
         """Show the inspector's figures now."""

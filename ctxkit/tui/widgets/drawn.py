@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widget import Widget
 
-__all__ = ["Drawn"]
+__all__ = ["Drawn", "append_runs"]
 
 
 class Drawn(Widget):
@@ -37,3 +37,13 @@ class Drawn(Widget):
             self.draw_errors += 1
             self.log.error(f"{type(self).__name__} could not draw: {error!r}")
             return Text(f"(cannot draw this: {type(error).__name__})", style="red")
+
+
+def append_runs(line: Text, cells: list[tuple[str, str]]) -> None:
+    """Append ``(character, style)`` cells with one span per run of a style: charts and bars
+    are drawn up to ten times a second, and every span costs Textual a style conversion."""
+    start = 0
+    for end in range(1, len(cells) + 1):
+        if end == len(cells) or cells[end][1] != cells[start][1]:
+            line.append("".join(char for char, _ in cells[start:end]), style=cells[start][1])
+            start = end

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ctxkit.tui.widgets.drawn import Drawn
+from ctxkit.tui.widgets.drawn import Drawn, append_runs
 from ctxkit.tui.widgets.figures import count, level_style, percent
 
 __all__ = ["UsageGauge"]
@@ -86,16 +86,18 @@ def _bar(figures: dict[str, Any], width: int) -> Text:
     fill = level_style(figures.get("level")) or "white"
     threshold = figures.get("compact_threshold")
     mark = min(cells - 1, int(threshold * cells)) if budget and threshold is not None else None
-    bar = Text()
+    drawn = []
     for cell in range(cells):
         inside = cell < filled
         if cell == mark:
-            bar.append("┃", style=f"{THRESHOLD_MARK} on {fill}" if inside else THRESHOLD_MARK)
+            drawn.append(("┃", f"{THRESHOLD_MARK} on {fill}" if inside else THRESHOLD_MARK))
         elif inside:
-            bar.append("█", style=fill)
+            drawn.append(("█", fill))
         else:
-            bar.append("░", style="dim")
-    bar.append("┃", style=LIMIT_MARK if budget else "dim")
+            drawn.append(("░", "dim"))
+    drawn.append(("┃", LIMIT_MARK if budget else "dim"))
+    bar = Text()
+    append_runs(bar, drawn)
     return bar
 
 

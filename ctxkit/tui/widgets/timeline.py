@@ -11,7 +11,7 @@ from typing import Any
 from rich.text import Text
 
 from ctxkit.tui.model import WARNING_MARGIN
-from ctxkit.tui.widgets.drawn import Drawn
+from ctxkit.tui.widgets.drawn import Drawn, append_runs
 from ctxkit.tui.widgets.figures import clock, count, level_style, short_count
 
 __all__ = ["TokenTimeline", "fit_columns"]
@@ -80,24 +80,24 @@ class TokenTimeline(Drawn):
             labels.setdefault(threshold_row, short_count(at))
         axis = max(len(label) for label in labels.values()) + 1
         columns = fit_columns(points, max(1, width - axis))
+        styles = [level_style(_level(tokens, budget, threshold)) for tokens, _ in columns]
         lines = [_caption(points, len(columns), width)]
         for row in range(rows - 1, -1, -1):
             label = labels.get(row)
             line = Text(f"{label}┤".rjust(axis) if label else "│".rjust(axis), style="dim")
-            for tokens, _ in columns:
+            cells = []
+            for (tokens, _), style in zip(columns, styles, strict=True):
                 eighths = min(8, max(0, round(tokens / top * rows * 8) - row * 8))
                 if tokens > 0 and row == 0:
                     eighths = max(1, eighths)  # a view is never drawn as nothing
-                if eighths == 0 and row == threshold_row:
-                    line.append(THRESHOLD_LINE, style="dim")
+                if eighths == 0:
+                    cells.append((THRESHOLD_LINE if row == threshold_row else " ", "dim"))
                 else:
-                    style = level_style(_level(tokens, budget, threshold))
-                    line.append(BLOCKS[eighths], style=style)
+                    cells.append((BLOCKS[eighths], style))
+            append_runs(line, cells)
             lines.append(line)
-        marks = Text(" " * axis)
-        for _, compacted in columns:
-            marks.append(COMPACTION_MARK if compacted else " ", style=COMPACTION_STYLE)
-        lines.append(marks)
+        marks = "".join(COMPACTION_MARK if compacted else " " for _, compacted in columns)
+        lines.append(Text(" " * axis) + Text(marks, style=COMPACTION_STYLE))
         return Text("\n").join(lines)
 
 

@@ -28,6 +28,8 @@ __all__ = [
     "BUDGET_EXCEEDED",
     "INCLUDE",
     "INVARIANT_VIOLATION",
+    "LISTING_FATES",
+    "LISTING_ROWS",
     "POST_COMPACT",
     "PRE_COMPACT",
     "VIEW",
@@ -54,7 +56,30 @@ VIEW = "ctxkit:view"
 """Every view returned: ``message_count``, ``token_count``, ``budget``, ``history_messages``,
 ``history_tokens``, ``compacted`` (a compaction happened for this view), ``compact_threshold``
 (share of the budget, or None if unknown), ``breakdown`` (tokens by category), ``kinds``
-(messages kept whole, shortened, synthetic), ``duration_s``."""
+(messages kept whole, shortened, synthetic), ``duration_s``.
+
+Opt-in (``view_listing=True`` on the reference manager or on ``instrument()``), two more keys
+list the view message by message, with the history it left out:
+
+* ``listing``: rows ``{"index", "count", "role", "tokens", "fate"}`` in view order. ``fate``
+  is one of :data:`LISTING_FATES`: ``kept`` (a history message, unchanged), ``truncated`` (a
+  history message with shortened content), ``summary`` (a message that comes from no history
+  message; ``index`` is None), each one row per message (``count`` 1); ``dropped`` and
+  ``summarized`` (history messages left out, plainly or stood for by the summary), one row per
+  run of consecutive history messages ``[index, index + count)`` with the same fate, placed
+  where they stood in the history (before the next message kept from after them, and before
+  a summary placed there). ``role`` is
+  the message's, or for a run the first's, or ``mixed``; ``tokens`` is exact: for view rows
+  what the message costs in the view (their sum plus the reply priming is ``token_count``),
+  for a run what its messages cost whole.
+* ``listing_omitted``: how many rows at the start were left out to keep the newest
+  :data:`LISTING_ROWS`.
+"""
+LISTING_ROWS = 200
+"""At most this many rows in a view's ``listing``: the newest; the earlier ones are counted in
+``listing_omitted``. Bounds the bytes a view event takes whatever the view or history size."""
+LISTING_FATES = ("kept", "truncated", "summary", "dropped", "summarized")
+"""What became of the messages in a ``listing`` row (see :data:`VIEW`)."""
 BUDGET_EXCEEDED = "ctxkit:budget_exceeded"
 """The pinned content alone exceeds the budget: ``budget``, ``pinned_tokens``, ``raised``."""
 INVARIANT_VIOLATION = "ctxkit:invariant_violation"

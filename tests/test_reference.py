@@ -452,6 +452,7 @@ def test_record_usage_rejects_nonsense():
         ({"on_overflow": "ignore"}, "on_overflow"),
         ({"encoding": "p50k_base"}, "unknown encoding"),
         ({"max_tokns": 1000}, "unknown config keys"),
+        ({"view_listing": "yes"}, "view_listing"),
     ],
 )
 def test_bad_config_is_rejected_with_the_key_named(config, fragment):

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ctxkit import events
 from ctxkit.events import EventBus
 from ctxkit.messages import copy_message
-from ctxkit.reference.planner import Planner, Settings, ViewPlan
+from ctxkit.reference.planner import Planner, Rendered, Settings, ViewPlan
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
 from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
@@ -85,6 +85,12 @@ class ReferenceContextManager:
         ``best_effort`` to return the smallest view anyway (with a ``ctxkit:budget_exceeded``
         event).
     conversation_id: carried in every event; a random one by default.
+    view_listing: also list each view message by message in the ``ctxkit:view`` event
+        (``listing`` and ``listing_omitted``, see :data:`~ctxkit.events.VIEW`), for
+        ``ctxkit inspect``. Off by default: it costs work per request that follows the view
+        (the rows are kept between requests; a request copies the newest
+        :data:`~ctxkit.events.LISTING_ROWS` of them), once per message a running total, and
+        up to that many rows of bytes in every view event.
     hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
 
     Example::
@@ -112,6 +118,7 @@ class ReferenceContextManager:
         hard_limit_ratio: float = 0.95,
         on_overflow: Literal["raise", "best_effort"] = "raise",
         conversation_id: str | None = None,
+        view_listing: bool = False,
         hooks: Any = None,
         bus: EventBus | None = None,
     ) -> None:
@@ -130,11 +137,14 @@ class ReferenceContextManager:
             raise ConfigError(f"on_overflow must be 'raise' or 'best_effort', got {on_overflow!r}")
         if summary_role not in ("user", "assistant", "system"):
             raise ConfigError(f"summary_role must be user, assistant or system: {summary_role!r}")
+        if not isinstance(view_listing, bool):
+            raise ConfigError(f"view_listing must be true or false, got {view_listing!r}")
         self.max_tokens = _positive("max_tokens", max_tokens)
         self.safety_margin = _positive("safety_margin", safety_margin, zero_ok=True)
         self.hard_limit_ratio = _ratio("hard_limit_ratio", hard_limit_ratio)
         self.on_overflow = on_overflow
         self.conversation_id = conversation_id or uuid.uuid4().hex[:12]
+        self.view_listing = view_listing
         self.settings = Settings(
             compact_threshold=threshold,
             target_ratio=target,
@@ -207,10 +217,15 @@ class ReferenceContextManager:
             compacted = False
             if self._planner.over_threshold(plan):
                 compacted = await self._compact(plan)
-            view, stats = self._render(plan)
+            rendered = self._planner.render(plan)
+            view, stats = self._render(plan, rendered)
             if stats.tokens > budget:
                 await self._overflow(stats)
             self._last_view = stats
+            listing: dict[str, Any] = {}
+            if self.view_listing:
+                rows, omitted = self._planner.listing(plan, rendered)
+                listing = {"listing": rows, "listing_omitted": omitted}
             await self._publish(
                 events.VIEW,
                 message_count=stats.messages,
@@ -223,6 +238,7 @@ class ReferenceContextManager:
                 breakdown=dict(stats.breakdown),
                 kinds=dict(stats.kinds),
                 duration_s=time.perf_counter() - started,
+                **listing,
             )
             return view
 
@@ -308,8 +324,7 @@ class ReferenceContextManager:
         )
         return True
 
-    def _render(self, plan: ViewPlan) -> tuple[list[dict[str, Any]], ViewStats]:
-        rendered = self._planner.render(plan)
+    def _render(self, plan: ViewPlan, rendered: Rendered) -> tuple[list[dict[str, Any]], ViewStats]:
         view = rendered.copy_view()
         stats = ViewStats(
             budget=plan.budget,

@@ -7,16 +7,20 @@ prompt-cache prefix and a summary is made once per compaction, not once per requ
 
 Work per request follows the new units and the view, never the whole history: the plan keeps
 the list of units in the view and a running token total, and only looks at units added since.
+The opt-in listing of a view (:meth:`Planner.listing`) keeps to the same rule.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
-from ctxkit.messages import Unit, copy_message, is_flat
+from ctxkit.events import LISTING_ROWS
+from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
@@ -25,7 +29,7 @@ from ctxkit.reference.strategies import (
 )
 from ctxkit.tokens import REPLY_PRIMING, MessageCost
 
-__all__ = ["Compaction", "Planner", "Settings", "ViewPlan"]
+__all__ = ["Compaction", "Planner", "Settings", "Spans", "ViewPlan"]
 
 Entry = tuple[str, int | None, dict[str, Any], MessageCost]
 """``(kind, history index, message, cost)``; kind is ``kept``, ``shortened`` or ``summary``."""
@@ -45,6 +49,12 @@ class Rendered:
     summary_placed: bool = False
     breakdown: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """The listing's rows up to the newest listed unit (see :meth:`Planner.listing`); never
+    changed once added, and handed out as copies."""
+    listed: int = 0
+    """How many of the plan's kept units ``rows`` covers."""
+    summary_listed: bool = False
 
     def add(self, entry: Entry) -> None:
         kind, _index, message, cost = entry
@@ -101,6 +111,9 @@ class ViewPlan:
     summary: dict[str, Any] | None = None
     summary_cost: MessageCost | None = None
     summarized_units: int = 0
+    summarized: list[tuple[int, int]] = field(default_factory=list)
+    """The dropped units the summary stands for, as sorted, disjoint unit ranges ``(start,
+    stop)``: a dropped unit outside them was left out plainly."""
     skipped_units: int = 0
     compactions: int = 0
     rendered: Rendered | None = None
@@ -134,6 +147,7 @@ class Planner:
         self._plans: OrderedDict[int, ViewPlan] = OrderedDict()
         self._short: dict[int, tuple[dict[str, Any], MessageCost] | None] = {}
         self._short_generation = history.generation
+        self._spans = Spans()
 
     # -- plans -------------------------------------------------------------------------------
 
@@ -142,6 +156,7 @@ class Planner:
         generation = self.history.generation
         if self._short_generation != generation:
             self._short.clear()
+            self._spans = Spans()
             self._short_generation = generation
         plan = self._plans.get(budget)
         if plan is None or plan.generation != generation:
@@ -330,6 +345,7 @@ class Planner:
             if cost.total < replaced:
                 plan.summary, plan.summary_cost = summary, cost
                 plan.summarized_units += len(dropped)
+                plan.summarized = _add_ranges(plan.summarized, compaction.drop)
                 compaction.summarized = len(dropped)
             # Otherwise a summary would cost more than what it stands for: the units are
             # dropped plainly and the earlier summary, if any, stays.
@@ -389,6 +405,145 @@ class Planner:
         if plan.summary is not None and plan.summary_cost is not None:
             rendered.add(("summary", None, plan.summary, plan.summary_cost))
         rendered.summary_placed = True
+
+    # -- listing -----------------------------------------------------------------------------
+
+    def listing(self, plan: ViewPlan, rendered: Rendered) -> tuple[list[dict[str, Any]], int]:
+        """The view's rows, message by message with the history left out between them (the
+        format of :data:`ctxkit.events.VIEW`'s ``listing``), newest
+        :data:`~ctxkit.events.LISTING_ROWS` only, and how many rows before them were omitted.
+
+        ``rendered``: what :meth:`render` just returned for ``plan``. Its rows up to the
+        newest kept unit are kept and extended as units arrive (a compaction starts them
+        again), so a request pays for the new units' rows and the runs left out after the
+        newest kept unit, plus copying the rows returned. A run of left-out units is found by
+        unit ranges and summed with running totals (:class:`Spans`), so its cost does not grow
+        with its length: the work follows the view and the runs, never the history (save
+        bringing the running totals up to date with the messages added since, once each).
+        """
+        history = self.history
+        spans = self._spans
+        spans.update(history.costs, history.infos)
+        units = history.units
+        kept = plan.kept
+        rows = rendered.rows
+        previous = kept[rendered.listed - 1] if rendered.listed else -1
+        summary = self._summary_row(plan)
+        for unit_index in kept[rendered.listed :]:
+            self._left_out_rows(plan, previous + 1, unit_index, rows)
+            unit = units[unit_index]
+            role = history.infos[unit.start].role
+            if summary is not None and not rendered.summary_listed and role not in _SYSTEM:
+                rows.append(summary)
+                rendered.summary_listed = True
+            short = unit_index in plan.short
+            for index in range(unit.start, unit.stop):
+                shortened = self._shortened(index) if short else None
+                if shortened is not None:
+                    fate, tokens = "truncated", shortened[1].total
+                else:
+                    fate, tokens = "kept", history.costs[index].total
+                rows.append(_row(index, 1, history.infos[index].role, tokens, fate))
+            previous = unit_index
+        rendered.listed = len(kept)
+        # After the newest kept unit: broken or pending units (never summarized), and the
+        # summary if only system messages are kept. Found afresh: they change as units arrive.
+        tail: list[dict[str, Any]] = []
+        self._left_out_rows(plan, previous + 1, len(units), tail)
+        if summary is not None and not rendered.summary_listed:
+            tail.append(summary)
+        room = max(0, LISTING_ROWS - len(tail))
+        listing = [*map(dict.copy, rows[max(0, len(rows) - room) :]), *tail[-LISTING_ROWS:]]
+        return listing, len(rows) + len(tail) - len(listing)
+
+    @staticmethod
+    def _summary_row(plan: ViewPlan) -> dict[str, Any] | None:
+        if plan.summary is None or plan.summary_cost is None:
+            return None
+        return _row(None, 1, plan.summary["role"], plan.summary_cost.total, "summary")
+
+    def _left_out_rows(
+        self, plan: ViewPlan, first: int, stop: int, rows: list[dict[str, Any]]
+    ) -> None:
+        """Rows for units ``[first, stop)``, all left out of the view: one per run of units
+        the summary stands for, and one per run between them (dropped, broken or pending)."""
+        if first >= stop:
+            return
+        units = self.history.units
+        ranges = plan.summarized
+        k = bisect_right(ranges, first, key=itemgetter(1))  # the first range ending after it
+        position = first
+        while position < stop:
+            if k < len(ranges) and ranges[k][0] <= position:
+                end, fate = min(ranges[k][1], stop), "summarized"
+                k += 1
+            else:
+                end, fate = (min(ranges[k][0], stop) if k < len(ranges) else stop), "dropped"
+            rows.append(self._spans.row(units[position].start, units[end - 1].stop, fate))
+            position = end
+
+
+_SYSTEM = ("system", "developer")
+
+
+def _row(index: int | None, count: int, role: str, tokens: int, fate: str) -> dict[str, Any]:
+    return {"index": index, "count": count, "role": role, "tokens": tokens, "fate": fate}
+
+
+class Spans:
+    """Running totals over a growing list of messages, so that the tokens and the role of any
+    run of them take O(1): brought up to date with the messages added since, never rebuilt.
+    Used for the listing's rows of left-out runs."""
+
+    __slots__ = ("roles", "starts", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = [0]
+        """``tokens[i]``: what messages ``[0, i)`` cost, whole."""
+        self.starts: list[int] = []
+        """``starts[i]``: where the run of messages with message ``i``'s role begins."""
+        self.roles: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.roles)
+
+    def update(self, costs: Sequence[MessageCost], infos: Sequence[MessageInfo]) -> None:
+        """Take in a history's messages past those already counted (``costs`` and ``infos``
+        are its whole lists; only their new tail is read)."""
+        known, now = len(self.roles), min(len(costs), len(infos))
+        if now > known:
+            self.extend(
+                (cost.total for cost in costs[known:now]),
+                (info.role for info in infos[known:now]),
+            )
+
+    def extend(self, totals: Iterable[int], roles: Iterable[str]) -> None:
+        """Append messages by their whole cost and their role."""
+        tokens, starts, known = self.tokens, self.starts, self.roles
+        running = tokens[-1]
+        for total, role in zip(totals, roles, strict=True):
+            index = len(known)
+            starts.append(starts[-1] if index and known[-1] == role else index)
+            known.append(role)
+            running += total
+            tokens.append(running)
+
+    def row(self, start: int, stop: int, fate: str) -> dict[str, Any]:
+        """A listing row for messages ``[start, stop)``."""
+        role = self.roles[start] if self.starts[stop - 1] <= start else "mixed"
+        return _row(start, stop - start, role, self.tokens[stop] - self.tokens[start], fate)
+
+
+def _add_ranges(ranges: list[tuple[int, int]], added: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted, disjoint ``ranges`` with the sorted unit indices ``added``, merged where they
+    touch."""
+    merged: list[tuple[int, int]] = []
+    for start, stop in sorted([*ranges, *((unit, unit + 1) for unit in added)]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
 
 
 def _pinned_by_metadata(message: dict[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.manager import ConfigError
 from ctxkit.reference.mount import mount
 from ctxkit.reference.planner import Spans
-from ctxkit.telemetry import EventStream
+from ctxkit.telemetry import EventStream, instrument
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
 from ctxkit.workload import conversation
 from tests.telemetry_cases import Recorder, compacting_manager, marked_conversation
@@ -149,6 +149,8 @@ def test_option_is_validated_and_accepted_from_config():
     assert mounted["context"].view_listing is True
     with pytest.raises(ConfigError, match="view_listing"):
         ReferenceContextManager.from_config({"view_listing": "yes"})
+    with pytest.raises(TypeError, match="view_listing"):
+        instrument(ReferenceContextManager(), view_listing=1)  # type: ignore[arg-type]
 
 
 def test_a_view_under_its_threshold_is_all_kept():
@@ -395,6 +397,158 @@ def test_listings_kept_between_requests_stay_exact(history, budget, strategies):
             check_listing(last_view(recorder), history[:count], view)
 
     asyncio.run(run())
+
+
+# -- instrument() ---------------------------------------------------------------------------
+
+
+class KeepNewest:
+    """A plain manager that drops all but the newest ``keep`` messages (pairs be damned)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.messages: list[dict[str, Any]] = []
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        return list(self.messages)
+
+    async def get_messages_for_request(self, token_budget: int | None = None) -> Any:
+        return [dict(m) for m in self.messages[-self.keep :]]
+
+
+def test_instrument_lists_what_a_simple_manager_dropped():
+    history = conversation(30, seed=4)
+    wrapped = instrument(KeepNewest(5), view_listing=True)
+    recorder = Recorder(wrapped.bus)
+
+    async def agent() -> None:
+        for count, message in enumerate(history, start=1):
+            await wrapped.add_message(message)
+            view = await wrapped.get_messages_for_request(token_budget=100_000)
+            check_listing(last_view(recorder), history[:count], view)
+
+    asyncio.run(agent())
+    listing = last_view(recorder)["listing"]
+    assert listing[0] == {
+        "index": 0,
+        "count": 25,
+        "role": "mixed",
+        "tokens": sum(COUNTER.message_cost(m).total for m in history[:25]),
+        "fate": "dropped",
+    }
+    assert [row["fate"] for row in listing[1:]] == ["kept"] * 5
+
+
+def test_instrument_listing_is_off_by_default():
+    wrapped = instrument(KeepNewest(2))
+    recorder = Recorder(wrapped.bus)
+    asyncio.run(wrapped.add_message(user("hi")))
+    asyncio.run(wrapped.get_messages_for_request())
+    assert "listing" not in last_view(recorder)
+
+
+def test_instrument_caps_its_listing_like_the_reference():
+    wrapped = instrument(KeepNewest(250), view_listing=True)
+    recorder = Recorder(wrapped.bus)
+
+    async def agent() -> None:
+        await wrapped.add_message({"role": "system", "content": "Be brief."})
+        for turn in range(150):
+            await wrapped.add_message(user(f"question {turn}"))
+            await wrapped.add_message(reply(f"answer {turn}"))
+        await wrapped.get_messages_for_request()
+
+    asyncio.run(agent())
+    seen = last_view(recorder)
+    assert len(seen["listing"]) == LISTING_ROWS
+    assert seen["listing_omitted"] == 251 - LISTING_ROWS  # one dropped run and 250 kept
+    assert seen["listing"][-1]["index"] == 300
+
+
+def _as_seen_from_outside(listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A reference listing as instrument() can know it: summarized is dropped, and runs that
+    touch merge."""
+    merged: list[dict[str, Any]] = []
+    for row in listing:
+        row = dict(row, fate="dropped") if row["fate"] == "summarized" else dict(row)
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and row["fate"] == last["fate"] == "dropped"
+            and last["index"] + last["count"] == row["index"]
+        ):
+            last["count"] += row["count"]
+            last["tokens"] += row["tokens"]
+            last["role"] = last["role"] if last["role"] == row["role"] else "mixed"
+        else:
+            merged.append(row)
+    return merged
+
+
+@pytest.mark.parametrize(
+    "strategies", [("truncate_outputs", "truncate"), ("truncate_outputs", "truncate", "summarize")]
+)
+def test_instrument_sees_the_reference_listing(strategies):
+    """Two independent listings of the same views (the reference's plan, and instrument()'s
+    matching of what came back) agree row for row."""
+    history = marked_conversation(120, seed=5)
+    reference = compacting_manager(strategies=list(strategies), view_listing=True)
+    inner = Recorder(reference.bus)
+    wrapped = instrument(reference, view_listing=True)
+    outer = Recorder(wrapped.bus)
+
+    async def agent() -> None:
+        for message in history:
+            await wrapped.add_message(message)
+            await wrapped.get_messages_for_request()
+
+    asyncio.run(agent())
+    theirs, mine = inner.of(events.VIEW), outer.of(events.VIEW)
+    assert any(seen["compacted"] for seen in theirs)
+    for own, seen in zip(theirs, mine, strict=True):
+        assert seen["listing"] == _as_seen_from_outside(own["listing"])
+
+
+@SETTINGS
+@given(history=conversations(), keep=st.integers(1, 12))
+def test_instrument_lists_any_kept_tail_exactly(history, keep):
+    async def run() -> None:
+        wrapped = instrument(KeepNewest(keep), view_listing=True)
+        recorder = Recorder(wrapped.bus)
+        for message in history:
+            await wrapped.add_message(message)
+        view = await wrapped.get_messages_for_request()
+        seen = last_view(recorder)
+        check_listing(seen, history, view)
+        left_out = [row for row in seen["listing"] if row["fate"] == "dropped"]
+        assert sum(row["count"] for row in left_out) == max(0, len(history) - keep)
+
+    asyncio.run(run())
+
+
+class Shuffled(KeepNewest):
+    """Returns its newest messages backwards, with a note of its own in the middle."""
+
+    async def get_messages_for_request(self, token_budget: int | None = None) -> Any:
+        view = [dict(m) for m in reversed(self.messages[-self.keep :])]
+        return [*view[:1], {"role": "user", "content": "a note"}, *view[1:]]
+
+
+def test_instrument_lists_a_view_out_of_order_once_each():
+    history = conversation(20, seed=6)
+    wrapped = instrument(Shuffled(4), view_listing=True)
+    recorder = Recorder(wrapped.bus)
+
+    async def agent() -> list[dict[str, Any]]:
+        for message in history:
+            await wrapped.add_message(message)
+        return await wrapped.get_messages_for_request()
+
+    view = asyncio.run(agent())
+    check_listing(last_view(recorder), history, view, in_order=False)
 
 
 # -- the running totals ---------------------------------------------------------------------

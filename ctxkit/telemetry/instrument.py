@@ -10,7 +10,8 @@ computed once), so that for each view it can tell, in time that follows the view
   summarizes once and then appends compacts once);
 * optionally, the required conformance properties, each violation published as a
   ``ctxkit:invariant_violation`` event (counted by the Prometheus and OTel subscribers) and
-  logged with the call ids involved.
+  logged with the call ids involved;
+* optionally, the view message by message with the history it left out (``listing``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from conformance.invariants import (
     check_tool_pairs,
 )
 from ctxkit import events
-from ctxkit.events import EventBus
+from ctxkit.events import LISTING_ROWS, EventBus
 from ctxkit.messages import copy_message, text_of
 from ctxkit.reference.manager import provider_budget
+from ctxkit.reference.planner import Spans
 from ctxkit.telemetry.names import REQUIRED_PROPERTIES
 from ctxkit.tokens import DEFAULT_ENCODING, REPLY_PRIMING, MessageCost, TokenCounter
 
@@ -57,6 +59,7 @@ def instrument(
     max_tokens: int | None = None,
     compact_threshold: float | None = None,
     conversation_id: str | None = None,
+    view_listing: bool = False,
 ) -> InstrumentedManager:
     """Wrap a context manager so that it publishes ctxkit's events on ``bus``.
 
@@ -75,6 +78,13 @@ def instrument(
         compact_threshold: the manager's compaction threshold as a share of the budget, if
             known, for "room left until compaction".
         conversation_id: carried in every event; a random one by default.
+        view_listing: add ``listing`` and ``listing_omitted`` to every ``ctxkit:view`` event
+            (see :data:`~ctxkit.events.VIEW`): each view message is ``kept``, ``truncated``
+            (matched to a history message it differs from) or ``summary`` (matched to none),
+            and the history messages no view message comes from are ``dropped`` (a wrapped
+            manager's summaries are not traced back to what they stand for, so nothing is
+            ``summarized``). Off by default: it costs work that follows the view per request,
+            and up to :data:`~ctxkit.events.LISTING_ROWS` rows of bytes in every view event.
 
     Returns an :class:`InstrumentedManager`; use it where you used the manager.
 
@@ -95,6 +105,8 @@ def instrument(
                 f"check_invariants: unknown properties {unknown}; choose from "
                 f"{', '.join(REQUIRED_PROPERTIES)}"
             )
+    if not isinstance(view_listing, bool):
+        raise TypeError(f"view_listing must be True or False, got {view_listing!r}")
     for method in ("add_message", "get_messages_for_request", "get_messages"):
         if not callable(getattr(manager, method, None)):
             raise TypeError(
@@ -113,7 +125,17 @@ def instrument(
         max_tokens=max_tokens,
         compact_threshold=compact_threshold,
         conversation_id=conversation_id or uuid.uuid4().hex[:12],
+        view_listing=view_listing,
     )
+
+
+def _role(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    return role if isinstance(role, str) else "?"
+
+
+def _row(index: int | None, role: str, tokens: int, fate: str) -> dict[str, Any]:
+    return {"index": index, "count": 1, "role": role, "tokens": tokens, "fate": fate}
 
 
 async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
@@ -135,6 +157,7 @@ class InstrumentedManager:
         max_tokens: int | None,
         compact_threshold: float | None,
         conversation_id: str,
+        view_listing: bool = False,
     ) -> None:
         self.manager = manager
         self.bus = bus
@@ -143,6 +166,7 @@ class InstrumentedManager:
         self.max_tokens = max_tokens
         self.compact_threshold = compact_threshold
         self.conversation_id = conversation_id
+        self.view_listing = view_listing
         self.violations = 0
         """Invariant violations found so far."""
         self._reset()
@@ -161,6 +185,8 @@ class InstrumentedManager:
         """What was added since the previous view: 'the view before compaction' is the
         previous view plus these."""
         self._synthetic_seen: set[str] = set()
+        self._spans = Spans()
+        """Running totals of what was added, brought up to date when a listing needs them."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.manager, name)
@@ -244,6 +270,7 @@ class InstrumentedManager:
         kinds = {"kept": 0, "shortened": 0, "summary": 0}
         verbatim = 0
         new_synthetic: list[Mapping[str, Any]] = []
+        rows: list[dict[str, Any]] | None = [] if self.view_listing else None
         for message, source, fingerprint in zip(view, matches, prints, strict=True):
             if fingerprint is None:
                 continue
@@ -251,12 +278,16 @@ class InstrumentedManager:
                 cost = self._costs[source]
                 verbatim += 1
                 kinds["kept"] += 1
+                fate = "kept"
             else:
                 cost = self._synthetic_cost(message, fingerprint)
                 kinds["shortened" if source is not None else "summary"] += 1
+                fate = "truncated" if source is not None else "summary"
                 if source is None and fingerprint not in self._synthetic_seen:
                     self._synthetic_seen.add(fingerprint)
                     new_synthetic.append(message)
+            if rows is not None:
+                rows.append(_row(source, _role(message), cost.total, fate))
             tokens += cost.total
             if source is None:
                 breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
@@ -272,6 +303,10 @@ class InstrumentedManager:
         self._left_out = left_out
         self._previous_tokens, self._previous_messages = tokens, len(view)
         self._added_tokens = self._added_messages = 0
+        listing: dict[str, Any] = {}
+        if rows is not None:
+            shown, omitted = self._listing(rows)
+            listing = {"listing": shown, "listing_omitted": omitted}
         await self._publish(
             events.VIEW,
             message_count=len(view),
@@ -284,9 +319,52 @@ class InstrumentedManager:
             breakdown=breakdown,
             kinds=kinds,
             duration_s=duration,
+            **listing,
         )
         if self.checked:
             await self._check_view(view, matches)
+
+    def _listing(self, view_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        """The view's rows with a ``dropped`` row for each run of history messages no view
+        message comes from, placed before the first view message from after the run (and
+        before synthetic messages right before that one); the newest
+        :data:`~ctxkit.events.LISTING_ROWS` rows and how many were omitted before them.
+        Runs are found between the matched indices and summed with running totals, so the
+        work follows the view, not the history."""
+        spans = self._spans
+        known, now = len(spans), min(len(self._costs), len(self._index))
+        if now > known:
+            spans.extend(
+                (cost.total for cost in self._costs[known:now]),
+                map(_role, self._index.messages[known:now]),
+            )
+        matched = sorted(row["index"] for row in view_rows if row["index"] is not None)
+        runs: list[tuple[int, int]] = []
+        previous = -1
+        for source in [*matched, now]:
+            if source > previous + 1:
+                runs.append((previous + 1, source))
+            previous = source
+        runs.reverse()  # popped from the end, oldest first
+        rows: list[dict[str, Any]] = []
+        # Synthetic rows wait for the next matched row and go after the runs before it, as
+        # the reference manager places its summary: left-out runs, then what stands for them.
+        waiting: list[dict[str, Any]] = []
+        for row in view_rows:
+            source = row["index"]
+            if source is None:
+                waiting.append(row)
+                continue
+            while runs and runs[-1][0] < source:
+                rows.append(spans.row(*runs.pop(), "dropped"))
+            if waiting:
+                rows += waiting
+                waiting = []
+            rows.append(row)
+        rows += [spans.row(*run, "dropped") for run in reversed(runs)]
+        rows += waiting
+        shown = rows[-LISTING_ROWS:]
+        return shown, len(rows) - len(shown)
 
     async def _publish_compaction(
         self,

@@ -132,6 +132,8 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
                     "on_overflow": "best_effort",
                     "tool_output_max_bytes": SHORTENED_OUTPUT_BYTES,
                     "conversation_id": f"demo-{number}",
+                    # ctxkit inspect's View pane lists each view message by message.
+                    "view_listing": True,
                     **options.config,
                 }
             )
@@ -150,6 +152,7 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
                 check_invariants=options.check_invariants,
                 max_tokens=options.budget,
                 conversation_id=f"demo-{number}",
+                view_listing=True,
             )
         )
     return managers

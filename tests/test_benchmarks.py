@@ -58,3 +58,25 @@ def test_telemetry_overhead_benchmark_runs_every_mode(tmp_path: Path):
     assert set(modes) == {"off", "off again", "prometheus", "stream", "otel", "all"}
     assert modes["off"]["overhead"]["latency"] == 0
     assert "goal: request overhead <= 5 %" in done.stdout
+
+
+def test_inspect_ingest_benchmark_runs_both_streams(tmp_path: Path):
+    out = tmp_path / "ingest.json"
+    script = str(ROOT / "benchmarks" / "inspect_ingest.py")
+    small = ["--rate", "500", "--seconds", "1", "--backlog", "2000", "--turns", "20"]
+    done = subprocess.run(
+        [sys.executable, script, *small, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    streams = json.loads(out.read_text())["streams"]
+    assert set(streams) == {"plain", "with listing"}
+    for figures in streams.values():
+        assert figures["sustained"]["taken"] == figures["sustained"]["written"] > 0
+        assert figures["sustained"]["redraws_per_s"] <= 10.5
+        assert figures["burst"]["events"] == 2000
+    assert streams["with listing"]["bytes_per_line"] > streams["plain"]["bytes_per_line"]
+    assert "redraws/s" in done.stdout

@@ -42,6 +42,9 @@ def test_json_of_a_recorded_stream(recorded: Path, capsys: pytest.CaptureFixture
         assert 0 < conversation["ratio"] <= 1
         assert conversation["compactions"] == len(conversation["compaction_log"]) > 0
         assert conversation["tokens"] == conversation["timeline"][-1][1]
+        # The demo lists each view: the View pane has rows, and they add up to the view.
+        shown = [r for r in conversation["listing"] if r["fate"] not in ("dropped", "summarized")]
+        assert sum(r["tokens"] for r in shown) + 3 == conversation["tokens"]
 
 
 def test_json_of_one_conversation(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -189,8 +189,7 @@ class InspectorApp(App[None]):
         if self.paused:
             self._draw_status()
         elif (
-            self.inspector.version != self._drawn_version
-            and time.monotonic() >= self._next_draw_at
+            self.inspector.version != self._drawn_version and time.monotonic() >= self._next_draw_at
         ):
             started = time.monotonic()
             self.redraw()

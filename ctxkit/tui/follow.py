@@ -273,8 +273,11 @@ def follow(
     from_start: bool = True,
     max_line_bytes: int = 1 << 20,
     max_read_bytes: int = 4 << 20,
+    on_poll: Callable[[FileFollower], None] | None = None,
 ) -> None:
     """Follow ``path`` until ``stop`` is set, handing each non-empty batch to ``on_lines``.
+
+    ``on_poll`` is called with the follower after every poll (to show its ``status``).
 
     Meant for a worker thread. It sleeps ``interval`` only after a poll that read nothing, so
     a backlog (even one made of skipped overlong lines) is drained at full speed, and a set
@@ -291,5 +294,7 @@ def follow(
             lines = follower.poll()
             if lines:
                 on_lines(lines)
-            elif follower.bytes_read == before:
+            if on_poll is not None:
+                on_poll(follower)
+            if not lines and follower.bytes_read == before:
                 stop.wait(interval)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ctxkit.events import Event
+from ctxkit.tui.follow import FileFollower, follow
 from ctxkit.tui.model import Inspector, parse_line
 
 __all__ = ["DemoSource", "FollowSource", "ReplaySource", "Source"]
@@ -54,17 +55,21 @@ class FollowSource:
         self.description = f"following {self.path}"
 
     def run(self, inspector: Inspector, stop: threading.Event) -> None:
-        from ctxkit.tui.follow import FileFollower
+        def feed(lines: list[bytes]) -> None:
+            for start in range(0, len(lines), BATCH_LINES):
+                inspector.feed_lines(lines[start : start + BATCH_LINES])
 
-        with FileFollower(self.path, from_start=self.from_start) as follower:
-            while not stop.is_set():
-                lines = follower.poll()
-                if lines:
-                    for start in range(0, len(lines), BATCH_LINES):
-                        inspector.feed_lines(lines[start : start + BATCH_LINES])
-                inspector.set_status(_follow_status(follower))
-                if not lines:
-                    stop.wait(POLL_INTERVAL_S)
+        def show(follower: FileFollower) -> None:
+            inspector.set_status(_follow_status(follower))
+
+        follow(
+            self.path,
+            stop,
+            feed,
+            interval=POLL_INTERVAL_S,
+            from_start=self.from_start,
+            on_poll=show,
+        )
 
     def set_paused(self, paused: bool) -> None:
         """A followed file is always read; pausing holds the screen only."""
@@ -74,9 +79,9 @@ class FollowSource:
         _read_file(self.path, inspector)
 
 
-def _follow_status(follower: object) -> str:
-    status = getattr(follower, "status", "")
-    overlong = getattr(follower, "overlong", 0)
+def _follow_status(follower: FileFollower) -> str:
+    overlong = follower.overlong
+    status = follower.status
     return f"{status}; {overlong} overlong line(s) skipped" if overlong else status
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "TIMELINE_POINTS",
     "Conversation",
     "Inspector",
+    "level_of",
     "parse_line",
 ]
 
@@ -53,6 +54,22 @@ WARNING_MARGIN = 0.10
 BREAKDOWN_CATEGORIES = (*CATEGORIES, "free", "reserved")
 """The breakdown's rows. ``free``: room before the compaction threshold; ``reserved``: the
 budget past the threshold, which a view enters only when compaction cannot bring it down."""
+
+
+def level_of(tokens: int, budget: int, threshold: float | None) -> str:
+    """How full a view of ``tokens`` is: ``ok``; ``warning`` within :data:`WARNING_MARGIN` of
+    the budget below the compaction threshold (or the budget, if no threshold is known);
+    ``compacting`` past the threshold; ``limit`` at the budget."""
+    if not budget:
+        return "ok"
+    ratio = tokens / budget
+    if ratio >= 1.0:
+        return "limit"
+    if threshold is None:
+        return "warning" if ratio >= 1.0 - WARNING_MARGIN else "ok"
+    if ratio >= threshold:
+        return "compacting"
+    return "warning" if ratio >= threshold - WARNING_MARGIN else "ok"
 
 
 class BadEvent(ValueError):
@@ -213,17 +230,7 @@ class Conversation:
     @property
     def level(self) -> str:
         """``ok``, ``warning`` (near the threshold), ``compacting`` (past it) or ``limit``."""
-        if not self.budget:
-            return "ok"
-        ratio = self.ratio
-        if ratio >= 1.0:
-            return "limit"
-        threshold = self.compact_threshold
-        if threshold is None:
-            return "warning" if ratio >= 1.0 - WARNING_MARGIN else "ok"
-        if ratio >= threshold:
-            return "compacting"
-        return "warning" if ratio >= threshold - WARNING_MARGIN else "ok"
+        return level_of(self.tokens, self.budget, self.compact_threshold)
 
     def category_breakdown(self) -> dict[str, int]:
         """Tokens by :data:`BREAKDOWN_CATEGORIES` (unknown categories are added after)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ctxkit.tui.model import WARNING_MARGIN
+from ctxkit.tui.model import level_of
 from ctxkit.tui.widgets.drawn import Drawn, append_runs
 from ctxkit.tui.widgets.figures import clock, count, level_style, short_count
 
@@ -33,19 +33,6 @@ def fit_columns(points: Sequence[Sequence[Any]], columns: int) -> list[tuple[int
         run = values[column * len(values) // columns : (column + 1) * len(values) // columns]
         fitted.append((max(tokens for tokens, _ in run), any(mark for _, mark in run)))
     return fitted
-
-
-def _level(tokens: int, budget: int, threshold: float | None) -> str:
-    """The gauge's level for a past view (same rule as the model's)."""
-    if not budget:
-        return "ok"
-    ratio = tokens / budget
-    if ratio >= 1.0:
-        return "limit"
-    edge = 1.0 if threshold is None else threshold
-    if threshold is not None and ratio >= threshold:
-        return "compacting"
-    return "warning" if ratio >= edge - WARNING_MARGIN else "ok"
 
 
 class TokenTimeline(Drawn):
@@ -80,7 +67,7 @@ class TokenTimeline(Drawn):
             labels.setdefault(threshold_row, short_count(at))
         axis = max(len(label) for label in labels.values()) + 1
         columns = fit_columns(points, max(1, width - axis))
-        styles = [level_style(_level(tokens, budget, threshold)) for tokens, _ in columns]
+        styles = [level_style(level_of(tokens, budget, threshold)) for tokens, _ in columns]
         lines = [_caption(points, len(columns), width)]
         for row in range(rows - 1, -1, -1):
             label = labels.get(row)

@@ -76,7 +76,11 @@ class BadEvent(ValueError):
     """A line or payload that does not have the stream's shape."""
 
 
-def parse_line(line: bytes | str) -> tuple[str, dict[str, Any], float]:
+Parsed = tuple[str, dict[str, Any], float]
+"""An event read from a line: name, data, time."""
+
+
+def parse_line(line: bytes | str) -> Parsed:
     """``(event name, data, time)`` of one stream line; raises :class:`BadEvent`."""
     try:
         record = json.loads(line)
@@ -422,9 +426,7 @@ class Inspector:
 
     def feed_lines(self, lines: list[bytes] | list[str]) -> None:
         """Apply a batch of stream lines (blank lines are ignored)."""
-        # Parsing, the costly part, happens outside the lock, so the screen can take a
-        # snapshot while a backlog is read.
-        parsed: list[tuple[str, dict[str, Any], float]] = []
+        parsed: list[Parsed] = []
         problems: list[str] = []
         for line in lines:
             if not line.strip():
@@ -433,8 +435,17 @@ class Inspector:
                 parsed.append(parse_line(line))
             except BadEvent as problem:
                 problems.append(str(problem))
+        self.feed_parsed(parsed, problems)
+
+    def feed_parsed(self, parsed: list[Parsed], problems: list[str] | None = None) -> None:
+        """Apply events already read with :func:`parse_line`, and count ``problems`` (one per
+        line it refused) as skipped lines.
+
+        Parsing, the costly part, happens before and outside the lock, so the screen can take
+        a snapshot while a backlog is read.
+        """
         with self.lock:
-            for problem in problems:
+            for problem in problems or ():
                 self._skip(problem)
             for name, data, ts in parsed:
                 self._apply(name, data, ts)

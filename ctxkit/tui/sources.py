@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ctxkit.events import Event
 from ctxkit.tui.follow import FileFollower, follow
-from ctxkit.tui.model import Inspector, parse_line
+from ctxkit.tui.model import BadEvent, Inspector, Parsed, parse_line
 
 __all__ = ["DemoSource", "FollowSource", "ReplaySource", "Source"]
 
@@ -146,26 +146,37 @@ class ReplaySource:
     def run(self, inspector: Inspector, stop: threading.Event) -> None:
         inspector.set_status(self.description)
         previous_ts: float | None = None
+        batch: list[Parsed] = []
+        problems: list[str] = []
+
+        def flush() -> None:
+            inspector.feed_parsed(batch, problems)
+            batch.clear()
+            problems.clear()
+
         with open(self.path, "rb") as file:
-            batch: list[bytes] = []
             for line in file:
                 if stop.is_set():
                     return
-                ts = _timestamp(line)
+                if not line.strip():
+                    continue
+                try:
+                    event = parse_line(line)  # once: for its time here, and for the model
+                except BadEvent as problem:
+                    problems.append(str(problem))
+                    continue
+                ts = event[2]
                 gap = 0.0
-                if ts is not None and previous_ts is not None and self.speed:
+                if previous_ts is not None and self.speed:
                     gap = min(max(0.0, ts - previous_ts) / self.speed, self.max_gap_s)
                 if gap > 0.001 or self._paused.is_set():
-                    inspector.feed_lines(batch)
-                    batch = []
+                    flush()
                     self._wait(gap, inspector, stop)
-                if ts is not None:
-                    previous_ts = ts
-                batch.append(line)
-                if len(batch) >= BATCH_LINES:
-                    inspector.feed_lines(batch)
-                    batch = []
-            inspector.feed_lines(batch)
+                previous_ts = ts
+                batch.append(event)
+                if len(batch) + len(problems) >= BATCH_LINES:
+                    flush()
+            flush()
         self.finished = True
         inspector.set_status(f"replayed {self.path} to its end")
 
@@ -201,13 +212,6 @@ def _next_speed(speeds: tuple[float, ...], speed: float, step: int) -> float:
     if step > 0:
         return next((s for s in ordered if (math.inf if s == 0 else s) > keyed), speed)
     return next((s for s in reversed(ordered) if (math.inf if s == 0 else s) < keyed), speed)
-
-
-def _timestamp(line: bytes) -> float | None:
-    try:
-        return parse_line(line)[2]
-    except ValueError:
-        return None
 
 
 class DemoSource:

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from ctxkit import events
 from ctxkit.events import Event, Subscriber
 
-__all__ = ["DemoOptions", "DemoResult", "add_parser", "run_demo"]
+__all__ = ["DemoOptions", "DemoResult", "add_parser", "check_workload", "run_demo"]
 
 DEFAULT_BUDGET = 20_000
 TOOL_OUTPUT_BYTES = 6_000
@@ -350,6 +350,17 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run_from_args)
 
 
+def check_workload(*, rate: float, budget: int, conversations: int) -> None:
+    """The checks ``ctxkit demo`` and ``ctxkit inspect --demo`` share; ValueError says which
+    option is wrong."""
+    if rate <= 0:
+        raise ValueError(f"--rate must be positive, got {rate}")
+    if budget <= 0:
+        raise ValueError(f"--budget must be positive, got {budget}")
+    if not 1 <= conversations <= 1_000:
+        raise ValueError(f"--conversations must be 1-1000, got {conversations}")
+
+
 def options_from_args(args: argparse.Namespace) -> DemoOptions:
     """Checked options; raises UsageError or ValueError with a message for the user."""
     from ctxkit.cli import config_from_json
@@ -357,12 +368,7 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     config = config_from_json(args.config)
     if args.duration <= 0:
         raise ValueError(f"--duration must be positive, got {args.duration}")
-    if args.rate <= 0:
-        raise ValueError(f"--rate must be positive, got {args.rate}")
-    if args.budget <= 0:
-        raise ValueError(f"--budget must be positive, got {args.budget}")
-    if not 1 <= args.conversations <= 1_000:
-        raise ValueError(f"--conversations must be 1-1000, got {args.conversations}")
+    check_workload(rate=args.rate, budget=args.budget, conversations=args.conversations)
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65_535:
         raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
     return DemoOptions(

@@ -14,7 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ctxkit.demo import DemoOptions, check_workload
+
 __all__ = ["add_parser"]
+
+DEMO = DemoOptions()
+"""The demo's defaults, which ``--demo`` shares."""
 
 JSON_DEMO_TURNS = 100
 """Agent turns the demo runs, at full speed, for ``--demo --json`` without ``--turns``."""
@@ -86,11 +91,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="most screen updates per second, 0.5-10 (10)",
     )
     demo = parser.add_argument_group("demo options")
-    demo.add_argument("--rate", type=float, default=2.0, help="agent turns per second (2)")
-    demo.add_argument("--budget", type=int, default=20_000, help="token budget (20000)")
-    demo.add_argument("--seed", type=int, default=1, help="workload seed (1)")
     demo.add_argument(
-        "--conversations", type=int, default=1, metavar="N", help="conversations at once (1)"
+        "--rate", type=float, default=DEMO.rate, help=f"agent turns per second ({DEMO.rate:g})"
+    )
+    demo.add_argument(
+        "--budget", type=int, default=DEMO.budget, help=f"token budget ({DEMO.budget})"
+    )
+    demo.add_argument("--seed", type=int, default=DEMO.seed, help=f"workload seed ({DEMO.seed})")
+    demo.add_argument(
+        "--conversations",
+        type=int,
+        default=DEMO.conversations,
+        metavar="N",
+        help=f"conversations at once ({DEMO.conversations})",
     )
     demo.add_argument(
         "--turns",
@@ -108,21 +121,21 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--speed must be positive, or 0 for at once; got {args.speed}")
     if not 0.5 <= args.refresh <= 10:
         raise UsageError(f"--refresh must be 0.5-10 per second, got {args.refresh}")
-    if not (math.isfinite(args.rate) and args.rate > 0):
+    if not math.isfinite(args.rate):  # the screen's demo runs at a pace a person can follow
         raise UsageError(f"--rate must be positive, got {args.rate}")
-    if args.budget <= 0:
-        raise UsageError(f"--budget must be positive, got {args.budget}")
-    if not 1 <= args.conversations <= 1_000:
-        raise UsageError(f"--conversations must be 1-1000, got {args.conversations}")
+    try:
+        check_workload(rate=args.rate, budget=args.budget, conversations=args.conversations)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     if args.turns is not None and args.turns <= 0:
         raise UsageError(f"--turns must be positive, got {args.turns}")
     demo_only = [
         flag
         for flag, value, default in (
-            ("--rate", args.rate, 2.0),
-            ("--budget", args.budget, 20_000),
-            ("--seed", args.seed, 1),
-            ("--conversations", args.conversations, 1),
+            ("--rate", args.rate, DEMO.rate),
+            ("--budget", args.budget, DEMO.budget),
+            ("--seed", args.seed, DEMO.seed),
+            ("--conversations", args.conversations, DEMO.conversations),
             ("--turns", args.turns, None),
         )
         if value != default
@@ -133,13 +146,11 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--speed only applies to --replay")
     if args.from_end and not args.follow:
         raise UsageError("--from-end only applies to --follow")
-    for path in (args.replay,) if args.replay else ():
-        if not path.is_file():
-            raise UsageError(f"cannot replay {path}: no such file")
+    if args.replay and not args.replay.is_file():
+        raise UsageError(f"cannot replay {args.replay}: no such file")
 
 
 def _demo_source(args: argparse.Namespace, *, turns: int | None, rate: float) -> Any:
-    from ctxkit.demo import DemoOptions
     from ctxkit.tui.sources import DemoSource
 
     options = DemoOptions(

@@ -1,8 +1,10 @@
 """Pieces the telemetry tests share: a manager that compacts in every way on a short
-conversation, a conversation that carries a marker string, and an event recorder."""
+conversation, a conversation that carries a marker string, an agent loop driving a manager,
+and an event recorder."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.events import Event, EventBus
@@ -13,6 +15,17 @@ MARKER = "zebra-quartz-MARKER-7781"
 """A string no telemetry name or number contains: if it shows up, message text leaked."""
 
 STRATEGY = "truncate_outputs+truncate+summarize"
+
+
+async def drive(
+    target: Any, messages: Sequence[dict[str, Any]]
+) -> list[list[dict[str, Any]]]:
+    """Add each message and ask for a view after each, as an agent loop does."""
+    views = []
+    for message in messages:
+        await target.add_message(message)
+        views.append(await target.get_messages_for_request())
+    return views
 
 
 def compacting_manager(**overrides: Any) -> ReferenceContextManager:

@@ -21,7 +21,7 @@ from ctxkit.events import Event
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import instrument
 from ctxkit.telemetry.stream import SCHEMA_VERSION, EventStream, encode_event
-from tests.telemetry_cases import MARKER, Recorder, marked_conversation
+from tests.telemetry_cases import MARKER, Recorder, drive, marked_conversation
 from tests.zoo.history import SetMessagesAppends
 
 """Put in the conversation; a summary carries it, so its presence in a line means text."""
@@ -40,19 +40,9 @@ def manager(**overrides: Any) -> ReferenceContextManager:
 conversation = marked_conversation
 
 
-async def requests(
-    target: ReferenceContextManager, messages: Sequence[dict[str, Any]]
-) -> list[list[dict[str, Any]]]:
-    views = []
-    for message in messages:
-        await target.add_message(message)
-        views.append(await target.get_messages_for_request())
-    return views
-
-
 def plain_views(messages: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """What a manager with nothing subscribed returns: the baseline a subscriber must not move."""
-    return asyncio.run(requests(manager(), messages))
+    return asyncio.run(drive(manager(), messages))
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -69,7 +59,7 @@ def test_one_json_line_per_event_with_version_time_name_and_data(tmp_path: Path)
     path = tmp_path / "deep" / "dir" / "events.jsonl"  # the directory is created
     with EventStream(path) as stream:
         target.bus.subscribe(stream)
-        asyncio.run(requests(target, conversation(40)))
+        asyncio.run(drive(target, conversation(40)))
         target.bus.flush()
         assert stream.written == len(recorder.events)
         assert stream.dropped == 0
@@ -122,7 +112,7 @@ def test_summary_text_is_written_only_when_asked(tmp_path: Path, include_text: b
     recorder = Recorder(target.bus)
     with EventStream(path, include_text=include_text) as stream:
         target.bus.subscribe(stream)
-        asyncio.run(requests(target, conversation()))
+        asyncio.run(drive(target, conversation()))
         target.bus.flush()
     summaries = [d["content"] for d in recorder.of(events.INCLUDE)]
     assert any(MARKER in text for text in summaries)
@@ -229,7 +219,7 @@ def test_a_full_disk_drops_events_warns_once_and_the_manager_goes_on(
     stream = EventStream("/dev/full")
     target.bus.subscribe(stream)
     with caplog.at_level(logging.WARNING, logger="ctxkit.telemetry.stream"):
-        views = asyncio.run(requests(target, messages))
+        views = asyncio.run(drive(target, messages))
         target.bus.flush()
     stream.close()
     assert views == plain_views(messages)
@@ -251,13 +241,13 @@ def test_after_close_events_are_ignored(tmp_path: Path):
     stream = EventStream(path)
     target.bus.subscribe(stream)
     messages = conversation(30)
-    asyncio.run(requests(target, messages[:10]))
+    asyncio.run(drive(target, messages[:10]))
     target.bus.flush()
     stream.close()
     before, written = path.read_bytes(), stream.written
     assert written > 0
     path.unlink()
-    asyncio.run(requests(target, messages[10:]))
+    asyncio.run(drive(target, messages[10:]))
     target.bus.flush()
     assert not path.exists()
     assert stream.written == written
@@ -290,7 +280,7 @@ def test_a_raising_subscriber_costs_the_manager_only_a_logged_warning(
     broken = Broken(deferred)
     target.bus.subscribe(broken)
     with caplog.at_level(logging.WARNING, logger="ctxkit.events"):
-        views = asyncio.run(requests(target, messages))
+        views = asyncio.run(drive(target, messages))
         target.bus.flush()
     assert views == plain_views(messages)
     assert broken.calls == target.bus.failures == len(recorder.events) > 0

@@ -41,6 +41,7 @@ from tests.telemetry_cases import (
     STRATEGY,
     Recorder,
     compacting_manager,
+    drive,
     marked_conversation,
 )
 from tests.zoo.history import SetMessagesAppends
@@ -51,17 +52,6 @@ def manager(**overrides: Any) -> ReferenceContextManager:
 
 
 conversation = marked_conversation
-
-
-async def drive(
-    target: ReferenceContextManager, messages: Sequence[dict[str, Any]]
-) -> list[list[dict[str, Any]]]:
-    """Add each message and ask for a view after each, as an agent loop does."""
-    views = []
-    for message in messages:
-        await target.add_message(message)
-        views.append(await target.get_messages_for_request())
-    return views
 
 
 @dataclass

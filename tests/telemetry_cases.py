@@ -17,9 +17,7 @@ MARKER = "zebra-quartz-MARKER-7781"
 STRATEGY = "truncate_outputs+truncate+summarize"
 
 
-async def drive(
-    target: Any, messages: Sequence[dict[str, Any]]
-) -> list[list[dict[str, Any]]]:
+async def drive(target: Any, messages: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Add each message and ask for a view after each, as an agent loop does."""
     views = []
     for message in messages:

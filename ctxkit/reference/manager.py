@@ -11,18 +11,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from ctxkit import events
 from ctxkit.events import EventBus
-from ctxkit.messages import copy_message
+from ctxkit.messages import InvalidMessage, copy_message
+from ctxkit.reference.journal import (
+    FSYNC_POLICIES,
+    FsyncPolicy,
+    HistoryFile,
+    HistoryFileError,
+    Torn,
+)
 from ctxkit.reference.planner import Planner, Rendered, Settings, ViewPlan
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
+from ctxkit.reference.timeline import Timeline
 from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
@@ -91,6 +101,15 @@ class ReferenceContextManager:
         (the rows are kept between requests; a request copies the newest
         :data:`~ctxkit.events.LISTING_ROWS` of them), once per message a running total, and
         up to that many rows of bytes in every view event.
+    storage_path: keep the whole history in this JSON Lines file, and load it from there
+        when it exists (see :mod:`ctxkit.reference.journal`). The file is locked while the
+        manager is open: :meth:`close` it, or use ``async with``. When the history came from
+        the file, ``set_messages`` is ignored (and logged), so a filtered transcript cannot
+        overwrite the complete one; after ``clear()`` it is accepted again.
+    fsync: ``always`` (every call that changed the history returns once the change is on
+        disk, surviving a power loss) or ``never`` (once it is in the operating system:
+        survives the process being killed, not the machine failing; many times faster).
+    clock: the time source for arrival times, checkpoints and the audit log.
     hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
 
     Example::
@@ -119,6 +138,9 @@ class ReferenceContextManager:
         on_overflow: Literal["raise", "best_effort"] = "raise",
         conversation_id: str | None = None,
         view_listing: bool = False,
+        storage_path: str | os.PathLike[str] | None = None,
+        fsync: FsyncPolicy = "always",
+        clock: Callable[[], float] = time.time,
         hooks: Any = None,
         bus: EventBus | None = None,
     ) -> None:
@@ -139,6 +161,10 @@ class ReferenceContextManager:
             raise ConfigError(f"summary_role must be user, assistant or system: {summary_role!r}")
         if not isinstance(view_listing, bool):
             raise ConfigError(f"view_listing must be true or false, got {view_listing!r}")
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be {' or '.join(FSYNC_POLICIES)}, got {fsync!r}")
+        if storage_path is not None and not isinstance(storage_path, str | os.PathLike):
+            raise ConfigError(f"storage_path must be a file path, got {storage_path!r}")
         self.max_tokens = _positive("max_tokens", max_tokens)
         self.safety_margin = _positive("safety_margin", safety_margin, zero_ok=True)
         self.hard_limit_ratio = _ratio("hard_limit_ratio", hard_limit_ratio)
@@ -157,15 +183,61 @@ class ReferenceContextManager:
         )
         self.counter = TokenCounter(encoding)
         self.bus = bus or EventBus()
-        self._history = History(self.counter)
+        self._timeline = Timeline()
+        self._history = History(self.counter, clock=clock, recorder=self._timeline)
         self._planner = Planner(self._history, self.settings, summarizer or extractive_summary)
         self._turns = TurnTracker()
         self._last_view: ViewStats | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        self._audit: list[dict[str, Any]] = []
+        self._file: HistoryFile | None = None
+        self.loaded_from_file = False
+        """The history was read from ``storage_path`` (so ``set_messages`` is ignored)."""
+        self.torn: Torn | None = None
+        """The incomplete last line found in ``storage_path`` on opening, if any."""
+        if storage_path is not None:
+            self._open(Path(storage_path), fsync, conversation_id)
         if hooks is not None:
             self.bus.subscribe(_forward_to_hooks(hooks))
+
+    def _open(self, path: Path, fsync: FsyncPolicy, conversation_id: str | None) -> None:
+        """Lock and read the history file, and rebuild the history from it."""
+        file = HistoryFile(
+            path,
+            conversation_id=conversation_id or path.stem,
+            encoding=self.counter.encoding,
+            fsync=fsync,
+        )
+        try:
+            loaded = file.loaded
+            header = loaded.header or {}
+            self.conversation_id = conversation_id or str(header.get("conversation_id", path.stem))
+            recount = None
+            if header.get("encoding") != self.counter.encoding:
+                log.info(
+                    "%s counts tokens in %s; counting them again in %s",
+                    path,
+                    header.get("encoding"),
+                    self.counter.encoding,
+                )
+                recount = self.counter.message_cost
+            self._audit = self._timeline.replay(path, loaded.records, recount=recount)
+            messages, costs, times = self._timeline.current()
+            try:
+                self._history.load(messages, costs, times)
+            except InvalidMessage as exc:
+                raise HistoryFileError(f"{path}: the stored history is not valid: {exc}") from None
+        except BaseException:
+            file.close()
+            raise
+        self._timeline.file = self._file = file
+        weakref.finalize(self, file.close)
+        self.loaded_from_file = bool(messages)
+        if loaded.torn is not None:
+            self.torn = loaded.torn
+            log.warning("%s", loaded.torn.describe(path))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, **extra: Any) -> ReferenceContextManager:
@@ -183,24 +255,41 @@ class ReferenceContextManager:
 
     async def add_message(self, message: dict[str, Any]) -> None:
         """Store a message. Raises :class:`~ctxkit.messages.InvalidMessage`, storing nothing,
-        if it is not a valid message in either shape."""
+        if it is not a valid message in either shape; with a history file,
+        :class:`~ctxkit.reference.journal.HistoryFileError` if it cannot be written, and
+        ``TypeError`` if it is not JSON. When it returns, the message is in the file."""
         self._history.append(message)
+        self._sync()
 
     async def get_messages(self) -> list[dict[str, Any]]:
         """Every message as added, in order (a copy)."""
         return [copy_message(m) for m in self._history.messages]
 
     async def set_messages(self, messages: list[dict[str, Any]]) -> None:
-        """Replace the whole history (all or nothing)."""
+        """Replace the whole history (all or nothing).
+
+        Ignored, with a warning in the log, when the history was loaded from its file (see
+        ``storage_path``): the file holds the complete history, a caller's list may not.
+        """
+        if self.loaded_from_file:
+            log.warning(
+                "set_messages ignored: the history of %s was loaded from %s, which holds it "
+                "whole; clear() first to replace it",
+                self.conversation_id,
+                self._file.path if self._file else "its file",
+            )
+            return
         self._history.replace(messages)
-        self._last_view = None
-        self._turns.reset()
+        self._sync()
+        self._forget_views()
 
     async def clear(self) -> None:
-        """Forget everything: history, plans, usage."""
+        """Forget everything: history, plans, usage. A history file keeps what was there
+        (``checkpoint()`` first to be able to restore it)."""
         self._history.clear()
-        self._last_view = None
-        self._turns.reset()
+        self._sync()
+        self.loaded_from_file = False
+        self._forget_views()
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
@@ -244,6 +333,59 @@ class ReferenceContextManager:
 
     # -- beyond the contract -----------------------------------------------------------------
 
+    async def checkpoint(self, label: str | None = None) -> str:
+        """Name the history as it is now; returns the checkpoint's id (``c1``, ``c2``...)."""
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"label must be a string or None, got {label!r}")
+        with self._history.locked():
+            point = self._timeline.checkpoint(label, self._history.clock())
+        self._sync()
+        return point.id
+
+    async def restore(self, checkpoint_id: str) -> str:
+        """Set the history back to a checkpoint's. The history it replaces is not lost: it is
+        checkpointed first, and that checkpoint's id is returned. Raises
+        :class:`~ctxkit.reference.timeline.UnknownCheckpoint` for an unknown id."""
+        messages, costs, times = self._timeline.state(checkpoint_id)
+        at = self._history.clock()
+        saved: list[str] = []
+
+        def record() -> None:
+            label = f"before restore to {checkpoint_id}"
+            saved.append(self._timeline.checkpoint(label, at).id)
+            self._timeline.restored(checkpoint_id, at)
+
+        self._history.load(messages, costs, times, change=record)
+        self._sync()
+        self._forget_views()
+        return saved[0]
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """Every checkpoint, oldest first: ``id``, ``label``, ``at`` (seconds since the
+        epoch) and ``messages`` (the history's length then)."""
+        return [point.as_dict() for point in self._timeline.checkpoints()]
+
+    async def messages_at(self, checkpoint_id: str) -> list[dict[str, Any]]:
+        """A checkpoint's history (a copy), without restoring it."""
+        messages, _, _ = self._timeline.state(checkpoint_id)
+        return [copy_message(m) for m in messages]
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every time a view left messages out or shortened them, oldest first (a copy)."""
+        return [copy_message(entry) for entry in self._audit]
+
+    def close(self) -> None:
+        """Close the history file and release its lock (nothing to do without one). Changing
+        the history afterwards raises :class:`~ctxkit.reference.journal.HistoryFileError`."""
+        if self._file is not None:
+            self._file.close()
+
+    async def __aenter__(self) -> ReferenceContextManager:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
     def record_usage(self, input_tokens: int, output_tokens: int) -> None:
         """Record the provider's real usage for the turn just made (for turn-size estimates)."""
         self._turns.record(input_tokens, output_tokens, self._history.tokens)
@@ -269,6 +411,22 @@ class ReferenceContextManager:
         )
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        if self._file is not None:
+            self._file.sync()
+
+    def _forget_views(self) -> None:
+        self._last_view = None
+        self._turns.reset()
+
+    def _record_audit(self, entry: dict[str, Any]) -> None:
+        """Keep an audit entry, in the history file too when there is one."""
+        at = self._history.clock()
+        with self._history.locked():
+            self._timeline.write_audit(entry, at)
+            self._audit.append(entry)
+        self._sync()
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()

@@ -2,14 +2,16 @@
 
 Each message is validated, copied and counted once, when it arrives, so a request for a view
 never re-encodes or regroups the history. Nothing in here ever removes or edits a message
-except ``replace`` and ``clear``, which the contract asks for.
+except ``replace`` and ``clear``, which the contract asks for, and ``load``, which restoring a
+checkpoint uses.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from ctxkit.messages import (
     MessageInfo,
@@ -22,24 +24,49 @@ from ctxkit.messages import (
 )
 from ctxkit.tokens import MessageCost, TokenCounter
 
-__all__ = ["History"]
+__all__ = ["History", "Recorder"]
+
+
+class Recorder(Protocol):
+    """Told of every change under the history's lock, before it is made; raising stops it."""
+
+    def added(self, message: dict[str, Any], cost: MessageCost, at: float) -> None: ...
+
+    def replaced(
+        self, messages: list[dict[str, Any]], costs: list[MessageCost], at: float
+    ) -> None: ...
+
+    def cleared(self, at: float) -> None: ...
 
 
 class History:
-    """An append-only list of messages with per-message costs and units.
+    """An append-only list of messages with per-message costs, arrival times and units.
 
     ``generation`` changes whenever the history is replaced or cleared, so plans built on an
-    older history know to start again.
+    older history know to start again. A ``recorder`` (the timeline, which writes the history
+    file) sees each change in the order it is made.
     """
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        clock: Callable[[], float] = time.time,
+        recorder: Recorder | None = None,
+    ) -> None:
         self.counter = counter
+        self.clock = clock
+        self.recorder = recorder
         self._lock = threading.Lock()
-        self._reset([], [], [])
+        self._reset([], [], [], [])
         self.generation = 0
 
     def _reset(
-        self, messages: list[dict[str, Any]], infos: list[MessageInfo], costs: list[MessageCost]
+        self,
+        messages: list[dict[str, Any]],
+        infos: list[MessageInfo],
+        costs: list[MessageCost],
+        times: list[float],
     ) -> None:
         grouper = UnitGrouper()
         first_use: dict[str, int] = {}
@@ -50,6 +77,7 @@ class History:
         self.messages = messages
         self.infos = infos
         self.costs = costs
+        self.times = times
         self.tokens = sum(cost.total for cost in costs)
         self._grouper = grouper
         self._first_use = first_use
@@ -72,11 +100,15 @@ class History:
         with self._lock:
             index = len(self.messages)
             check_new_call_ids(info, index, self._first_use)
+            at = self.clock()
+            if self.recorder is not None:
+                self.recorder.added(stored, cost, at)
             for call_id in info.call_ids:
                 self._first_use[call_id] = index
             self.messages.append(stored)
             self.infos.append(info)
             self.costs.append(cost)
+            self.times.append(at)
             self.tokens += cost.total
             self._grouper.push(info)
         return index
@@ -90,13 +122,40 @@ class History:
         stored = [copy_message(dict(message)) for message in messages]
         costs = [self.counter.message_cost(message) for message in stored]
         with self._lock:
-            self._reset(stored, infos, costs)
+            at = self.clock()
+            if self.recorder is not None:
+                self.recorder.replaced(stored, costs, at)
+            self._reset(stored, infos, costs, [at] * len(stored))
             self.generation += 1
 
     def clear(self) -> None:
         with self._lock:
-            self._reset([], [], [])
+            if self.recorder is not None:
+                self.recorder.cleared(self.clock())
+            self._reset([], [], [], [])
             self.generation += 1
+
+    def load(
+        self,
+        messages: list[dict[str, Any]],
+        costs: list[MessageCost],
+        times: list[float],
+        *,
+        change: Callable[[], None] | None = None,
+    ) -> None:
+        """Become a history known to be whole (read from its file, or a checkpoint's): the
+        messages are validated and grouped again but neither copied nor counted. ``change``
+        runs under the lock first (to record it); raising stops it."""
+        infos = validate_history(messages)
+        with self._lock:
+            if change is not None:
+                change()
+            self._reset(messages, infos, costs, times)
+            self.generation += 1
+
+    def locked(self) -> threading.Lock:
+        """The lock every change takes, for a change the recorder makes on its own."""
+        return self._lock
 
     def unit_cost(self, unit: Unit) -> int:
         return sum(cost.total for cost in self.costs[unit.start : unit.stop])

@@ -1,0 +1,347 @@
+"""The history file: an append-only JSON Lines journal, one record per change, locked.
+
+Line 1 is a header; every later line is one record, written whole by one ``write``:
+
+``{"ctxkit": "history", "version": 1, "conversation_id": ..., "encoding": ..., "created": t}``
+    the header.
+``{"op": "add", "at": t, "message": {...}, "cost": {"user": 12, ...}}``
+    a message added; ``cost`` is its token count by category in the header's encoding, so
+    loading never re-encodes.
+``{"op": "set", "at": t, "messages": [...], "costs": [...]}``
+    the history replaced (one line, so a crash leaves all of it or none).
+``{"op": "clear", "at": t}``
+    the history emptied (what came before stays in the file).
+``{"op": "checkpoint", "at": t, "id": "c1", "label": ..., "messages": n}``
+    the history as it is now, named.
+``{"op": "restore", "at": t, "id": "c1"}``
+    the history set back to a checkpoint's (what came after stays in the file).
+``{"op": "audit", "at": t, "entry": {...}}``
+    a view left messages out or shortened them (see :mod:`ctxkit.reference.audit`).
+
+A crash can leave only the last line incomplete (no newline, or not JSON): loading reports
+it, and a writer moves those bytes to ``<name>.torn`` before it appends. A bad line anywhere
+else is damage, not a crash, and raises :class:`HistoryFileCorrupt` without changing the file.
+
+Durability: with ``fsync="always"`` (the default) a record is on disk (``fdatasync``) before the
+call that wrote it returns, so it survives a power loss. With ``fsync="never"`` it is in the
+operating system when the call returns: it survives the process being killed, not the
+machine failing. The lock is an ``flock`` on the file: a second writer, in this process or
+another, gets :class:`HistoryFileLocked`; the lock goes when the holder closes or dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "FORMAT",
+    "FSYNC_POLICIES",
+    "VERSION",
+    "HistoryFile",
+    "HistoryFileCorrupt",
+    "HistoryFileError",
+    "HistoryFileLocked",
+    "Loaded",
+    "Torn",
+    "encode_record",
+    "read_history_file",
+]
+
+FORMAT = "history"
+VERSION = 1
+FSYNC_POLICIES = ("always", "never")
+FsyncPolicy = Literal["always", "never"]
+
+OPS = frozenset({"add", "set", "clear", "checkpoint", "restore", "audit"})
+
+
+class HistoryFileError(Exception):
+    """A history file cannot be used; the message names the file and what to do."""
+
+
+class HistoryFileLocked(HistoryFileError):
+    """Another manager, in this process or another, has the file open."""
+
+
+class HistoryFileCorrupt(HistoryFileError):
+    """A line before the last is not a record: damage, not a crash. The file was not changed."""
+
+    def __init__(self, path: Path, line: int, offset: int, reason: str) -> None:
+        self.path, self.line, self.offset, self.reason = path, line, offset, reason
+        if line == 1:
+            advice = "Is it a ctxkit history? Give the manager a storage_path of its own."
+        else:
+            advice = (
+                f"To keep what comes before, copy the file and cut the copy at byte {offset} "
+                f"(truncate -s {offset} COPY)."
+            )
+        super().__init__(
+            f"{path}: line {line} (byte {offset}) {reason}. The file was not changed. {advice}"
+        )
+
+    @classmethod
+    def at_line(cls, path: Path, line: int, reason: str) -> HistoryFileCorrupt:
+        """The error for a whole line found bad after parsing (its byte offset read again)."""
+        try:
+            with open(path, "rb") as file:
+                offset = sum(len(text) for _, text in zip(range(line - 1), file, strict=False))
+        except OSError:
+            offset = -1
+        return cls(path, line, offset, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Torn:
+    """An incomplete last line, left by a crash while it was being written."""
+
+    line: int
+    offset: int
+    length: int
+    reason: str
+
+    def describe(self, path: Path) -> str:
+        return (
+            f"{path}: line {self.line} (byte {self.offset}, {self.length} bytes) {self.reason}: "
+            "an append cut short by a crash; it was never acknowledged and is skipped"
+        )
+
+
+@dataclass(slots=True)
+class Loaded:
+    """What a history file holds: its header, its records in order, and a torn tail if any."""
+
+    path: Path
+    header: dict[str, Any] | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    torn: Torn | None = None
+    size: int = 0
+    """Bytes of whole lines: where the torn tail, if any, begins."""
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One line. ASCII-only JSON, so any string (even a lone surrogate) round-trips.
+
+    Raises :class:`TypeError` naming the value when something in it is not JSON.
+    """
+    try:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a persistent history stores messages as JSON: {exc}") from None
+    return text.encode("ascii") + b"\n"
+
+
+def read_history_file(path: str | os.PathLike[str]) -> Loaded:
+    """Read and check a history file without changing it or taking its lock.
+
+    A missing or empty file reads as no header and no records. Raises
+    :class:`HistoryFileCorrupt` for a bad line before the last, or a file that is not a
+    ctxkit history.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Loaded(path=path, header=None)
+    return parse_history(path, data)
+
+
+def parse_history(path: Path, data: bytes) -> Loaded:
+    """Parse a history file's bytes (see :func:`read_history_file`)."""
+    lines = data.split(b"\n")
+    last = len(lines) - 1  # lines[last] is what follows the final newline: b"" when whole
+    loaded = Loaded(path=path, header=None)
+    records = loaded.records
+    loads = json.loads
+    for number, line in enumerate(lines[:last]):
+        try:
+            record = loads(line)
+        except ValueError as exc:
+            if number == last - 1 and not lines[last]:
+                loaded.torn = _torn(lines, number, f"is not JSON ({exc.msg})")
+                break
+            raise HistoryFileCorrupt(
+                path, number + 1, _offset(lines, number), f"is not JSON ({exc.msg})"
+            ) from None
+        if type(record) is not dict:
+            raise HistoryFileCorrupt(path, number + 1, _offset(lines, number), "is not an object")
+        if number == 0:
+            loaded.header = _check_header(path, record)
+        elif record.get("op") not in OPS:
+            raise HistoryFileCorrupt(
+                path, number + 1, _offset(lines, number), f"has unknown op {record.get('op')!r}"
+            )
+        else:
+            records.append(record)
+    else:
+        if lines[last]:
+            loaded.torn = _torn(lines, last, "has no newline")
+    loaded.size = loaded.torn.offset if loaded.torn else len(data)
+    return loaded
+
+
+def _check_header(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    if record.get("ctxkit") != FORMAT:
+        raise HistoryFileCorrupt(path, 1, 0, "is not a ctxkit history header")
+    if record.get("version") != VERSION:
+        raise HistoryFileCorrupt(
+            path, 1, 0, f"has format version {record.get('version')!r}; this ctxkit reads {VERSION}"
+        )
+    return record
+
+
+def _offset(lines: list[bytes], number: int) -> int:
+    return sum(len(line) + 1 for line in lines[:number])
+
+
+def _torn(lines: list[bytes], number: int, reason: str) -> Torn:
+    return Torn(
+        line=number + 1,
+        offset=_offset(lines, number),
+        length=len(lines[number]) + (1 if number < len(lines) - 1 else 0),
+        reason=reason,
+    )
+
+
+class HistoryFile:
+    """The open, locked history file of one manager: read once, then appended to.
+
+    Opening takes the lock, reads what is there, moves a torn tail aside, and writes the
+    header to a new or empty file. ``loaded`` keeps what was read.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        conversation_id: str,
+        encoding: str,
+        fsync: FsyncPolicy = "always",
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
+        self.path = Path(path)
+        self.fsync = fsync
+        created = not self.path.exists()
+        try:
+            self._fd = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
+            )
+        except OSError as exc:
+            raise HistoryFileError(f"{self.path}: cannot open: {exc.strerror}") from None
+        try:
+            _lock(self._fd, self.path)
+            self.loaded = parse_history(self.path, _read_all(self._fd))
+            if self.loaded.torn is not None:
+                self._set_torn_aside(self.loaded.torn)
+            self.end = self.loaded.size
+            if self.loaded.header is None:
+                header = {
+                    "ctxkit": FORMAT,
+                    "version": VERSION,
+                    "conversation_id": conversation_id,
+                    "encoding": encoding,
+                    "created": time.time(),
+                }
+                self.loaded.header = header
+                self.append(header)
+                self.sync()
+                if created and fsync == "always":
+                    _sync_directory(self.path.parent)
+        except BaseException:
+            os.close(self._fd)
+            self._fd = -1
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Write one record; returns the file's end after it. All or nothing: a failed write
+        (a full disk) is cut off again and raises :class:`HistoryFileError`."""
+        line = encode_record(record)
+        if self._fd < 0:
+            raise HistoryFileError(f"{self.path}: the history file is closed")
+        try:
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            os.ftruncate(self._fd, self.end)
+            raise HistoryFileError(f"{self.path}: cannot write: {exc.strerror}") from None
+        self.end += len(line)
+        return self.end
+
+    def sync(self) -> None:
+        """Make what was written durable, as the fsync policy says."""
+        if self.fsync == "always" and self._fd >= 0:
+            os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        """Release the lock and the file; appending after this raises."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)  # closing the only descriptor releases the flock
+
+    def _set_torn_aside(self, torn: Torn) -> None:
+        """Keep the torn bytes in ``<name>.torn`` (never acknowledged, but never thrown away),
+        then cut them off so the next record starts on a line of its own."""
+        os.lseek(self._fd, torn.offset, os.SEEK_SET)
+        tail = os.read(self._fd, torn.length)
+        aside = self.path.with_name(self.path.name + ".torn")
+        with open(aside, "ab") as out:
+            out.write(tail if tail.endswith(b"\n") else tail + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.ftruncate(self._fd, torn.offset)
+        os.fsync(self._fd)
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 24):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(path)
+        by = f" by process {holder}" if holder else ""
+        raise HistoryFileLocked(
+            f"{path} is open{by}: one manager at a time may write a history. Close the other "
+            "manager (manager.close()), or give this one its own storage_path."
+        ) from None
+
+
+def _lock_holder(path: Path) -> int | None:
+    """The pid holding an flock on ``path``, from /proc/locks (Linux); None if unknown."""
+    try:
+        inode = path.stat().st_ino
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].endswith(f":{inode}"):
+            return int(parts[4]) if parts[4].isdigit() else None
+    return None
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -79,6 +80,7 @@ class Worker:
             }
         if op == "reset":
             assert self.target is not None, "load first"
+            await _close(self.manager)
             self.recorder = EventRecorder()
             self.sent_events = 0
             self.manager = await self.target.build(self.recorder)
@@ -157,6 +159,20 @@ class _Provider:
 
     def get_info(self) -> Any:
         return self._info
+
+
+async def _close(manager: Any) -> None:
+    """Close the previous run's manager if it can be (a file it holds, a connection); its
+    failure to close is no failure of the contract, so it is not reported."""
+    close = getattr(manager, "close", None) or getattr(manager, "aclose", None)
+    if not callable(close):
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        pass
 
 
 def _error(exc: BaseException, kind: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from ctxkit.reference.manager import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.mount import mount
+from ctxkit.reference.scratch import scratch_manager
 from ctxkit.reference.strategies import STRATEGIES, extractive_summary
 
 __all__ = [
@@ -11,4 +12,5 @@ __all__ = [
     "ReferenceContextManager",
     "extractive_summary",
     "mount",
+    "scratch_manager",
 ]

@@ -99,13 +99,18 @@ def _read_quicktok_vocab(stem: str) -> tuple[dict[bytes, int], str]:
     return ranks, digest.hexdigest()
 
 
-@cache
 def load_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     """Build a tiktoken encoding from packaged data, checking tiktoken's expected sha256.
 
     The pattern and special tokens come from tiktoken's own definition of the encoding; only
-    the loading of ranks is swapped for the offline file, so nothing can drift.
+    the loading of ranks is swapped for the offline file, so nothing can drift. Built once per
+    name and process.
     """
+    return _load_encoding(name)
+
+
+@cache  # keyed on the name alone: load_encoding() and load_encoding(DEFAULT_ENCODING) share it
+def _load_encoding(name: str) -> tiktoken.Encoding:
     if name not in ENCODINGS:
         raise EncodingUnavailable(
             f"unknown encoding {name!r}; offline encodings: {', '.join(sorted(ENCODINGS))}"

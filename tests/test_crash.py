@@ -1,0 +1,127 @@
+"""Crash test: a writer process killed with SIGKILL at random moments, 100 times.
+
+After every kill the history file is opened again and must hold every message the writer
+acknowledged, in order, followed by nothing but messages it was about to add; the file must
+load (a torn last line set aside, never fatal). Both fsync policies take turns: SIGKILL spares
+what is in the operating system, so ``never`` must pass this test as well as ``always``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ctxkit.reference import ReferenceContextManager
+from tests.crash_writer import message
+
+ROOT = Path(__file__).resolve().parent.parent
+ROUNDS = 100
+ROUNDS_PER_FILE = 10
+"""A new file every ten rounds keeps each check's reading short; within a file, every round
+after the first starts by recovering from the last one's kill."""
+
+
+class Writer:
+    """The forking writer process (tests/crash_writer.py) and its line protocol."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash_writer"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def line(self, timeout: float = 30) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline()
+        assert line, "the writer process ended"
+        assert time.monotonic() < deadline, "the writer process took too long"
+        return line.split("\n")[0]
+
+    def start(self, path: Path, fsync: str) -> int:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"go {path} {fsync}\n")
+        self.process.stdin.flush()
+        kind, pid = self.line().split()
+        assert kind == "pid"
+        return int(pid)
+
+    def until_exit(self) -> tuple[list[str], int]:
+        lines = []
+        while not (line := self.line()).startswith("exit "):
+            lines.append(line)
+        return lines, int(line.split()[1])
+
+    def close(self) -> None:
+        self.process.kill()  # and with it any writer it is waiting for, via SIGKILL below
+        self.process.wait(timeout=30)
+
+
+def check_file(path: Path) -> int:
+    """Open the history as a new process would; returns how many messages it holds, after
+    checking each is the message the writer added at that place."""
+
+    async def read() -> list[dict]:
+        manager = ReferenceContextManager(storage_path=path, fsync="never")
+        try:
+            return await manager.get_messages()
+        finally:
+            manager.close()
+
+    messages = asyncio.run(read())
+    for i, stored in enumerate(messages):
+        assert stored == message(i), f"message {i} of {path.name} is not the one added there"
+    return len(messages)
+
+
+def test_every_acknowledged_message_survives_sigkill(tmp_path: Path):
+    rng = random.Random(20261121)
+    writer = Writer()
+    torn = opened_at = acked_total = 0
+    pid = None
+    try:
+        for round_ in range(ROUNDS):
+            path = tmp_path / f"history-{round_ // ROUNDS_PER_FILE}.jsonl"
+            fsync = ("never", "always")[round_ % 2]
+            pid = writer.start(path, fsync)
+            # From "at once" (inside the open and its recovery) to well into the appending.
+            time.sleep(rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0.05, 0.4)]))
+            os.kill(pid, signal.SIGKILL)
+            lines, status = writer.until_exit()
+            assert os.WIFSIGNALED(status), lines[-3:]
+            assert os.WTERMSIG(status) == signal.SIGKILL, lines[-3:]
+            assert not [line for line in lines if line.startswith("error")], lines[-3:]
+            acked = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
+            opens = [line.split() for line in lines if line.startswith("open ")]
+            if opens:
+                opened_at += 1
+                torn += int(opens[0][2]) > 0
+                start = int(opens[0][1])
+                assert acked == list(range(start, start + len(acked)))
+            held = check_file(path)
+            if acked:
+                assert held >= acked[-1] + 1, (
+                    f"round {round_} ({fsync}): message {acked[-1]} was acknowledged, "
+                    f"the file holds {held}"
+                )
+                acked_total += len(acked)
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        writer.close()
+    # The kills must have landed at different moments, not all before or all after opening.
+    assert opened_at >= ROUNDS // 2, f"only {opened_at} of {ROUNDS} writers got to append"
+    assert acked_total > ROUNDS * 10
+    print(f"{ROUNDS} kills, {acked_total} acknowledged adds, {torn} torn tails recovered")

@@ -20,6 +20,10 @@ from typing import Any
 __all__ = ["Child", "Reply", "TargetUnusable"]
 
 
+CLOSE_GRACE_S = 2.0
+"""How long a worker may take to end on its own once its input is closed."""
+
+
 class TargetUnusable(BaseException):
     """The target hung or died; the run cannot go on."""
 
@@ -125,9 +129,16 @@ class Child:
         return self._process.poll() is None
 
     def close(self) -> None:
+        """End the worker: first by closing its input, so the target can clean up (close
+        files, run ``atexit``), and by killing it if it has not ended a moment later."""
         if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait(timeout=5)
+            try:
+                if self._process.stdin is not None:
+                    self._process.stdin.close()
+                self._process.wait(timeout=CLOSE_GRACE_S)
+            except (OSError, subprocess.TimeoutExpired):
+                self._process.kill()
+                self._process.wait(timeout=5)
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
                 stream.close()

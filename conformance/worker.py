@@ -190,7 +190,8 @@ async def serve(protocol: Any) -> None:
     loop = asyncio.get_running_loop()
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:
+        if not line:  # the parent is done: let the last manager release what it holds
+            await _close(worker.manager)
             return
         request = json.loads(line)
         op = request["op"]

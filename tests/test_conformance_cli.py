@@ -123,6 +123,28 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
     assert suite.get("failures") == "0"
 
 
+QUICK = ["--profile", "quick", "--seed", "5", "--timeout", "20"]
+
+
+def test_the_persistent_configuration_passes_and_leaves_no_files(tmp_path: Path):
+    """Every run's manager writes its history file (fsync always) and is closed after it."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(scratch))
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "ctxkit.reference:scratch_manager", *QUICK],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: every required property holds" in done.stdout
+    assert done.stdout.count(" pass\n") == 11
+    assert list(scratch.iterdir()) == []
+
+
 def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
     report = tmp_path / "report.json"
     done = conformance(

@@ -80,3 +80,30 @@ def test_inspect_ingest_benchmark_runs_both_streams(tmp_path: Path):
         assert figures["burst"]["events"] == 2000
     assert streams["with listing"]["bytes_per_line"] > streams["plain"]["bytes_per_line"]
     assert "redraws/s" in done.stdout
+
+
+def test_persistence_benchmark_runs_every_mode(tmp_path: Path):
+    out = tmp_path / "persistence.json"
+    script = str(ROOT / "benchmarks" / "persistence.py")
+    small = ["--adds", "60", "--rounds", "1", "--load-messages", "400", "--repeats", "1"]
+    done = subprocess.run(
+        [sys.executable, script, *small, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert set(results["adds"]) == {
+        "no file",
+        "fsync=never",
+        "fsync=always",
+        "floor: write+fdatasync",
+    }
+    assert all(row["adds_per_s"] > 0 for row in results["adds"].values())
+    assert results["load"]["messages"] > 300
+    assert results["load"]["open_vs_plain_median_of_pairs"] > 0
+    assert "2x goal" in done.stdout
+    assert list(tmp_path.iterdir()) == [out]  # its files are gone

@@ -306,11 +306,15 @@ class HistoryFile:
 
 
 def _read_all(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 24):
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The whole file in one buffer (one copy: a history can be hundreds of megabytes)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    while len(data) < size:  # a short read: go on where it stopped
+        more = os.pread(fd, size - len(data), len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 def _lock(fd: int, path: Path) -> None:

@@ -151,24 +151,32 @@ class Timeline:
         None trusts the counts the file holds.
         """
         audit: list[dict[str, Any]] = []
+        stored, costs, times = self._messages, self._costs, self._times
         for number, record in enumerate(records, start=2):
             op = record.get("op")
             try:
-                at = _number(record["at"])
-                if op == "add":
-                    message = _message(record["message"])
+                at = record["at"]
+                if type(at) is not float:
+                    at = _number(at)
+                if op == "add":  # the common case, kept short
+                    message = record["message"]
+                    if type(message) is not dict:
+                        raise ValueError("holds a message that is not an object")
                     cost = recount(message) if recount else _cost(record["cost"])
-                    self._current.append(self._store(message, cost, at))
+                    self._current.append(len(stored))
+                    stored.append(message)
+                    costs.append(cost)
+                    times.append(at)
                 elif op == "set":
-                    messages = [_message(m) for m in record["messages"]]
+                    batch = [_message(m) for m in record["messages"]]
                     if recount:
-                        costs = [recount(m) for m in messages]
+                        batch_costs = [recount(m) for m in batch]
                     else:
-                        costs = [_cost(c) for c in record["costs"]]
-                    if len(costs) != len(messages):
+                        batch_costs = [_cost(c) for c in record["costs"]]
+                    if len(batch_costs) != len(batch):
                         raise ValueError("has a cost per message missing")
                     self._current = [
-                        self._store(m, c, at) for m, c in zip(messages, costs, strict=True)
+                        self._store(m, c, at) for m, c in zip(batch, batch_costs, strict=True)
                     ]
                 elif op == "clear":
                     self._current = []

@@ -163,12 +163,13 @@ def parse_history(path: Path, data: bytes) -> Loaded:
     for number, line in enumerate(lines[:last]):
         try:
             record = loads(line)
-        except ValueError as exc:
+        except ValueError as exc:  # bytes that are not text raise UnicodeDecodeError
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
             if number == last - 1 and not lines[last]:
-                loaded.torn = _torn(lines, number, f"is not JSON ({exc.msg})")
+                loaded.torn = _torn(lines, number, f"is not JSON ({why})")
                 break
             raise HistoryFileCorrupt(
-                path, number + 1, _offset(lines, number), f"is not JSON ({exc.msg})"
+                path, number + 1, _offset(lines, number), f"is not JSON ({why})"
             ) from None
         if type(record) is not dict:
             raise HistoryFileCorrupt(path, number + 1, _offset(lines, number), "is not an object")

@@ -201,9 +201,9 @@ def test_a_history_open_in_another_process_is_listed_open_and_never_archived(
 
         actions = {action.id: action for action in cleanup(tmp_path, now=T0 + DEFAULT_TTL)}
         assert actions["busy"].outcome == "skipped"
-        assert actions["busy"].open_by == holder.pid
+        assert (actions["busy"].open, actions["busy"].open_by) == (True, holder.pid)
         assert actions["busy"].describe() == f"skipped busy: open by process {holder.pid}"
-        assert actions["done"].outcome == "archived"
+        assert (actions["done"].outcome, actions["done"].open) == ("archived", False)
         assert path.exists()
 
         (named,) = cleanup(tmp_path, ids=["busy"])

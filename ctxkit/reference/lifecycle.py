@@ -53,6 +53,7 @@ __all__ = [
     "cleanup",
     "details",
     "examine",
+    "find",
     "scan",
 ]
 
@@ -119,7 +120,10 @@ class Action:
     outcome: Outcome
     reason: str
     destination: Path | None = None
+    open: bool = False
+    """Skipped because a live process holds the history open."""
     open_by: int | None = None
+    """That process's pid, when /proc/locks tells it."""
 
     def describe(self) -> str:
         """One line for a person."""
@@ -345,7 +349,8 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
     size = path.stat().st_size
     loaded = read_history_file(path)
     if loaded.header is None:
-        raise HistoryFileError(f"{path}: no whole header line: not a ctxkit history (yet)")
+        why = f"line 1 {loaded.torn.reason}" if loaded.torn else "the file is empty"
+        raise HistoryFileError(f"{path}: {why}: no whole header, so not a ctxkit history (yet)")
     timeline = Timeline()
     audit = timeline.replay(path, loaded.records, recount=None)
     messages, costs, times = timeline.current()
@@ -437,7 +442,8 @@ def cleanup(
             if found.state == "expired"
         ]
     else:
-        chosen = [(_named(directory, name, now), "named") for name in dict.fromkeys(ids)]
+        paths = [find(directory, name) for name in dict.fromkeys(ids)]
+        chosen = [(examine(path, now=now), "named") for path in paths]
     if dry_run:
         return [_plan(found, reason, archive) for found, reason in chosen]
     if not chosen:
@@ -454,12 +460,20 @@ def cleanup(
     return actions
 
 
-def _named(directory: Path, name: str, now: float) -> StoredConversation:
+def find(directory: str | os.PathLike[str], name: str, *, archived: bool = False) -> Path:
+    """The history file of conversation ``name`` in ``directory`` (or, with ``archived``, in
+    its ``archive/`` when not in ``directory``). Raises :class:`UnknownConversation` saying
+    which ids there are."""
+    directory = Path(directory)
+    valid = bool(name) and "/" not in name and name not in (".", "..")
     path = directory / f"{name}{SUFFIX}"
-    if name and "/" not in name and name not in (".", "..") and path.is_file():
-        return examine(path, now=now)
-    if name and (directory / ARCHIVE_DIR / f"{name}{SUFFIX}").is_file():
-        raise UnknownConversation(f"{name!r} is archived already (in {directory / ARCHIVE_DIR})")
+    if valid and path.is_file():
+        return path
+    stored = directory / ARCHIVE_DIR / f"{name}{SUFFIX}"
+    if valid and stored.is_file():
+        if archived:
+            return stored
+        raise UnknownConversation(f"{name!r} is archived already (in {stored.parent})")
     known = [path.name.removesuffix(SUFFIX) for path in _histories(directory)]
     listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") if known else "none"
     raise UnknownConversation(f"no conversation {name!r} in {directory} (it has: {listed})")
@@ -473,12 +487,17 @@ def _age(now: float, found: StoredConversation) -> str:
 
 def _plan(found: StoredConversation, reason: str, archive: Path) -> Action:
     if found.open_by is not None:
-        return _skipped(found, f"open by process {found.open_by}", found.open_by)
+        return _opened(found, found.open_by)
     return Action(found.id, found.path, "would_archive", reason, _free_name(archive, found.id))
 
 
-def _skipped(found: StoredConversation, reason: str, pid: int | None = None) -> Action:
-    return Action(found.id, found.path, "skipped", reason, open_by=pid)
+def _skipped(found: StoredConversation, reason: str) -> Action:
+    return Action(found.id, found.path, "skipped", reason)
+
+
+def _opened(found: StoredConversation, pid: int | None) -> Action:
+    by = f"process {pid}" if pid is not None else "another process"
+    return Action(found.id, found.path, "skipped", f"open by {by}", open=True, open_by=pid)
 
 
 def _archive(
@@ -497,9 +516,7 @@ def _archive(
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = lock_holder(path)
-            by = f"process {pid}" if pid is not None else "another process"
-            return _skipped(found, f"open by {by}", pid)
+            return _opened(found, lock_holder(path))
         try:
             if os.stat(path).st_ino != os.fstat(fd).st_ino:
                 return _skipped(found, "replaced meanwhile")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "list",
         help="one line per stored conversation",
         usage="ctxkit contexts list [DIR] [--archived] [--json] [--idle-after D] [--ttl D]",
-        description="One line per conversation in DIR: id, state, open (pid), last activity "
-        f"and size. DIR defaults to ${ENV_DIR}, else the current directory.",
+        description=_wrap(
+            "One line per conversation in DIR: id, state, open (pid), last activity "
+            f"and size. DIR defaults to ${ENV_DIR}, else the current directory."
+        ),
         epilog="examples:\n  ctxkit contexts list\n  ctxkit contexts list runs/ --archived\n"
         "  ctxkit contexts list runs/ --json | jq '.conversations[] | select(.open_by)'\n\n"
         "exit codes: 0 ok, 2 no such directory or bad usage.",
@@ -88,13 +91,15 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "show",
         help="one conversation in full",
         usage="ctxkit contexts show [DIR] ID [--messages N] [--json]",
-        description="Read one history file in full (without taking its lock): header, state, "
-        "messages and tokens of the current history, checkpoints, audit entries, a torn tail, "
-        "and the newest messages, one line each. An archived ID is found in DIR/archive/.",
+        description=_wrap(
+            "Read one history file in full (without taking its lock): header, state, "
+            "messages and tokens of the current history, checkpoints, audit entries, a torn tail, "
+            "and the newest messages, one line each. An archived ID is found in DIR/archive/."
+        ),
         epilog="examples:\n  ctxkit contexts show 7f3a9c\n"
         "  ctxkit contexts show runs/ 7f3a9c --messages 20\n"
         "  ctxkit contexts show runs/ 7f3a9c --json\n\n"
-        "exit codes: 0 ok, 2 no such directory or id, an unreadable history, or bad usage.",
+        "exit codes: 0 ok; 2 no such directory or id, an unreadable history, bad usage.",
         formatter_class=raw,
         parents=[common],
     )
@@ -110,15 +115,17 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "expire",
         help="archive expired conversations, or the named ones",
         usage="ctxkit contexts expire [DIR] [ID ...] [--ttl D] [--dry-run] [--json]",
-        description="Without IDs, move every conversation with no record for --ttl to "
-        "DIR/archive/; with IDs, move those now, whatever their age. Nothing is deleted; a "
-        "<id>.jsonl.torn moves along; a name already in the archive gets a number. A "
-        "conversation a process has open is skipped (its lock is taken for the move, so none "
-        "can open it meanwhile). DIR is told from an ID by being a directory or having a '/'.",
+        description=_wrap(
+            "Without IDs, move every conversation with no record for --ttl to "
+            "DIR/archive/; with IDs, move those now, whatever their age. Nothing is deleted; a "
+            "<id>.jsonl.torn moves along; a name already in the archive gets a number. A "
+            "conversation a process has open is skipped (its lock is taken for the move, so none "
+            "can open it meanwhile). DIR is told from an ID by being a directory or having a '/'."
+        ),
         epilog="examples:\n  ctxkit contexts expire --dry-run\n"
         "  ctxkit contexts expire runs/ --ttl 7d\n  ctxkit contexts expire runs/ 7f3a9c 0be21d\n\n"
-        "exit codes: 0 ok (or nothing to do), 1 a conversation was skipped because a process "
-        "has it open, 2 no such directory or id, or bad usage.",
+        "exit codes: 0 ok (or nothing to do), 1 a conversation was skipped because a\n"
+        "process has it open, 2 no such directory or id, or bad usage.",
         formatter_class=raw,
         parents=[common],
     )
@@ -129,6 +136,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     expire.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
     expire.add_argument("--json", action="store_true", help="print JSON")
     expire.set_defaults(run=_run_expire)
+
+
+def _wrap(text: str) -> str:
+    """A description as paragraphs of the width the other subcommands use."""
+    return textwrap.fill(text, width=88)
 
 
 def _add_states(parser: argparse.ArgumentParser) -> None:

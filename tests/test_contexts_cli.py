@@ -192,10 +192,16 @@ def test_expire_named_conversations(directory: Path, monkeypatch, capsys) -> Non
 
 
 def test_expire_skips_a_conversation_open_in_another_process_and_exits_1(
-    directory: Path,
+    directory: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     holder = Holder(directory / "old.jsonl")
     try:
+        listed = run(capsys, "list", str(directory))[1]
+        assert [line.split()[:3] for line in listed.splitlines() if line.startswith("old")] == [
+            ["old", "expired", str(holder.pid)]
+        ]
+        shown = json.loads(run(capsys, "show", str(directory), "old", "--json")[1])
+        assert shown["open_by"] == holder.pid
         done = subprocess.run(
             [sys.executable, "-m", "ctxkit", "contexts", "expire", str(directory)],
             cwd=ROOT,

@@ -310,6 +310,13 @@ def test_cleanup_of_a_missing_directory_raises(tmp_path: Path) -> None:
         cleanup(tmp_path / "nope")
 
 
+def test_ids_must_be_a_list(tmp_path: Path) -> None:
+    store(tmp_path, "a", at=T0)
+    with pytest.raises(TypeError, match="a list of ids"):
+        cleanup(tmp_path, ids="a")
+    assert cleanup(tmp_path, ids=[]) == []
+
+
 def test_an_archived_history_still_loads(tmp_path: Path) -> None:
     path = store(tmp_path, "a", at=T0, checkpoint="done")
     messages, checkpoints = load(path)

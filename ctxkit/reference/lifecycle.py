@@ -54,6 +54,7 @@ __all__ = [
     "details",
     "examine",
     "find",
+    "preview",
     "scan",
 ]
 
@@ -430,6 +431,8 @@ def cleanup(
     changes nothing and takes no lock. Raises :class:`UnknownConversation`, before moving
     anything, when an id names no conversation in ``directory``.
     """
+    if isinstance(ids, str):
+        raise TypeError(f"ids must be a list of ids, not the string {ids!r}")
     directory = Path(directory)
     now = time.time() if now is None else now
     if not directory.is_dir():

@@ -110,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_conformance(commands, common)
     _add_demo(commands, common)
     _add_inspect(commands, common)
+    _add_contexts(commands, common)
     return parser
 
 
@@ -127,6 +128,12 @@ def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.inspect_cli import add_parser
+
+    add_parser(commands, common)
+
+
+def _add_contexts(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.contexts_cli import add_parser
 
     add_parser(commands, common)
 

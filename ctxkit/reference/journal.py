@@ -51,6 +51,7 @@ __all__ = [
     "Loaded",
     "Torn",
     "encode_record",
+    "lock_holder",
     "read_history_file",
 ]
 
@@ -162,12 +163,13 @@ def parse_history(path: Path, data: bytes) -> Loaded:
     for number, line in enumerate(lines[:last]):
         try:
             record = loads(line)
-        except ValueError as exc:
+        except ValueError as exc:  # bytes that are not text raise UnicodeDecodeError
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
             if number == last - 1 and not lines[last]:
-                loaded.torn = _torn(lines, number, f"is not JSON ({exc.msg})")
+                loaded.torn = _torn(lines, number, f"is not JSON ({why})")
                 break
             raise HistoryFileCorrupt(
-                path, number + 1, _offset(lines, number), f"is not JSON ({exc.msg})"
+                path, number + 1, _offset(lines, number), f"is not JSON ({why})"
             ) from None
         if type(record) is not dict:
             raise HistoryFileCorrupt(path, number + 1, _offset(lines, number), "is not an object")
@@ -321,7 +323,7 @@ def _lock(fd: int, path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _lock_holder(path)
+        holder = lock_holder(path)
         by = f" by process {holder}" if holder else ""
         raise HistoryFileLocked(
             f"{path} is open{by}: one manager at a time may write a history. Close the other "
@@ -329,10 +331,14 @@ def _lock(fd: int, path: Path) -> None:
         ) from None
 
 
-def _lock_holder(path: Path) -> int | None:
-    """The pid holding an flock on ``path``, from /proc/locks (Linux); None if unknown."""
+def lock_holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid holding an flock on ``path``, from /proc/locks (Linux); None if none or unknown.
+
+    It only reads: asking this way cannot make a writer's open fail, as taking the lock to
+    test it could.
+    """
     try:
-        inode = path.stat().st_ino
+        inode = os.stat(path).st_ino
         text = Path("/proc/locks").read_text()
     except OSError:
         return None

@@ -1,0 +1,402 @@
+"""``ctxkit contexts``: list, show and archive the conversations stored in a directory.
+
+The work is done by :mod:`ctxkit.reference.lifecycle`; this module reads options, finds the
+directory, and prints tables, details and actions (or JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV_DIR", "add_parser"]
+
+ENV_DIR = "CTXKIT_STORAGE_DIR"
+"""Where the conversations are when no DIR is given (else the current directory)."""
+
+EXIT_OK = 0
+EXIT_SKIPPED_OPEN = 1
+EXIT_USAGE = 2
+
+DESCRIPTION = f"""\
+The conversations a ReferenceContextManager stores with storage_path=DIR/<id>.jsonl, one
+history file each. A conversation is active (last record under --idle-after ago), idle,
+expired (no record for --ttl), archived (moved to DIR/archive/) or unreadable (not a ctxkit
+history, or damaged). Listing reads only each file's ends and never takes its lock; "open"
+shows the pid of a live process that holds the file.
+
+DIR defaults to ${ENV_DIR}, else the current directory."""
+
+EPILOG = f"""\
+actions:
+  list [DIR]                 one line per conversation: id, state, open (pid), last activity, size
+  show [DIR] ID              header, state, messages and tokens, checkpoints, audit entries,
+                             a torn tail, and the newest messages
+  expire [DIR] [ID ...]      archive every expired conversation, or the named ones now; never
+                             deletes, never moves one a process has open
+
+examples:
+  ctxkit contexts list ~/.agent/history
+  {ENV_DIR}=~/.agent/history ctxkit contexts list --archived --json
+  ctxkit contexts show ~/.agent/history 7f3a9c --messages 10
+  ctxkit contexts expire ~/.agent/history --ttl 7d --dry-run
+  ctxkit contexts expire ~/.agent/history 7f3a9c 0be21d
+
+durations: 90s, 30m, 24h, 7d.
+
+exit codes: 0 ok; 1 expire skipped a conversation a process has open; 2 bad usage, no such
+directory, unknown id, or an unreadable history (show); 3 internal error."""
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The ``contexts`` subcommand and its actions."""
+    parser = commands.add_parser(
+        "contexts",
+        help="list, show and archive stored conversations (history files)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.set_defaults(run=lambda args: _print_help(parser))
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    listing = actions.add_parser(
+        "list",
+        help="one line per stored conversation",
+        usage="ctxkit contexts list [DIR] [--archived] [--json] [--idle-after D] [--ttl D]",
+        description=_wrap(
+            "One line per conversation in DIR: id, state, open (pid), last activity "
+            f"and size. DIR defaults to ${ENV_DIR}, else the current directory."
+        ),
+        epilog="examples:\n  ctxkit contexts list\n  ctxkit contexts list runs/ --archived\n"
+        "  ctxkit contexts list runs/ --json | jq '.conversations[] | select(.open_by)'\n\n"
+        "exit codes: 0 ok, 2 no such directory or bad usage.",
+        formatter_class=raw,
+        parents=[common],
+    )
+    listing.add_argument("directory", nargs="?", metavar="DIR", help="the storage directory")
+    listing.add_argument("--archived", action="store_true", help="include DIR/archive/ too")
+    _add_states(listing)
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(run=_run_list)
+
+    show = actions.add_parser(
+        "show",
+        help="one conversation in full",
+        usage="ctxkit contexts show [DIR] ID [--messages N] [--json]",
+        description=_wrap(
+            "Read one history file in full (without taking its lock): header, state, "
+            "messages and tokens of the current history, checkpoints, audit entries, a torn tail, "
+            "and the newest messages, one line each. An archived ID is found in DIR/archive/."
+        ),
+        epilog="examples:\n  ctxkit contexts show 7f3a9c\n"
+        "  ctxkit contexts show runs/ 7f3a9c --messages 20\n"
+        "  ctxkit contexts show runs/ 7f3a9c --json\n\n"
+        "exit codes: 0 ok; 2 no such directory or id, an unreadable history, bad usage.",
+        formatter_class=raw,
+        parents=[common],
+    )
+    show.add_argument("names", nargs="+", metavar="ARG", help="[DIR] ID")
+    show.add_argument(
+        "--messages", type=int, default=5, metavar="N", help="newest messages to show (5)"
+    )
+    _add_states(show)
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(run=_run_show)
+
+    expire = actions.add_parser(
+        "expire",
+        help="archive expired conversations, or the named ones",
+        usage="ctxkit contexts expire [DIR] [ID ...] [--ttl D] [--dry-run] [--json]",
+        description=_wrap(
+            "Without IDs, move every conversation with no record for --ttl to "
+            "DIR/archive/; with IDs, move those now, whatever their age. Nothing is deleted; a "
+            "<id>.jsonl.torn moves along; a name already in the archive gets a number. A "
+            "conversation a process has open is skipped (its lock is taken for the move, so none "
+            "can open it meanwhile). DIR is told from an ID by being a directory or having a '/'."
+        ),
+        epilog="examples:\n  ctxkit contexts expire --dry-run\n"
+        "  ctxkit contexts expire runs/ --ttl 7d\n  ctxkit contexts expire runs/ 7f3a9c 0be21d\n\n"
+        "exit codes: 0 ok (or nothing to do), 1 a conversation was skipped because a\n"
+        "process has it open, 2 no such directory or id, or bad usage.",
+        formatter_class=raw,
+        parents=[common],
+    )
+    expire.add_argument("names", nargs="*", metavar="ARG", help="[DIR] [ID ...]")
+    expire.add_argument(
+        "--ttl", type=_duration, metavar="D", help="archive after this long unused (24h)"
+    )
+    expire.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
+    expire.add_argument("--json", action="store_true", help="print JSON")
+    expire.set_defaults(run=_run_expire)
+
+
+def _wrap(text: str) -> str:
+    """A description as paragraphs of the width the other subcommands use."""
+    return textwrap.fill(text, width=88)
+
+
+def _add_states(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--idle-after", type=_duration, default="5m", metavar="D", help="idle after (5m)"
+    )
+    parser.add_argument("--ttl", type=_duration, default="24h", metavar="D", help="expired (24h)")
+
+
+def _duration(text: str) -> float:
+    from ctxkit.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return EXIT_OK
+
+
+# -- where -------------------------------------------------------------------------------------
+
+
+def _directory(given: str | None) -> Path:
+    from ctxkit.cli import UsageError
+
+    source = ""
+    if given is None:
+        given = os.environ.get(ENV_DIR) or "."
+        source = f" (from ${ENV_DIR})" if os.environ.get(ENV_DIR) else ""
+    path = Path(given).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"no such directory: {path}{source}")
+    return path
+
+
+def _looks_like_directory(text: str) -> bool:
+    return "/" in text or text in (".", "..", "~") or Path(text).is_dir()
+
+
+# -- list --------------------------------------------------------------------------------------
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from ctxkit.reference.lifecycle import scan
+
+    directory = _directory(args.directory)
+    now = time.time()
+    found = scan(
+        directory, now=now, idle_after=args.idle_after, ttl=args.ttl, archived=args.archived
+    )
+    if args.json:
+        report = {
+            "directory": str(directory),
+            "now": now,
+            "idle_after_s": args.idle_after,
+            "ttl_s": args.ttl,
+            "conversations": [_with_age(c.as_dict(), now) for c in found],
+        }
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    if not found:
+        print(f"no stored conversations in {directory}")
+        return EXIT_OK
+    _print_table(
+        ["ID", "STATE", "OPEN", "LAST ACTIVITY", "SIZE"],
+        [
+            [
+                c.id,
+                c.state,
+                "-" if c.open_by is None else str(c.open_by),
+                _age(now, c.last_activity),
+                _size(c.size_bytes),
+            ]
+            for c in found
+        ],
+        right={4},
+    )
+    for c in found:
+        if c.reason:
+            print(f"  {c.id}: {c.reason}")
+    counts: dict[str, int] = {}
+    for c in found:
+        counts[c.state] = counts.get(c.state, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+    print(f"{len(found)} in {directory}: {summary}")
+    return EXIT_OK
+
+
+def _print_table(header: list[str], rows: list[list[str]], *, right: set[int]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
+
+
+# -- show --------------------------------------------------------------------------------------
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    from ctxkit.cli import UsageError
+    from ctxkit.reference.journal import HistoryFileError
+    from ctxkit.reference.lifecycle import UnknownConversation, details, examine, find
+
+    if len(args.names) > 2:
+        raise UsageError("show takes [DIR] ID: one conversation at a time")
+    if len(args.names) == 1 and _looks_like_directory(args.names[0]):
+        raise UsageError(f"which conversation in {args.names[0]}? ctxkit contexts show DIR ID")
+    if args.messages < 0:
+        raise UsageError(f"--messages must be >= 0, got {args.messages}")
+    directory = _directory(args.names[0] if len(args.names) == 2 else None)
+    name = args.names[-1]
+    now = time.time()
+    try:
+        path = find(directory, name, archived=True)
+        found = examine(
+            path,
+            now=now,
+            idle_after=args.idle_after,
+            ttl=args.ttl,
+            archived=path.parent != directory,
+        )
+        info = details(path, newest=args.messages)
+    except UnknownConversation as error:
+        raise UsageError(str(error)) from None
+    except FileNotFoundError:
+        raise UsageError(f"{name!r} was moved or removed while being read") from None
+    except HistoryFileError as error:
+        raise UsageError(str(error)) from None
+    info = {"state": found.state, "open_by": found.open_by, **info}
+    if args.json:
+        print(json.dumps(_with_age(info, now), indent=2))
+        return EXIT_OK
+    _print_details(info, now)
+    return EXIT_OK
+
+
+def _print_details(info: dict[str, Any], now: float) -> None:
+    opened = "not open" if info["open_by"] is None else f"open by process {info['open_by']}"
+    print(f"{info['id']}  {info['state']}, {opened}")
+    rows = [
+        ("path", info["path"]),
+        ("conversation", info["conversation_id"] or "-"),
+        ("encoding", info["encoding"] or "-"),
+        ("created", _when(now, info["created"])),
+        ("last activity", _when(now, info["last_activity"])),
+        ("size", f"{_size(info['size_bytes'])}, {_records(info['records'])}"),
+        ("history", f"{info['messages']:,} messages, {info['tokens']:,} tokens"),
+        ("checkpoints", str(len(info["checkpoints"])) if info["checkpoints"] else "none"),
+    ]
+    for point in info["checkpoints"]:
+        label = f" {json.dumps(point['label'])}" if point["label"] is not None else ""
+        rows.append(
+            ("", f"{point['id']}{label}: {point['messages']} messages, {_age(now, point['at'])}")
+        )
+    rows.append(("audit", f"{info['audit_entries']} entries"))
+    torn = info["torn"]
+    rows.append(
+        (
+            "torn tail",
+            "none"
+            if torn is None
+            else f"line {torn['line']} (byte {torn['offset']}, {torn['length']} bytes) "
+            f"{torn['reason']}: a write cut short, skipped",
+        )
+    )
+    if info["set_aside"]:
+        rows.append(("set aside", info["set_aside"]))
+    for key, value in rows:
+        print(f"  {key:<14} {value}")
+    newest = info["newest"]
+    if newest:
+        print(f"newest {len(newest)} of {info['messages']:,} messages")
+        width = len(str(newest[-1]["index"]))
+        for row in newest:
+            print(
+                f"  #{row['index']:<{width}}  {row['role']!s:<9} {row['tokens']:>6}  "
+                f"{row['preview']}"
+            )
+
+
+def _records(records: dict[str, int]) -> str:
+    total = sum(records.values())
+    if not total:
+        return "no records"
+    parts = ", ".join(f"{op} {n}" for op, n in records.items())
+    return f"{total} records ({parts})"
+
+
+# -- expire ------------------------------------------------------------------------------------
+
+
+def _run_expire(args: argparse.Namespace) -> int:
+    from ctxkit.cli import UsageError
+    from ctxkit.durations import format_duration
+    from ctxkit.reference.lifecycle import DEFAULT_TTL, UnknownConversation, cleanup
+
+    names = list(args.names)
+    given = names.pop(0) if names and _looks_like_directory(names[0]) else None
+    directory = _directory(given)
+    if names and args.ttl is not None:
+        raise UsageError("--ttl only applies without IDs (named conversations move now)")
+    ttl = DEFAULT_TTL if args.ttl is None else args.ttl
+    try:
+        actions = cleanup(directory, ttl=ttl, ids=names or None, dry_run=args.dry_run)
+    except UnknownConversation as error:
+        raise UsageError(str(error)) from None
+    if args.json:
+        report = {
+            "directory": str(directory),
+            "dry_run": args.dry_run,
+            "ttl_s": None if names else ttl,
+            "actions": [action.as_dict() for action in actions],
+        }
+        print(json.dumps(report, indent=2))
+    elif not actions:
+        unused = format_duration(ttl)
+        print(f"nothing to archive: no conversation in {directory} unused for {unused}")
+    else:
+        for action in actions:
+            print(action.describe())
+    return EXIT_SKIPPED_OPEN if any(action.open for action in actions) else EXIT_OK
+
+
+# -- formats -----------------------------------------------------------------------------------
+
+
+def _with_age(data: dict[str, Any], now: float) -> dict[str, Any]:
+    last = data.get("last_activity")
+    data["age_s"] = None if last is None else now - last
+    return data
+
+
+def _age(now: float, then: float | None) -> str:
+    from ctxkit.durations import format_age
+
+    return "-" if then is None else format_age(now - then)
+
+
+def _when(now: float, then: float | None) -> str:
+    if then is None:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(then))
+    return f"{stamp} ({_age(now, then)})"
+
+
+def _size(size: int) -> str:
+    value, unit = float(size), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"

@@ -52,6 +52,7 @@ __all__ = [
     "Torn",
     "encode_record",
     "lock_holder",
+    "lock_holders",
     "read_history_file",
 ]
 
@@ -331,22 +332,42 @@ def _lock(fd: int, path: Path) -> None:
         ) from None
 
 
-def lock_holder(path: str | os.PathLike[str]) -> int | None:
-    """The pid holding an flock on ``path``, from /proc/locks (Linux); None if none or unknown.
+def lock_holders() -> dict[tuple[int, int, int], int]:
+    """Every flock on this machine: ``(device major, device minor, inode) -> pid``, from
+    /proc/locks (Linux; empty elsewhere). Read once to ask about many files."""
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return {}
+    holders = {}
+    for line in text.splitlines():
+        parts = line.split()  # "1: FLOCK  ADVISORY  WRITE 32650 fe:00:2146447 0 EOF"
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[4].isdigit():
+            try:
+                major, minor, inode = parts[5].split(":")
+                holders[(int(major, 16), int(minor, 16), int(inode))] = int(parts[4])
+            except ValueError:
+                continue
+    return holders
+
+
+def lock_holder(
+    path: str | os.PathLike[str], holders: dict[tuple[int, int, int], int] | None = None
+) -> int | None:
+    """The pid holding an flock on ``path``; None if none or unknown. ``holders``: what
+    :func:`lock_holders` returned, when asking about many files.
 
     It only reads: asking this way cannot make a writer's open fail, as taking the lock to
     test it could.
     """
     try:
-        inode = os.stat(path).st_ino
-        text = Path("/proc/locks").read_text()
+        status = os.stat(path)
     except OSError:
         return None
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].endswith(f":{inode}"):
-            return int(parts[4]) if parts[4].isdigit() else None
-    return None
+    if holders is None:
+        holders = lock_holders()
+    key = (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino)
+    return holders.get(key)
 
 
 def _sync_directory(directory: Path) -> None:

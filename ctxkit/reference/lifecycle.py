@@ -38,6 +38,7 @@ from ctxkit.reference.journal import (
     HistoryFileCorrupt,
     HistoryFileError,
     lock_holder,
+    lock_holders,
     parse_history,
     read_history_file,
 )
@@ -165,11 +166,19 @@ def scan(
     if archived and (directory / ARCHIVE_DIR).is_dir():
         places.append((directory / ARCHIVE_DIR, True))
     found = []
+    holders = lock_holders()
     for place, in_archive in places:
         for path in _histories(place):
             with contextlib.suppress(FileNotFoundError):
                 found.append(
-                    examine(path, now=now, idle_after=idle_after, ttl=ttl, archived=in_archive)
+                    examine(
+                        path,
+                        now=now,
+                        idle_after=idle_after,
+                        ttl=ttl,
+                        archived=in_archive,
+                        holders=holders,
+                    )
                 )
     return found
 
@@ -181,8 +190,10 @@ def examine(
     idle_after: float = DEFAULT_IDLE_AFTER,
     ttl: float = DEFAULT_TTL,
     archived: bool = False,
+    holders: dict[tuple[int, int, int], int] | None = None,
 ) -> StoredConversation:
     """One history file's state, from its first line and its tail, without taking its lock.
+    ``holders``: :func:`~ctxkit.reference.journal.lock_holders`, read once for many files.
 
     Raises :class:`FileNotFoundError` when there is no such file; anything else wrong with
     it gives state ``unreadable`` and a reason.
@@ -204,7 +215,7 @@ def examine(
                 last_activity=None,
                 created=None,
                 size_bytes=size,
-                open_by=lock_holder(path),
+                open_by=lock_holder(path, holders),
                 encoding=None,
                 reason=reason,
             )
@@ -226,7 +237,7 @@ def examine(
         last_activity=last_activity,
         created=created,
         size_bytes=size,
-        open_by=lock_holder(path),
+        open_by=lock_holder(path, holders),
         encoding=_text_or_none(header.get("encoding")),
         conversation_id=_text_or_none(header.get("conversation_id")),
         reason=reason,

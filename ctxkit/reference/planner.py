@@ -21,6 +21,7 @@ from typing import Any
 
 from ctxkit.events import LISTING_ROWS
 from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat
+from ctxkit.reference.pins import always_pinned, has_user_turn
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
@@ -225,13 +226,10 @@ class Planner:
         newest_user_found = False
         for unit_index in reversed(plan.kept):
             unit = units[unit_index]
-            infos = history.infos[unit.start : unit.stop]
-            if infos[0].role in ("system", "developer"):
-                pinned.add(unit_index)
-            elif not newest_user_found and any(info.user_turn for info in infos):
+            if not newest_user_found and has_user_turn(history, unit):
                 pinned.add(unit_index)
                 newest_user_found = True
-            elif any(_pinned_by_metadata(m) for m in history.messages[unit.start : unit.stop]):
+            elif always_pinned(history, unit):
                 pinned.add(unit_index)
         if plan.kept:
             pinned.add(plan.kept[-1])
@@ -544,8 +542,3 @@ def _add_ranges(ranges: list[tuple[int, int]], added: Iterable[int]) -> list[tup
         else:
             merged.append((start, stop))
     return merged
-
-
-def _pinned_by_metadata(message: dict[str, Any]) -> bool:
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and bool(metadata.get("pin"))

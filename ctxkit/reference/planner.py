@@ -12,7 +12,7 @@ The opt-in listing of a view (:meth:`Planner.listing`) keeps to the same rule.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from typing import Any
 from ctxkit.events import LISTING_ROWS
 from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat
 from ctxkit.reference.pins import always_pinned, has_user_turn
+from ctxkit.reference.retention import Horizon, Limits, limit_names
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
@@ -30,7 +31,7 @@ from ctxkit.reference.strategies import (
 )
 from ctxkit.tokens import REPLY_PRIMING, MessageCost
 
-__all__ = ["Compaction", "Planner", "Settings", "Spans", "ViewPlan"]
+__all__ = ["Compaction", "Planner", "Retained", "Settings", "Spans", "ViewPlan"]
 
 Entry = tuple[str, int | None, dict[str, Any], MessageCost]
 """``(kind, history index, message, cost)``; kind is ``kept``, ``shortened`` or ``summary``."""
@@ -119,6 +120,8 @@ class ViewPlan:
     compactions: int = 0
     rendered: Rendered | None = None
     """The view's entries as last rendered; extended as units arrive, dropped on compaction."""
+    retained: tuple[int, tuple[int | None, int | None]] | None = None
+    """The retention horizon and moving pins last applied (see :meth:`Planner.retain`)."""
 
     @property
     def request_tokens(self) -> int:
@@ -138,13 +141,35 @@ class Compaction:
     """How many dropped units a new summary stands for (set when applied)."""
 
 
+@dataclass(slots=True)
+class Retained:
+    """Units retention newly leaves out of one plan's view, before it is applied."""
+
+    drop: list[int]
+    limits: list[str]
+    """Which limits moved the horizon past them: ``count``, ``time``, ``size``."""
+    tokens_before: int
+    messages_before: int
+    summarized: int = 0
+    """How many of them a new summary stands for (set when applied)."""
+
+
 class Planner:
     """Keeps one :class:`ViewPlan` per budget over a :class:`History` and renders views."""
 
-    def __init__(self, history: History, settings: Settings, summarizer: Summarizer) -> None:
+    def __init__(
+        self,
+        history: History,
+        settings: Settings,
+        summarizer: Summarizer,
+        limits: Limits | None = None,
+    ) -> None:
         self.history = history
         self.settings = settings
         self.summarizer = summarizer
+        self.limits = limits or None
+        """Retention limits; None when there are none (then nothing here costs anything)."""
+        self._horizon: Horizon | None = None
         self._plans: OrderedDict[int, ViewPlan] = OrderedDict()
         self._short: dict[int, tuple[dict[str, Any], MessageCost] | None] = {}
         self._short_generation = history.generation
@@ -330,28 +355,90 @@ class Planner:
         dropped = set(compaction.drop)
         plan.kept = [u for u in plan.kept if u not in dropped]
         if dropped and "summarize" in self.settings.strategies:
-            inputs = [plan.summary] if plan.summary else []
-            for unit_index in sorted(compaction.drop):
-                inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
-            cap = self.summary_cap(plan.budget)
-            text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
-            counter = self.history.counter
-            summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
-            cost = counter.message_cost(summary)
-            replaced = sum(self.unit_cost(u, u in plan.short) for u in compaction.drop)
-            replaced += plan.summary_cost.total if plan.summary_cost else 0
-            if cost.total < replaced:
-                plan.summary, plan.summary_cost = summary, cost
-                plan.summarized_units += len(dropped)
-                plan.summarized = _add_ranges(plan.summarized, compaction.drop)
-                compaction.summarized = len(dropped)
-            # Otherwise a summary would cost more than what it stands for: the units are
-            # dropped plainly and the earlier summary, if any, stays.
+            compaction.summarized = await self._summarize(plan, compaction.drop)
         plan.compactions += 1
         plan.rendered = None
         plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
         if plan.summary_cost is not None:
             plan.tokens += plan.summary_cost.total
+
+    async def _summarize(self, plan: ViewPlan, drop: list[int]) -> int:
+        """Fold the dropped units (sorted) into the plan's one summary; returns how many it
+        now stands for: none when a summary would cost more than what it stands for (the
+        units are then dropped plainly and the earlier summary, if any, stays)."""
+        inputs = [plan.summary] if plan.summary else []
+        for unit_index in drop:
+            inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
+        cap = self.summary_cap(plan.budget)
+        text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
+        counter = self.history.counter
+        summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
+        cost = counter.message_cost(summary)
+        replaced = sum(self.unit_cost(u, u in plan.short) for u in drop)
+        replaced += plan.summary_cost.total if plan.summary_cost else 0
+        if cost.total >= replaced:
+            return 0
+        plan.summary, plan.summary_cost = summary, cost
+        plan.summarized_units += len(drop)
+        plan.summarized = _add_ranges(plan.summarized, drop)
+        return len(drop)
+
+    def shortened_messages(self, unit_indices: Iterable[int]) -> list[int]:
+        """History indices of the messages a view shows shortened in these units."""
+        units = self.history.units
+        return [
+            index
+            for unit_index in sorted(unit_indices)
+            for index in range(units[unit_index].start, units[unit_index].stop)
+            if self._shortened(index) is not None
+        ]
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def retain(self, plan: ViewPlan) -> Retained | None:
+        """The units retention newly leaves out of the plan's view; None when there are none
+        (no limits, or nothing moved since the plan last asked: then this costs O(1)).
+
+        Asks the horizon to catch up with the history and the clock, then looks only at the
+        plan's units before it: the pinned ones left there earlier and those it just passed.
+        """
+        if self.limits is None:
+            return None
+        horizon = self._horizon
+        if horizon is None or horizon.generation != self.history.generation:
+            horizon = self._horizon = Horizon.over(self.history, self.limits)
+        horizon.update(self.history.clock())
+        state = (horizon.unit, horizon.pins)
+        if plan.retained == state:
+            return None
+        plan.retained = state
+        before = plan.kept[: bisect_left(plan.kept, horizon.unit)]
+        drop = [u for u in before if not horizon.pinned(u)]
+        if not drop:
+            return None
+        mask = 0
+        for unit_index in drop:
+            mask |= horizon.limits_of(unit_index)
+        return Retained(
+            drop=drop,
+            limits=limit_names(mask),
+            tokens_before=plan.request_tokens,
+            messages_before=self.message_count(plan),
+        )
+
+    async def apply_retention(self, plan: ViewPlan, retained: Retained) -> None:
+        """Leave the units out of the plan's view, summarized when so configured."""
+        dropped = set(retained.drop)
+        plan.kept = [u for u in plan.kept if u not in dropped]
+        plan.tokens -= sum(self.unit_cost(u, u in plan.short) for u in retained.drop)
+        if self.limits is not None and self.limits.summarize:
+            had = plan.summary_cost.total if plan.summary_cost else 0
+            retained.summarized = await self._summarize(plan, retained.drop)
+            if retained.summarized:
+                assert plan.summary_cost is not None
+                plan.tokens += plan.summary_cost.total - had
+        plan.compactions += 1
+        plan.rendered = None
 
     # -- rendering ---------------------------------------------------------------------------
 

@@ -28,13 +28,19 @@ __all__ = ["audit_entry", "message_ranges"]
 
 def message_ranges(units: Sequence[Unit], unit_indices: Iterable[int]) -> list[list[int]]:
     """The history message ranges of these units, sorted and merged where they touch."""
+    # Units tile the history, so a run of consecutive unit indices is one message range;
+    # only the ends of each run are looked up (a compaction may drop thousands of units).
     merged: list[list[int]] = []
-    for unit_index in sorted(unit_indices):
-        unit = units[unit_index]
-        if merged and unit.start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], unit.stop)
-        else:
-            merged.append([unit.start, unit.stop])
+    ordered = sorted(unit_indices)
+    if not ordered:
+        return merged
+    first = last = ordered[0]
+    for unit_index in ordered[1:]:
+        if unit_index > last + 1:
+            merged.append([units[first].start, units[last].stop])
+            first = unit_index
+        last = unit_index
+    merged.append([units[first].start, units[last].stop])
     return merged
 
 

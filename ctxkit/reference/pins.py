@@ -8,8 +8,6 @@ as the history grows.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ctxkit.messages import Unit
 from ctxkit.reference.store import History
 
@@ -22,14 +20,14 @@ def always_pinned(history: History, unit: Unit) -> bool:
     """A system unit or one marked ``metadata.pin``: pinned for good."""
     if history.infos[unit.start].role in _SYSTEM:
         return True
-    return any(_pinned_by_metadata(m) for m in history.messages[unit.start : unit.stop])
+    # Plain loops: this runs once per unit of a view on every compaction.
+    for message in history.messages[unit.start : unit.stop]:
+        metadata = message.get("metadata")
+        if metadata is not None and isinstance(metadata, dict) and metadata.get("pin"):
+            return True
+    return False
 
 
 def has_user_turn(history: History, unit: Unit) -> bool:
     """The unit holds a user turn (words of the user's own, not only tool results)."""
     return any(info.user_turn for info in history.infos[unit.start : unit.stop])
-
-
-def _pinned_by_metadata(message: dict[str, Any]) -> bool:
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and bool(metadata.get("pin"))

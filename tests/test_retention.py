@@ -473,3 +473,20 @@ def test_any_retained_view_keeps_the_limits_and_accounts_for_every_message(
 
 def audited_truncated(entries: list[dict[str, Any]], budget: int) -> list[int]:
     return [i for entry in entries if entry["budget"] == budget for i in entry["truncated"]]
+
+
+def test_a_summary_never_takes_a_view_over_its_budget():
+    """Found by ``ctxkit conformance --config '{"retain_bytes": 600, "summarize_on_truncate":
+    true}'``: the retention summary pushed a view with room for its pinned units only over
+    the budget, and the request was refused."""
+    manager = ReferenceContextManager(retain_messages=2, summarize_on_truncate=True)
+    history = [call("a"), result("a", "first " * 40), call("b"), result("b")]
+    run(add_all(manager, history))
+    budget = manager.counter.count_messages(history[2:])
+    assert run(manager.get_messages_for_request(token_budget=budget)) == history[2:]
+    (entry,) = manager.audit()
+    assert (entry["dropped"], entry["summarized"]) == ([[0, 2]], [])
+    # With room for it, the same decision is summarized.
+    view = run(manager.get_messages_for_request(token_budget=budget + 200))
+    assert view[0]["content"].startswith(SUMMARY_HEADER)
+    assert manager.audit()[-1]["summarized"] == [[0, 2]]

@@ -363,9 +363,11 @@ class Planner:
             plan.tokens += plan.summary_cost.total
 
     async def _summarize(self, plan: ViewPlan, drop: list[int]) -> int:
-        """Fold the dropped units (sorted) into the plan's one summary; returns how many it
-        now stands for: none when a summary would cost more than what it stands for (the
-        units are then dropped plainly and the earlier summary, if any, stays)."""
+        """Fold the dropped units (sorted, already out of ``plan.kept``) into the plan's one
+        summary; returns how many it now stands for. None when a summary would cost more
+        than what it stands for, or would take the view over its budget (a summary is never
+        worth a refused request): the units are then dropped plainly and the earlier
+        summary, if any, stays."""
         inputs = [plan.summary] if plan.summary else []
         for unit_index in drop:
             inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
@@ -377,6 +379,9 @@ class Planner:
         replaced = sum(self.unit_cost(u, u in plan.short) for u in drop)
         replaced += plan.summary_cost.total if plan.summary_cost else 0
         if cost.total >= replaced:
+            return 0
+        rest = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
+        if rest + cost.total + REPLY_PRIMING > plan.budget:
             return 0
         plan.summary, plan.summary_cost = summary, cost
         plan.summarized_units += len(drop)

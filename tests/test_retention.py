@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from conformance.invariants import (
@@ -434,6 +434,9 @@ def test_any_retained_view_keeps_the_limits_and_accounts_for_every_message(
                 view = await manager.get_messages_for_request(token_budget=budget)
                 check_view(history[: position + 1], view, budget)
         assert await manager.get_messages() == history
+        reasons = {(e["reason"], bool(e["summarized"])) for e in manager.audit()}
+        for reason, summarized in sorted(reasons):
+            event(f"audit: {reason}{' (summarized)' if summarized else ''}")
 
     def check_view(seen: list[dict[str, Any]], view: list[dict[str, Any]], budget: int) -> None:
         assert check_tool_pairs(view) == []
@@ -490,3 +493,16 @@ def test_a_summary_never_takes_a_view_over_its_budget():
     view = run(manager.get_messages_for_request(token_budget=budget + 200))
     assert view[0]["content"].startswith(SUMMARY_HEADER)
     assert manager.audit()[-1]["summarized"] == [[0, 2]]
+
+
+def test_a_new_history_starts_retention_again():
+    manager = ReferenceContextManager(retain_messages=3)
+    run(manager.set_messages([SYSTEM, *turns(3)]))
+    assert len(run(manager.get_messages_for_request())) == 3
+    run(manager.set_messages([SYSTEM, user("fresh"), reply("start")]))
+    assert run(manager.get_messages_for_request()) == [SYSTEM, user("fresh"), reply("start")]
+    run(manager.clear())
+    assert run(manager.get_messages_for_request()) == []
+    run(manager.add_message(user("again")))
+    assert run(manager.get_messages_for_request()) == [user("again")]
+    assert [e["reason"] for e in manager.audit()] == ["retention"]

@@ -418,7 +418,8 @@ class Planner:
             return None
         plan.retained = state
         before = plan.kept[: bisect_left(plan.kept, horizon.unit)]
-        drop = [u for u in before if not horizon.pinned(u)]
+        always, moving = horizon.always, state[1]
+        drop = [u for u in before if u not in always and u not in moving]
         if not drop:
             return None
         mask = 0

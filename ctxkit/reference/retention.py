@@ -87,9 +87,6 @@ class Horizon:
         newest_user = None if self.newest_user is None else self.units[self.newest_user]
         return newest_user, (self.units[-1] if self.units else None)
 
-    def pinned(self, unit_index: int) -> bool:
-        return unit_index in self.always or unit_index in self.pins
-
     def limits_of(self, unit_index: int) -> int:
         """The mask of limits that moved the horizon past a unit before it."""
         return self.why[bisect_left(self.units, unit_index)]

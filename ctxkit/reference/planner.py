@@ -8,6 +8,10 @@ prompt-cache prefix and a summary is made once per compaction, not once per requ
 Work per request follows the new units and the view, never the whole history: the plan keeps
 the list of units in the view and a running token total, and only looks at units added since.
 The opt-in listing of a view (:meth:`Planner.listing`) keeps to the same rule.
+
+Retention limits (:mod:`ctxkit.reference.retention`) come first: :meth:`Planner.retain`
+takes the units they leave out off a plan's kept list, and the budget logic works on the
+rest. Retention moves the start of the view, so a view it changes is rendered afresh.
 """
 
 from __future__ import annotations

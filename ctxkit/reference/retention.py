@@ -7,7 +7,8 @@ in the list of complete units: units before it are out of every view unless pinn
 moves forward within a generation (adds make counts and sizes grow, time passes), so it is
 advanced with running totals and costs work that follows the units passed and the units
 added, never the whole history. A limit that pinned units alone exceed leaves only the
-pinned units.
+pinned units. Age is read in arrival order: the horizon stops at the first unit that is not
+old, so a unit stamped earlier by a clock that stepped back stays until those before it go.
 """
 
 from __future__ import annotations

@@ -383,17 +383,6 @@ def pinned_units(history: list[dict[str, Any]]) -> tuple[list[Any], set[int]]:
     return units, pinned
 
 
-def audited(entries: list[dict[str, Any]], budget: int, key: str) -> list[int]:
-    """Every message index in the entries' ``key`` ranges for ``budget``, with repeats."""
-    return [
-        i
-        for entry in entries
-        if entry["budget"] == budget
-        for start, stop in entry[key]
-        for i in range(start, stop)
-    ]
-
-
 @settings()
 @given(
     history=conversations(max_turns=8),
@@ -457,21 +446,35 @@ def test_any_retained_view_keeps_the_limits_and_accounts_for_every_message(
             for k in unpinned:
                 assert arrived[units[k].stop - 1] >= clock.now - retain_seconds
         # Nothing lost silently: each left-out message of a complete unit is in exactly one
-        # dropped or summarized range recorded for this budget; no shown message is.
+        # dropped or summarized range recorded for this budget, and no shown message is in
+        # any; the one exception is a summarized message recorded as dropped once the
+        # summary had to go (see fates()).
         entries = manager.audit()
-        left_out = audited(entries, budget, "dropped") + audited(entries, budget, "summarized")
-        expected = sorted(
-            i for unit in units for i in range(unit.start, unit.stop) if i not in shown
-        )
-        assert sorted(left_out) == expected
+        fate = fates([e for e in entries if e["budget"] == budget])
+        expected = [i for unit in units for i in range(unit.start, unit.stop) if i not in shown]
+        assert sorted(fate) == expected
         synthetic = [m for m, i in zip(view, matches, strict=True) if i is None]
-        assert len(synthetic) == (1 if audited(entries, budget, "summarized") else 0)
+        assert len(synthetic) == (1 if "summarized" in fate.values() else 0)
         truncated = set(audited_truncated(entries, budget))
         for message, i in zip(view, matches, strict=True):
             if i is not None and message != seen[i]:
                 assert i in truncated
 
     run(scenario())
+
+
+def fates(entries: list[dict[str, Any]]) -> dict[int, str]:
+    """Each message the entries left out, with its fate now (``dropped`` or ``summarized``),
+    replaying them in order: a message is left out once, except that a summarized one is
+    dropped when a later view could not fit its summary."""
+    fate: dict[int, str] = {}
+    for entry in entries:
+        for key in ("summarized", "dropped"):
+            for start, stop in entry[key]:
+                for i in range(start, stop):
+                    assert i not in fate or (key, fate[i]) == ("dropped", "summarized")
+                    fate[i] = key
+    return fate
 
 
 def audited_truncated(entries: list[dict[str, Any]], budget: int) -> list[int]:
@@ -506,3 +509,27 @@ def test_a_new_history_starts_retention_again():
     run(manager.add_message(user("again")))
     assert run(manager.get_messages_for_request()) == [user("again")]
     assert [e["reason"] for e in manager.audit()] == ["retention"]
+
+
+def words(n: int, seed: str) -> str:
+    return " ".join(f"{seed}{i}" for i in range(n))
+
+
+def test_a_summary_goes_when_the_pinned_units_no_longer_fit_with_it():
+    """Found by ``ctxkit conformance --config '{"retain_bytes": 900, "summarize_on_truncate":
+    true}'``: a summary made while it fitted stayed when the newest user turn grew, and the
+    request was refused though the pinned units alone fitted."""
+    manager = ReferenceContextManager(retain_messages=2, summarize_on_truncate=True)
+    history = [user("first " + words(60, "q")), reply("answer " + words(60, "a"))]
+    history += [user("second"), reply("ok")]
+    run(add_all(manager, history))
+    view = run(manager.get_messages_for_request(token_budget=200))
+    assert view[0]["content"].startswith(SUMMARY_HEADER)
+    third = user("third " + words(90, "t"))
+    assert 200 - 19 < manager.counter.count_messages([third]) <= 200  # 19: the summary
+    run(manager.add_message(third))
+    assert run(manager.get_messages_for_request(token_budget=200)) == [third]
+    summarized, retained, budget = manager.audit()
+    assert summarized["summarized"] == [[0, 2]]
+    assert retained["dropped"] == [[2, 3]]  # a new summary would not have fitted
+    assert budget["dropped"] == [[0, 2], [3, 4]]  # what the summary stood for is now dropped

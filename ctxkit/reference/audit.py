@@ -12,8 +12,10 @@ An entry is a plain JSON-ready dict (other code reads these keys)::
      "tokens_before": n, "tokens_after": n, "history_messages": n}
 
 Ranges are in history order, merged where they touch. A later view that reuses the same
-decision adds no entry. With a history file the entries are written there too
-(:mod:`ctxkit.reference.journal`), so they survive a restart.
+decision adds no entry. Each left-out message is in one range of one entry per budget, save
+one case: summarized messages are recorded again as dropped by the compaction that had to
+let their summary go (the view could not fit it). With a history file the entries are
+written there too (:mod:`ctxkit.reference.journal`), so they survive a restart.
 """
 
 from __future__ import annotations

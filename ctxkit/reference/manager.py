@@ -543,7 +543,7 @@ class ReferenceContextManager:
                 reason="budget",
                 budget=plan.budget,
                 units=self._history.units,
-                dropped=[] if summarized else compaction.drop,
+                dropped=[*([] if summarized else compaction.drop), *compaction.unsummarized],
                 summarized=summarized,
                 truncated=self._planner.shortened_messages(compaction.shorten),
                 tokens_before=compaction.tokens_before,

@@ -143,6 +143,9 @@ class Compaction:
     messages_before: int
     summarized: int = 0
     """How many dropped units a new summary stands for (set when applied)."""
+    unsummarized: list[int] = field(default_factory=list)
+    """Units an earlier summary stood for, left out plainly now that the summary went
+    because the view could not fit the budget with it (set when applied)."""
 
 
 @dataclass(slots=True)
@@ -318,8 +321,8 @@ class Planner:
                 and self._shortening_saves(newest)
             ):
                 shorten.append(newest)  # it cannot fit whole: better shortened than refused
-        if not shorten and not drop:
-            return None
+        if not shorten and not drop and (plan.summary is None or not self.over_budget(plan)):
+            return None  # (else the summary is what keeps the view over: apply drops it)
         return Compaction(
             shorten=shorten,
             drop=sorted(drop),
@@ -365,6 +368,18 @@ class Planner:
         plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
         if plan.summary_cost is not None:
             plan.tokens += plan.summary_cost.total
+            if self.over_budget(plan):
+                # Only the pinned units and the summary are left, and they do not fit: a
+                # summary is never worth a refused request.
+                plan.tokens -= plan.summary_cost.total
+                compaction.unsummarized = [u for a, b in plan.summarized for u in range(a, b)]
+                plan.summary = plan.summary_cost = None
+                plan.summarized = []
+                plan.summarized_units = 0
+
+    @staticmethod
+    def over_budget(plan: ViewPlan) -> bool:
+        return plan.request_tokens > plan.budget
 
     async def _summarize(self, plan: ViewPlan, drop: list[int]) -> int:
         """Fold the dropped units (sorted, already out of ``plan.kept``) into the plan's one

@@ -305,6 +305,22 @@ def test_summary_goes_after_system_messages_and_is_made_once_per_compaction():
     assert calls[1][0]["content"].startswith("summary #1")
 
 
+def test_a_summary_that_would_not_fit_the_budget_is_not_used():
+    """Found by ``ctxkit conformance --config '{"strategies": ["truncate_outputs", "truncate",
+    "summarize"]}'``: a summary clipped to its 16-token floor took a view whose pinned unit
+    alone filled the budget over it, and the request was refused."""
+    history = []
+    for call_id in ("call_1", "call_2"):
+        asking = call(call_id)
+        asking["tool_calls"][0]["function"]["arguments"] = '{"n": 0}'
+        history += [asking, result(call_id, "")]
+    manager = ReferenceContextManager(strategies=["truncate_outputs", "truncate", "summarize"])
+    run(manager.set_messages(history))
+    budget = manager.counter.count_messages(history[2:])
+    assert budget == 21  # the summary (16 tokens at least) costs less than what it replaces
+    assert run(manager.get_messages_for_request(token_budget=budget)) == history[2:]
+
+
 def test_default_summarizer_is_extractive_and_clipped_to_a_tenth_of_small_budgets():
     manager = ReferenceContextManager(max_tokens=2_000, strategies=["truncate", "summarize"])
     run(manager.set_messages(long_history(30)))

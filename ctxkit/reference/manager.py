@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import os
 import time
 import uuid
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from ctxkit import events
 from ctxkit.events import EventBus
 from ctxkit.messages import InvalidMessage, copy_message
+from ctxkit.reference.audit import audit_entry
 from ctxkit.reference.journal import (
     FSYNC_POLICIES,
     FsyncPolicy,
@@ -29,7 +31,8 @@ from ctxkit.reference.journal import (
     HistoryFileError,
     Torn,
 )
-from ctxkit.reference.planner import Planner, Rendered, Settings, ViewPlan
+from ctxkit.reference.planner import Planner, Rendered, Retained, Settings, ViewPlan
+from ctxkit.reference.retention import Limits
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
 from ctxkit.reference.timeline import Timeline
@@ -73,6 +76,27 @@ def _positive(name: str, value: Any, *, zero_ok: bool = False) -> int:
     return value
 
 
+def _optional_positive(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1 or None, got {value!r}")
+    return value
+
+
+def _optional_seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
 class ReferenceContextManager:
     """A context manager that is correct by construction, exact, and observable.
 
@@ -109,8 +133,32 @@ class ReferenceContextManager:
     fsync: ``always`` (every call that changed the history returns once the change is on
         disk, surviving a power loss) or ``never`` (once it is in the operating system:
         survives the process being killed, not the machine failing; many times faster).
-    clock: the time source for arrival times, checkpoints and the audit log.
+    clock: the time source for arrival times, checkpoints, ``retain_seconds`` and the audit
+        log.
     hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
+
+    Retention (all off by default; then nothing of it costs anything). Old units leave every
+    view, whatever the budget, before the budget logic sees the view; pinned units always
+    stay (system messages, ``metadata.pin``, the newest user turn, the newest unit), and a
+    unit leaves whole or not at all. The limits combine: a unit stays only within all.
+
+    retain_messages: a view holds at most this many history messages, newest first (more only
+        when the pinned units alone hold more).
+    retain_seconds: units whose newest message arrived more than this many seconds ago (by
+        ``clock``) leave the view.
+    retain_bytes: a view's history messages take at most this many bytes, each counted as its
+        compact JSON (``json.dumps(m, separators=(",", ":"))``), encoded once.
+    summarize_on_truncate: the units retention leaves out go into the view's one summary
+        message (the ``summarize`` strategy's, made by ``summarizer``) instead of being
+        dropped plainly. Each time retention moves, the summary is made again.
+
+    Each time retention newly leaves units out of a view, ``context:pre_compact`` and
+    ``context:post_compact`` are published with ``strategy="retention"``.
+
+    Audit: every decision that leaves messages out of a view or shortens them (a budget
+    compaction, or retention moving) adds one entry to :meth:`audit`, and to the history file
+    when there is one; views that reuse a decision add none. See
+    :mod:`ctxkit.reference.audit` for the entry format.
 
     Example::
 
@@ -141,6 +189,10 @@ class ReferenceContextManager:
         storage_path: str | os.PathLike[str] | None = None,
         fsync: FsyncPolicy = "always",
         clock: Callable[[], float] = time.time,
+        retain_messages: int | None = None,
+        retain_seconds: float | None = None,
+        retain_bytes: int | None = None,
+        summarize_on_truncate: bool = False,
         hooks: Any = None,
         bus: EventBus | None = None,
     ) -> None:
@@ -165,6 +217,16 @@ class ReferenceContextManager:
             raise ConfigError(f"fsync must be {' or '.join(FSYNC_POLICIES)}, got {fsync!r}")
         if storage_path is not None and not isinstance(storage_path, str | os.PathLike):
             raise ConfigError(f"storage_path must be a file path, got {storage_path!r}")
+        if not isinstance(summarize_on_truncate, bool):
+            raise ConfigError(
+                f"summarize_on_truncate must be true or false, got {summarize_on_truncate!r}"
+            )
+        self.retention = Limits(
+            messages=_optional_positive("retain_messages", retain_messages),
+            seconds=_optional_seconds("retain_seconds", retain_seconds),
+            size=_optional_positive("retain_bytes", retain_bytes),
+            summarize=summarize_on_truncate,
+        )
         self.max_tokens = _positive("max_tokens", max_tokens)
         self.safety_margin = _positive("safety_margin", safety_margin, zero_ok=True)
         self.hard_limit_ratio = _ratio("hard_limit_ratio", hard_limit_ratio)
@@ -185,7 +247,9 @@ class ReferenceContextManager:
         self.bus = bus or EventBus()
         self._timeline = Timeline()
         self._history = History(self.counter, clock=clock, recorder=self._timeline)
-        self._planner = Planner(self._history, self.settings, summarizer or extractive_summary)
+        self._planner = Planner(
+            self._history, self.settings, summarizer or extractive_summary, self.retention
+        )
         self._turns = TurnTracker()
         self._last_view: ViewStats | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -304,8 +368,12 @@ class ReferenceContextManager:
             started = time.perf_counter()
             plan = self._planner.plan_for(budget)
             compacted = False
+            if self._planner.limits is not None:
+                retained = self._planner.retain(plan)
+                if retained is not None:
+                    compacted = await self._retain(plan, retained)
             if self._planner.over_threshold(plan):
-                compacted = await self._compact(plan)
+                compacted = await self._compact(plan) or compacted
             rendered = self._planner.render(plan)
             view, stats = self._render(plan, rendered)
             if stats.tokens > budget:
@@ -371,7 +439,8 @@ class ReferenceContextManager:
         return [copy_message(m) for m in messages]
 
     def audit(self) -> list[dict[str, Any]]:
-        """Every time a view left messages out or shortened them, oldest first (a copy)."""
+        """Every time a view left messages out or shortened them, oldest first (a copy; the
+        entry format is in :mod:`ctxkit.reference.audit`)."""
         return [copy_message(entry) for entry in self._audit]
 
     def close(self) -> None:
@@ -467,6 +536,21 @@ class ReferenceContextManager:
         if plan.summary is not None and plan.summary is not had_summary:
             await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
         tokens = plan.request_tokens
+        summarized = compaction.drop if compaction.summarized else []
+        self._record_audit(
+            audit_entry(
+                at=self._history.clock(),
+                reason="budget",
+                budget=plan.budget,
+                units=self._history.units,
+                dropped=[*([] if summarized else compaction.drop), *compaction.unsummarized],
+                summarized=summarized,
+                truncated=self._planner.shortened_messages(compaction.shorten),
+                tokens_before=compaction.tokens_before,
+                tokens_after=tokens,
+                history_messages=len(self._history),
+            )
+        )
         await self._publish(
             events.POST_COMPACT,
             message_count=self._planner.message_count(plan),
@@ -479,6 +563,53 @@ class ReferenceContextManager:
             units_dropped=len(compaction.drop),
             units_truncated=len(compaction.shorten),
             units_summarized=compaction.summarized,
+        )
+        return True
+
+    async def _retain(self, plan: ViewPlan, retained: Retained) -> bool:
+        """Leave out the units retention newly passed, with the compaction events and an
+        audit entry, as a budget compaction does."""
+        started = time.perf_counter()
+        await self._publish(
+            events.PRE_COMPACT,
+            message_count=retained.messages_before,
+            token_count=retained.tokens_before,
+            budget=plan.budget,
+            strategy="retention",
+        )
+        had_summary = plan.summary
+        await self._planner.apply_retention(plan, retained)
+        duration = time.perf_counter() - started
+        if plan.summary is not None and plan.summary is not had_summary:
+            await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
+        tokens = plan.request_tokens
+        await self._publish(
+            events.POST_COMPACT,
+            message_count=self._planner.message_count(plan),
+            token_count=tokens,
+            budget=plan.budget,
+            strategy="retention",
+            tokens_before=retained.tokens_before,
+            tokens_saved=retained.tokens_before - tokens,
+            duration_s=duration,
+            units_dropped=len(retained.drop),
+            units_truncated=0,
+            units_summarized=retained.summarized,
+        )
+        summarized = retained.drop if retained.summarized else []
+        self._record_audit(
+            audit_entry(
+                at=self._history.clock(),
+                reason="retention",
+                limits=retained.limits,
+                budget=plan.budget,
+                units=self._history.units,
+                dropped=[] if summarized else retained.drop,
+                summarized=summarized,
+                tokens_before=retained.tokens_before,
+                tokens_after=tokens,
+                history_messages=len(self._history),
+            )
         )
         return True
 

@@ -8,11 +8,15 @@ prompt-cache prefix and a summary is made once per compaction, not once per requ
 Work per request follows the new units and the view, never the whole history: the plan keeps
 the list of units in the view and a running token total, and only looks at units added since.
 The opt-in listing of a view (:meth:`Planner.listing`) keeps to the same rule.
+
+Retention limits (:mod:`ctxkit.reference.retention`) come first: :meth:`Planner.retain`
+takes the units they leave out off a plan's kept list, and the budget logic works on the
+rest. Retention moves the start of the view, so a view it changes is rendered afresh.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +25,8 @@ from typing import Any
 
 from ctxkit.events import LISTING_ROWS
 from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat
+from ctxkit.reference.pins import always_pinned, has_user_turn
+from ctxkit.reference.retention import Horizon, Limits, limit_names
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
@@ -29,7 +35,7 @@ from ctxkit.reference.strategies import (
 )
 from ctxkit.tokens import REPLY_PRIMING, MessageCost
 
-__all__ = ["Compaction", "Planner", "Settings", "Spans", "ViewPlan"]
+__all__ = ["Compaction", "Planner", "Retained", "Settings", "Spans", "ViewPlan"]
 
 Entry = tuple[str, int | None, dict[str, Any], MessageCost]
 """``(kind, history index, message, cost)``; kind is ``kept``, ``shortened`` or ``summary``."""
@@ -118,6 +124,8 @@ class ViewPlan:
     compactions: int = 0
     rendered: Rendered | None = None
     """The view's entries as last rendered; extended as units arrive, dropped on compaction."""
+    retained: tuple[int, tuple[int | None, int | None]] | None = None
+    """The retention horizon and moving pins last applied (see :meth:`Planner.retain`)."""
 
     @property
     def request_tokens(self) -> int:
@@ -135,15 +143,40 @@ class Compaction:
     messages_before: int
     summarized: int = 0
     """How many dropped units a new summary stands for (set when applied)."""
+    unsummarized: list[int] = field(default_factory=list)
+    """Units an earlier summary stood for, left out plainly now that the summary went
+    because the view could not fit the budget with it (set when applied)."""
+
+
+@dataclass(slots=True)
+class Retained:
+    """Units retention newly leaves out of one plan's view, before it is applied."""
+
+    drop: list[int]
+    limits: list[str]
+    """Which limits moved the horizon past them: ``count``, ``time``, ``size``."""
+    tokens_before: int
+    messages_before: int
+    summarized: int = 0
+    """How many of them a new summary stands for (set when applied)."""
 
 
 class Planner:
     """Keeps one :class:`ViewPlan` per budget over a :class:`History` and renders views."""
 
-    def __init__(self, history: History, settings: Settings, summarizer: Summarizer) -> None:
+    def __init__(
+        self,
+        history: History,
+        settings: Settings,
+        summarizer: Summarizer,
+        limits: Limits | None = None,
+    ) -> None:
         self.history = history
         self.settings = settings
         self.summarizer = summarizer
+        self.limits = limits or None
+        """Retention limits; None when there are none (then nothing here costs anything)."""
+        self._horizon: Horizon | None = None
         self._plans: OrderedDict[int, ViewPlan] = OrderedDict()
         self._short: dict[int, tuple[dict[str, Any], MessageCost] | None] = {}
         self._short_generation = history.generation
@@ -225,13 +258,10 @@ class Planner:
         newest_user_found = False
         for unit_index in reversed(plan.kept):
             unit = units[unit_index]
-            infos = history.infos[unit.start : unit.stop]
-            if infos[0].role in ("system", "developer"):
-                pinned.add(unit_index)
-            elif not newest_user_found and any(info.user_turn for info in infos):
+            if not newest_user_found and has_user_turn(history, unit):
                 pinned.add(unit_index)
                 newest_user_found = True
-            elif any(_pinned_by_metadata(m) for m in history.messages[unit.start : unit.stop]):
+            elif always_pinned(history, unit):
                 pinned.add(unit_index)
         if plan.kept:
             pinned.add(plan.kept[-1])
@@ -291,8 +321,8 @@ class Planner:
                 and self._shortening_saves(newest)
             ):
                 shorten.append(newest)  # it cannot fit whole: better shortened than refused
-        if not shorten and not drop:
-            return None
+        if not shorten and not drop and (plan.summary is None or not self.over_budget(plan)):
+            return None  # (else the summary is what keeps the view over: apply drops it)
         return Compaction(
             shorten=shorten,
             drop=sorted(drop),
@@ -332,28 +362,108 @@ class Planner:
         dropped = set(compaction.drop)
         plan.kept = [u for u in plan.kept if u not in dropped]
         if dropped and "summarize" in self.settings.strategies:
-            inputs = [plan.summary] if plan.summary else []
-            for unit_index in sorted(compaction.drop):
-                inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
-            cap = self.summary_cap(plan.budget)
-            text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
-            counter = self.history.counter
-            summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
-            cost = counter.message_cost(summary)
-            replaced = sum(self.unit_cost(u, u in plan.short) for u in compaction.drop)
-            replaced += plan.summary_cost.total if plan.summary_cost else 0
-            if cost.total < replaced:
-                plan.summary, plan.summary_cost = summary, cost
-                plan.summarized_units += len(dropped)
-                plan.summarized = _add_ranges(plan.summarized, compaction.drop)
-                compaction.summarized = len(dropped)
-            # Otherwise a summary would cost more than what it stands for: the units are
-            # dropped plainly and the earlier summary, if any, stays.
+            compaction.summarized = await self._summarize(plan, compaction.drop)
         plan.compactions += 1
         plan.rendered = None
         plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
         if plan.summary_cost is not None:
             plan.tokens += plan.summary_cost.total
+            if self.over_budget(plan):
+                # Only the pinned units and the summary are left, and they do not fit: a
+                # summary is never worth a refused request.
+                plan.tokens -= plan.summary_cost.total
+                compaction.unsummarized = [u for a, b in plan.summarized for u in range(a, b)]
+                plan.summary = plan.summary_cost = None
+                plan.summarized = []
+                plan.summarized_units = 0
+
+    @staticmethod
+    def over_budget(plan: ViewPlan) -> bool:
+        return plan.request_tokens > plan.budget
+
+    async def _summarize(self, plan: ViewPlan, drop: list[int]) -> int:
+        """Fold the dropped units (sorted, already out of ``plan.kept``) into the plan's one
+        summary; returns how many it now stands for. None when a summary would cost more
+        than what it stands for, or would take the view over its budget (a summary is never
+        worth a refused request): the units are then dropped plainly and the earlier
+        summary, if any, stays."""
+        inputs = [plan.summary] if plan.summary else []
+        for unit_index in drop:
+            inputs.extend(self._unit_messages(unit_index, short=unit_index in plan.short))
+        cap = self.summary_cap(plan.budget)
+        text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
+        counter = self.history.counter
+        summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
+        cost = counter.message_cost(summary)
+        replaced = sum(self.unit_cost(u, u in plan.short) for u in drop)
+        replaced += plan.summary_cost.total if plan.summary_cost else 0
+        if cost.total >= replaced:
+            return 0
+        rest = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
+        if rest + cost.total + REPLY_PRIMING > plan.budget:
+            return 0
+        plan.summary, plan.summary_cost = summary, cost
+        plan.summarized_units += len(drop)
+        plan.summarized = _add_ranges(plan.summarized, drop)
+        return len(drop)
+
+    def shortened_messages(self, unit_indices: Iterable[int]) -> list[int]:
+        """History indices of the messages a view shows shortened in these units."""
+        units = self.history.units
+        return [
+            index
+            for unit_index in sorted(unit_indices)
+            for index in range(units[unit_index].start, units[unit_index].stop)
+            if self._shortened(index) is not None
+        ]
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def retain(self, plan: ViewPlan) -> Retained | None:
+        """The units retention newly leaves out of the plan's view; None when there are none
+        (no limits, or nothing moved since the plan last asked: then this costs O(1)).
+
+        Asks the horizon to catch up with the history and the clock, then looks only at the
+        plan's units before it: the pinned ones left there earlier and those it just passed.
+        """
+        if self.limits is None:
+            return None
+        horizon = self._horizon
+        if horizon is None or horizon.generation != self.history.generation:
+            horizon = self._horizon = Horizon.over(self.history, self.limits)
+        horizon.update(self.history.clock())
+        state = (horizon.unit, horizon.pins)
+        if plan.retained == state:
+            return None
+        plan.retained = state
+        before = plan.kept[: bisect_left(plan.kept, horizon.unit)]
+        always, moving = horizon.always, state[1]
+        drop = [u for u in before if u not in always and u not in moving]
+        if not drop:
+            return None
+        mask = 0
+        for unit_index in drop:
+            mask |= horizon.limits_of(unit_index)
+        return Retained(
+            drop=drop,
+            limits=limit_names(mask),
+            tokens_before=plan.request_tokens,
+            messages_before=self.message_count(plan),
+        )
+
+    async def apply_retention(self, plan: ViewPlan, retained: Retained) -> None:
+        """Leave the units out of the plan's view, summarized when so configured."""
+        dropped = set(retained.drop)
+        plan.kept = [u for u in plan.kept if u not in dropped]
+        plan.tokens -= sum(self.unit_cost(u, u in plan.short) for u in retained.drop)
+        if self.limits is not None and self.limits.summarize:
+            had = plan.summary_cost.total if plan.summary_cost else 0
+            retained.summarized = await self._summarize(plan, retained.drop)
+            if retained.summarized:
+                assert plan.summary_cost is not None
+                plan.tokens += plan.summary_cost.total - had
+        plan.compactions += 1
+        plan.rendered = None
 
     # -- rendering ---------------------------------------------------------------------------
 
@@ -544,8 +654,3 @@ def _add_ranges(ranges: list[tuple[int, int]], added: Iterable[int]) -> list[tup
         else:
             merged.append((start, stop))
     return merged
-
-
-def _pinned_by_metadata(message: dict[str, Any]) -> bool:
-    metadata = message.get("metadata")
-    return isinstance(metadata, dict) and bool(metadata.get("pin"))

@@ -8,6 +8,7 @@ checkpoint uses.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -79,6 +80,7 @@ class History:
         self.costs = costs
         self.times = times
         self.tokens = sum(cost.total for cost in costs)
+        self._sizes: list[int] = []
         self._grouper = grouper
         self._first_use = first_use
 
@@ -159,3 +161,17 @@ class History:
 
     def unit_cost(self, unit: Unit) -> int:
         return sum(cost.total for cost in self.costs[unit.start : unit.stop])
+
+    def size(self, index: int) -> int:
+        """Bytes of message ``index`` as compact JSON (what ``retain_bytes`` counts).
+
+        Encoded on first asking, then cached for the generation: only managers with a size
+        limit pay for it, and none pays twice.
+        """
+        sizes = self._sizes
+        if index >= len(sizes):
+            encode = json.dumps
+            for message in self.messages[len(sizes) : index + 1]:
+                text = encode(message, separators=(",", ":"), default=repr)
+                sizes.append(len(text.encode("utf-8", "surrogatepass")))
+        return sizes[index]

@@ -23,10 +23,12 @@ it, and a writer moves those bytes to ``<name>.torn`` before it appends. A bad l
 else is damage, not a crash, and raises :class:`HistoryFileCorrupt` without changing the file.
 
 Durability: with ``fsync="always"`` (the default) a record is on disk (``fdatasync``) before the
-call that wrote it returns, so it survives a power loss. With ``fsync="never"`` it is in the
-operating system when the call returns: it survives the process being killed, not the
-machine failing. The lock is an ``flock`` on the file: a second writer, in this process or
-another, gets :class:`HistoryFileLocked`; the lock goes when the holder closes or dies.
+call that wrote it returns, so it survives a power loss; an audit record, which describes a view
+rather than the history, becomes durable with the next change or on closing. With
+``fsync="never"`` it is in the operating system when the call returns: it survives the process
+being killed, not the machine failing. The lock is an ``flock`` on the file: a second writer, in
+this process or another, gets :class:`HistoryFileLocked`; the lock goes when the holder closes
+or dies.
 """
 
 from __future__ import annotations
@@ -289,8 +291,10 @@ class HistoryFile:
             os.fdatasync(self._fd)
 
     def close(self) -> None:
-        """Release the lock and the file; appending after this raises."""
+        """Make what was written durable (as the policy says), release the lock and the file;
+        appending after this raises."""
         if self._fd >= 0:
+            self.sync()
             fd, self._fd = self._fd, -1
             os.close(fd)  # closing the only descriptor releases the flock
 

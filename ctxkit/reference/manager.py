@@ -490,12 +490,13 @@ class ReferenceContextManager:
         self._turns.reset()
 
     def _record_audit(self, entry: dict[str, Any]) -> None:
-        """Keep an audit entry, in the history file too when there is one."""
+        """Keep an audit entry, in the history file too when there is one. It is written at
+        once but not synced: it describes a view, not the history, so a request does not wait
+        for the disk; the next change to the history (or closing) makes it durable."""
         at = self._history.clock()
         with self._history.locked():
             self._timeline.write_audit(entry, at)
             self._audit.append(entry)
-        self._sync()
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import shutil
@@ -512,3 +513,20 @@ def test_checkpoints_work_without_a_file_and_unknown_ids_say_what_exists():
             await manager.checkpoint(label=5)  # type: ignore[arg-type]
 
     run(scenario())
+
+
+def test_the_collector_paused_for_loading_is_switched_back_as_it_was(tmp_path: Path):
+    path = tmp_path / "c.jsonl"
+    run(fill(path, conversation(5, seed=10)))
+    opened(path).close()
+    assert gc.isenabled()
+    (tmp_path / "bad.jsonl").write_bytes(b"not a history\n\n")
+    with pytest.raises(HistoryFileCorrupt):
+        opened(tmp_path / "bad.jsonl")
+    assert gc.isenabled()  # also after a failed open
+    gc.disable()
+    try:
+        opened(path).close()
+        assert not gc.isenabled()  # left off, as the caller had it
+    finally:
+        gc.enable()

@@ -33,7 +33,14 @@ from ctxkit.reference.journal import (
     HistoryFileError,
     Torn,
 )
-from ctxkit.reference.planner import Planner, Rendered, Retained, Settings, ViewPlan
+from ctxkit.reference.planner import (
+    Compaction,
+    Planner,
+    Rendered,
+    Retained,
+    Settings,
+    ViewPlan,
+)
 from ctxkit.reference.retention import Limits
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
@@ -527,95 +534,72 @@ class ReferenceContextManager:
         if compaction is None:
             return False
         strategy = "+".join(self.settings.strategies)
-        await self._publish(
-            events.PRE_COMPACT,
-            message_count=compaction.messages_before,
-            token_count=compaction.tokens_before,
-            budget=plan.budget,
-            strategy=strategy,
-        )
-        had_summary = plan.summary
-        await self._planner.apply(plan, compaction)
-        duration = time.perf_counter() - started
-        if plan.summary is not None and plan.summary is not had_summary:
-            await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
-        tokens = plan.request_tokens
-        summarized = compaction.drop if compaction.summarized else []
-        self._record_audit(
-            audit_entry(
-                at=self._history.clock(),
-                reason="budget",
-                budget=plan.budget,
-                units=self._history.units,
-                dropped=[*([] if summarized else compaction.drop), *compaction.unsummarized],
-                summarized=summarized,
-                truncated=self._planner.shortened_messages(compaction.shorten),
-                tokens_before=compaction.tokens_before,
-                tokens_after=tokens,
-                history_messages=len(self._history),
-            )
-        )
-        await self._publish(
-            events.POST_COMPACT,
-            message_count=self._planner.message_count(plan),
-            token_count=tokens,
-            budget=plan.budget,
-            strategy=strategy,
-            tokens_before=compaction.tokens_before,
-            tokens_saved=compaction.tokens_before - tokens,
-            duration_s=duration,
-            units_dropped=len(compaction.drop),
-            units_truncated=len(compaction.shorten),
-            units_summarized=compaction.summarized,
-        )
+        await self._change_view(plan, compaction, started, strategy=strategy)
         return True
 
     async def _retain(self, plan: ViewPlan, retained: Retained) -> bool:
-        """Leave out the units retention newly passed, with the compaction events and an
-        audit entry, as a budget compaction does."""
-        started = time.perf_counter()
+        """Leave out the units retention newly passed, as a compaction with strategy
+        ``retention``."""
+        await self._change_view(plan, retained, time.perf_counter(), strategy="retention")
+        return True
+
+    async def _change_view(
+        self,
+        plan: ViewPlan,
+        decision: Compaction | Retained,
+        started: float,
+        *,
+        strategy: str,
+    ) -> None:
+        """Apply a compaction or a retention step to the plan, between the contract's
+        ``pre_compact`` and ``post_compact`` events, and record it in the audit log."""
         await self._publish(
             events.PRE_COMPACT,
-            message_count=retained.messages_before,
-            token_count=retained.tokens_before,
+            message_count=decision.messages_before,
+            token_count=decision.tokens_before,
             budget=plan.budget,
-            strategy="retention",
+            strategy=strategy,
         )
         had_summary = plan.summary
-        await self._planner.apply_retention(plan, retained)
+        if isinstance(decision, Compaction):
+            await self._planner.apply(plan, decision)
+            shorten, unsummarized, limits = decision.shorten, decision.unsummarized, []
+        else:
+            await self._planner.apply_retention(plan, decision)
+            shorten, unsummarized, limits = [], [], decision.limits
         duration = time.perf_counter() - started
         if plan.summary is not None and plan.summary is not had_summary:
             await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
         tokens = plan.request_tokens
+        summarized = decision.drop if decision.summarized else []
+        self._record_audit(
+            audit_entry(
+                at=self._history.clock(),
+                reason="budget" if isinstance(decision, Compaction) else "retention",
+                limits=limits,
+                budget=plan.budget,
+                units=self._history.units,
+                dropped=[*([] if summarized else decision.drop), *unsummarized],
+                summarized=summarized,
+                truncated=self._planner.shortened_messages(shorten),
+                tokens_before=decision.tokens_before,
+                tokens_after=tokens,
+                history_messages=len(self._history),
+            )
+        )
         await self._publish(
             events.POST_COMPACT,
             message_count=self._planner.message_count(plan),
             token_count=tokens,
             budget=plan.budget,
-            strategy="retention",
-            tokens_before=retained.tokens_before,
-            tokens_saved=retained.tokens_before - tokens,
+            strategy=strategy,
+            tokens_before=decision.tokens_before,
+            tokens_saved=decision.tokens_before - tokens,
             duration_s=duration,
-            units_dropped=len(retained.drop),
-            units_truncated=0,
-            units_summarized=retained.summarized,
+            units_dropped=len(decision.drop),
+            units_truncated=len(shorten),
+            units_summarized=decision.summarized,
         )
-        summarized = retained.drop if retained.summarized else []
-        self._record_audit(
-            audit_entry(
-                at=self._history.clock(),
-                reason="retention",
-                limits=retained.limits,
-                budget=plan.budget,
-                units=self._history.units,
-                dropped=[] if summarized else retained.drop,
-                summarized=summarized,
-                tokens_before=retained.tokens_before,
-                tokens_after=tokens,
-                history_messages=len(self._history),
-            )
-        )
-        return True
 
     def _render(self, plan: ViewPlan, rendered: Rendered) -> tuple[list[dict[str, Any]], ViewStats]:
         view = rendered.copy_view()

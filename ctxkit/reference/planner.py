@@ -383,7 +383,7 @@ class Planner:
 
     async def _summarize(self, plan: ViewPlan, drop: list[int]) -> int:
         """Fold the dropped units (sorted, already out of ``plan.kept``) into the plan's one
-        summary; returns how many it now stands for. None when a summary would cost more
+        summary; returns how many it now stands for: 0 when a summary would cost more
         than what it stands for, or would take the view over its budget (a summary is never
         worth a refused request): the units are then dropped plainly and the earlier
         summary, if any, stays."""

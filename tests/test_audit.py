@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 from ctxkit.messages import group_units, validate_history
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.reference.audit import message_ranges
+from tests.chat import call, reply, result, run, user
 
 KEYS = {
     "at",
@@ -22,32 +22,6 @@ KEYS = {
     "tokens_after",
     "history_messages",
 }
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def reply(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
-def call(call_id: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-        ],
-    }
-
-
-def result(call_id: str, text: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 SYSTEM = {"role": "system", "content": "You are a careful agent."}

@@ -6,7 +6,6 @@ random moments) is tests/test_crash.py.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import json
@@ -36,12 +35,9 @@ from ctxkit.reference.journal import (
 from ctxkit.reference.timeline import UnknownCheckpoint
 from ctxkit.tokens import TokenCounter
 from ctxkit.workload import conversation
+from tests.chat import run
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def opened(path: Path, **config: Any) -> ReferenceContextManager:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from importlib.metadata import entry_points
@@ -20,33 +19,7 @@ from ctxkit.reference import (
     mount,
 )
 from ctxkit.reference.strategies import SUMMARY_HEADER
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def reply(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
-def call(*ids: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-            for i in ids
-        ],
-    }
-
-
-def result(call_id: str, text: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
+from tests.chat import call, reply, result, run, user
 
 
 def words(n: int, seed: str = "w") -> str:

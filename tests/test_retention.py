@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -21,36 +20,10 @@ from ctxkit import events
 from ctxkit.messages import group_units, validate_history
 from ctxkit.reference import ConfigError, ReferenceContextManager
 from ctxkit.reference.strategies import SUMMARY_HEADER
+from tests.chat import call, reply, result, run, user
 
 EXACT = frozenset()
 """match_view with no annotation keys ignored: test messages are told apart by metadata."""
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def reply(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
-def call(*ids: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-            for i in ids
-        ],
-    }
-
-
-def result(call_id: str, text: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 SYSTEM = {"role": "system", "content": "You are a careful agent."}

@@ -24,6 +24,7 @@ from ctxkit.reference.planner import Spans
 from ctxkit.telemetry import EventStream, instrument
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
 from ctxkit.workload import conversation
+from tests.chat import call, reply, result, user
 from tests.telemetry_cases import Recorder, compacting_manager, marked_conversation
 
 LEFT_OUT = ("dropped", "summarized")
@@ -38,28 +39,8 @@ STRATEGY_SETS = st.sampled_from(
         ("importance", "summarize"),
     ]
 )
+
 COUNTER = TokenCounter()
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def reply(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
-def call(call_id: str) -> dict[str, Any]:
-    function = {"name": "bash", "arguments": "{}"}
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
-    }
-
-
-def result(call_id: str, text: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def whole(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

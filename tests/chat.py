@@ -1,9 +1,24 @@
-"""Small message builders for tests of the reference manager, in the OpenAI shape."""
+"""Small messages for tests, in the OpenAI shape: builders and one short conversation."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+CHAT: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "list files"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
+    {"role": "assistant", "content": "Two files: a.py and b.py."},
+]
+"""A short conversation with one tool round, for files the CLI reads and writes."""
 
 
 def run(coro: Any) -> Any:

@@ -12,25 +12,14 @@ from typing import Any
 
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.reference.journal import encode_record
+from tests.chat import CHAT
+
+__all__ = ["CHAT", "ROOT", "T0", "Holder", "append", "append_record", "store"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
 T0 = 1_800_000_000.0
 """The time the stored records say they were written (the managers' clock)."""
-
-CHAT: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "list files"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
-    {"role": "assistant", "content": "Two files: a.py and b.py."},
-]
 
 
 def store(

@@ -10,20 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
-
-CHAT = [
-    {"role": "system", "content": "You are terse."},
-    {"role": "user", "content": "list files"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
-    {"role": "assistant", "content": "Two files."},
-]
+from tests.chat import CHAT
 
 
 def test_help_lists_commands_and_exit_codes(capsys):

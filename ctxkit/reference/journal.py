@@ -56,6 +56,7 @@ __all__ = [
     "lock_holder",
     "lock_holders",
     "read_history_file",
+    "sync_directory",
 ]
 
 FORMAT = "history"
@@ -258,7 +259,7 @@ class HistoryFile:
                 self.append(header)
                 self.sync()
                 if created and fsync == "always":
-                    _sync_directory(self.path.parent)
+                    sync_directory(self.path.parent)
         except BaseException:
             os.close(self._fd)
             self._fd = -1
@@ -374,7 +375,8 @@ def lock_holder(
     return holders.get(key)
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
+    """Make the names in ``directory`` (a file created, renamed) survive a power loss."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -41,6 +41,7 @@ from ctxkit.reference.journal import (
     lock_holders,
     parse_history,
     read_history_file,
+    sync_directory,
 )
 from ctxkit.reference.timeline import Timeline
 
@@ -469,8 +470,8 @@ def cleanup(
             for found, reason in chosen
         ]
     if any(action.outcome == "archived" for action in actions):
-        _fsync_directory(archive)
-        _fsync_directory(directory)
+        sync_directory(archive)
+        sync_directory(directory)
     return actions
 
 
@@ -568,14 +569,5 @@ def _locked(directory: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make renames in ``directory`` survive a power loss."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)

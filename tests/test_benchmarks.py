@@ -6,36 +6,33 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_agent_loop_benchmark_runs_and_reports_ratios(tmp_path: Path):
-    out = tmp_path / "results.json"
+def run_benchmark(
+    script: str, *args: str, out: Path, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run ``benchmarks/<script>`` with ``args`` and ``--json out``; its output and results."""
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "agent_loop.py"),
-            "--sizes",
-            "120",
-            "300",
-            "--steps",
-            "4",
-            "--repeat",
-            "1",
-            "--json",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr
+    return done, json.loads(out.read_text())
+
+
+def test_agent_loop_benchmark_runs_and_reports_ratios(tmp_path: Path):
+    sizes = ["--sizes", "120", "300", "--steps", "4", "--repeat", "1"]
+    done, results = run_benchmark("agent_loop.py", *sizes, out=tmp_path / "results.json")
     assert "ctxkit reference" in done.stdout
     assert "naive re-encode" in done.stdout
     assert "flatness:" in done.stdout
-    results = json.loads(out.read_text())
     naive = [row for row in results["loop"] if row["manager"] == "naive re-encode"]
     assert len(naive) == 2
     assert all(row["steps"] >= 3 for row in results["loop"])
@@ -43,36 +40,18 @@ def test_agent_loop_benchmark_runs_and_reports_ratios(tmp_path: Path):
 
 
 def test_telemetry_overhead_benchmark_runs_every_mode(tmp_path: Path):
-    out = tmp_path / "overhead.json"
-    script = str(ROOT / "benchmarks" / "telemetry_overhead.py")
-    small = ["--history", "200", "--steps", "6", "--rounds", "1", "--json", str(out)]
-    done = subprocess.run(
-        [sys.executable, script, *small],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    modes = json.loads(out.read_text())["modes"]
+    small = ["--history", "200", "--steps", "6", "--rounds", "1"]
+    done, results = run_benchmark("telemetry_overhead.py", *small, out=tmp_path / "overhead.json")
+    modes = results["modes"]
     assert set(modes) == {"off", "off again", "prometheus", "stream", "otel", "all"}
     assert modes["off"]["overhead"]["latency"] == 0
     assert "goal: request overhead <= 5 %" in done.stdout
 
 
 def test_inspect_ingest_benchmark_runs_both_streams(tmp_path: Path):
-    out = tmp_path / "ingest.json"
-    script = str(ROOT / "benchmarks" / "inspect_ingest.py")
     small = ["--rate", "500", "--seconds", "1", "--backlog", "2000", "--turns", "20"]
-    done = subprocess.run(
-        [sys.executable, script, *small, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    streams = json.loads(out.read_text())["streams"]
+    done, results = run_benchmark("inspect_ingest.py", *small, out=tmp_path / "ingest.json")
+    streams = results["streams"]
     assert set(streams) == {"plain", "with listing"}
     for figures in streams.values():
         assert figures["sustained"]["taken"] == figures["sustained"]["written"] > 0
@@ -84,18 +63,8 @@ def test_inspect_ingest_benchmark_runs_both_streams(tmp_path: Path):
 
 def test_persistence_benchmark_runs_every_mode(tmp_path: Path):
     out = tmp_path / "persistence.json"
-    script = str(ROOT / "benchmarks" / "persistence.py")
     small = ["--adds", "60", "--rounds", "1", "--load-messages", "400", "--repeats", "1"]
-    done = subprocess.run(
-        [sys.executable, script, *small, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    results = json.loads(out.read_text())
+    done, results = run_benchmark("persistence.py", *small, out=out, cwd=tmp_path)
     assert set(results["adds"]) == {
         "no file",
         "fsync=never",

@@ -503,9 +503,8 @@ class ReferenceContextManager:
         """Keep an audit entry, in the history file too when there is one. It is written at
         once but not synced: it describes a view, not the history, so a request does not wait
         for the disk; the next change to the history (or closing) makes it durable."""
-        at = self._history.clock()
         with self._history.locked():
-            self._timeline.write_audit(entry, at)
+            self._timeline.write_audit(entry, entry["at"])
             self._audit.append(entry)
 
     def _lock(self) -> asyncio.Lock:

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance.runner import RunOptions, run  # noqa: E402
+from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
 from tests.zoo import ZOO  # noqa: E402
 
 PASSING = ["ctxkit.reference:mount", "tests.zoo.base:GoodManager"]

@@ -95,9 +95,9 @@ def run_conformance(args: argparse.Namespace) -> int:
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
 
-    from conformance.report import reproducer_script, summary, write_json, write_junit
-    from conformance.runner import RunOptions, SetupError, run
-    from conformance.target import DEFAULT_TARGET
+    from ctxkit.conformance.report import reproducer_script, summary, write_json, write_junit
+    from ctxkit.conformance.runner import RunOptions, SetupError, run
+    from ctxkit.conformance.target import DEFAULT_TARGET
 
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(

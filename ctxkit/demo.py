@@ -139,7 +139,7 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
             )
             for number in range(1, options.conversations + 1)
         ]
-    from conformance.target import EventRecorder, load_target
+    from ctxkit.conformance.target import EventRecorder, load_target
     from ctxkit.telemetry import instrument
 
     target = load_target(options.target, options.config)
@@ -168,7 +168,7 @@ async def run_demo(
 
     ``subscribers`` also get every event (``ctxkit inspect --demo`` feeds its screen so).
 
-    Raises :class:`~conformance.target.LoadError` / ``ContractError`` for a bad target and
+    Raises :class:`~ctxkit.conformance.target.LoadError` / ``ContractError`` for a bad target and
     :class:`~ctxkit.telemetry.MetricsPortInUse` for a taken port, before any work starts.
     """
     from ctxkit.telemetry import EventStream, PrometheusMetrics, serve_metrics
@@ -390,8 +390,8 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """The ``demo`` subcommand's body: exit code 0, or 1 if the target broke a property."""
-    from conformance.target import ContractError, LoadError
     from ctxkit.cli import UsageError
+    from ctxkit.conformance.target import ContractError, LoadError
     from ctxkit.reference import ConfigError
     from ctxkit.telemetry import MetricsPortInUse
 

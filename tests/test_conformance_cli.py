@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from conformance.target import ContractError, LoadError, load_target
 from ctxkit.cli import main
+from ctxkit.conformance.target import ContractError, LoadError, load_target
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5"]
@@ -73,7 +73,7 @@ def test_a_bad_target_gets_an_error_that_says_the_fix(spec, fragment):
 def test_sync_methods_are_named_in_the_contract_error():
     import asyncio
 
-    from conformance.target import EventRecorder
+    from ctxkit.conformance.target import EventRecorder
 
     target = load_target("tests.zoo.misc:SyncMethods")
     with pytest.raises(ContractError, match="async def"):
@@ -254,7 +254,7 @@ def test_anthropic_only_format_generates_no_openai_calls(tmp_path: Path):
 
 def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
     (tmp_path / "test_mine.py").write_text(
-        "from conformance.plugin import ConformanceSuite\n\n\n"
+        "from ctxkit.conformance.plugin import ConformanceSuite\n\n\n"
         "class TestGood(ConformanceSuite):\n"
         "    target = 'tests.zoo.base:GoodManager'\n"
         "    profile = 'quick'\n\n\n"
@@ -278,7 +278,7 @@ def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
 def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path: Path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",
-         "conformance.suite", "--ctxkit-target", "tests.zoo.base:GoodManager",
+         "ctxkit.conformance.suite", "--ctxkit-target", "tests.zoo.base:GoodManager",
          "--ctxkit-profile", "quick"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conformance.runner import RunOptions, SetupError, run
+from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 

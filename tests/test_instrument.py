@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from conformance.invariants import HistoryIndex, match_view
-from conformance.strategies import conversations
 from ctxkit import events
+from ctxkit.conformance.invariants import HistoryIndex, match_view
+from ctxkit.conformance.strategies import conversations
 from ctxkit.demo import agent_turns
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import PrometheusMetrics, instrument

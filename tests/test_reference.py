@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conformance.invariants import check_tool_pairs
 from ctxkit import InvalidMessage, events
+from ctxkit.conformance.invariants import check_tool_pairs
 from ctxkit.reference import (
     ConfigError,
     ContextBudgetExceeded,

@@ -10,14 +10,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.invariants import (
+from ctxkit import events
+from ctxkit.conformance.invariants import (
     check_non_destructive,
     check_ordering,
     check_preservation,
     check_tool_pairs,
 )
-from conformance.strategies import conversations
-from ctxkit import events
+from ctxkit.conformance.strategies import conversations
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager
 
 STRATEGY_SETS = st.sampled_from(

@@ -24,7 +24,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from conformance.invariants import (
+from ctxkit import events
+from ctxkit.conformance.invariants import (
     HistoryIndex,
     Violation,
     check_lifecycle,
@@ -32,7 +33,6 @@ from conformance.invariants import (
     check_ordering,
     check_tool_pairs,
 )
-from ctxkit import events
 from ctxkit.events import LISTING_ROWS, EventBus
 from ctxkit.messages import copy_message, text_of
 from ctxkit.reference.manager import provider_budget

@@ -20,11 +20,11 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance.child import Child, TargetUnusable
-from conformance.invariants import ANNOTATION_KEYS
-from conformance.machine import PropertyFailure, Relaxations, Session, make_machine
-from conformance.properties import PROPERTIES, RELAXATIONS
-from conformance.target import DEFAULT_TARGET
+from ctxkit.conformance.child import Child, TargetUnusable
+from ctxkit.conformance.invariants import ANNOTATION_KEYS
+from ctxkit.conformance.machine import PropertyFailure, Relaxations, Session, make_machine
+from ctxkit.conformance.properties import PROPERTIES, RELAXATIONS
+from ctxkit.conformance.target import DEFAULT_TARGET
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run"]
 
@@ -124,7 +124,8 @@ def parse_allow(allow: list[str]) -> Relaxations:
                 )
         else:
             raise SetupError(
-                f"unknown relaxation {item!r}; --allow accepts: {', '.join(RELAXATIONS)}"
+                f"unknown relaxation {item!r}; --allow accepts: "
+                + ", ".join(r.usage for r in RELAXATIONS.values())
             )
     return Relaxations(hoisted, dropped, tolerance)
 
@@ -163,7 +164,7 @@ def run(
         if not loaded.ok:
             raise SetupError(loaded.message)
         spec = loaded.value["spec"]
-        probe = child.call("reset", timeout=max(options.timeout, 60))
+        probe = child.call("build", timeout=max(options.timeout, 60))
         if not probe.ok and probe.kind == "contract":
             return _broken_contract(spec, options, results, probe.message, started)
         if not probe.ok:

@@ -2,13 +2,13 @@
 
 Subclass :class:`ConformanceSuite` in a test module::
 
-    from conformance.plugin import ConformanceSuite
+    from ctxkit.conformance.plugin import ConformanceSuite
 
     class TestMyManager(ConformanceSuite):
         target = "mypkg.context:MyManager"
         config = {"max_tokens": 8000}
 
-or point pytest at the packaged suite: ``pytest --pyargs conformance.suite --ctxkit-target
+or point pytest at the packaged suite: ``pytest --pyargs ctxkit.conformance.suite --ctxkit-target
 mypkg.context:MyManager``. One test per property; recommended properties that fail are
 reported as xfail unless ``--ctxkit-strict``. The suite runs once per target and session.
 
@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from conformance.properties import PROPERTIES
+from ctxkit.conformance.properties import PROPERTIES
 
 __all__ = ["ConformanceSuite"]
 
@@ -76,7 +76,7 @@ _REPORTS: dict[tuple[Any, ...], Any] = {}
 @pytest.fixture
 def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     """The suite's report for the class's target, run once per target and session."""
-    from conformance.runner import RunOptions, run
+    from ctxkit.conformance.runner import RunOptions, run
 
     suite = request.cls
     config = request.config

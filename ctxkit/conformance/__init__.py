@@ -1,5 +1,5 @@
 """The ctxkit conformance suite: properties any context manager should hold.
 
-``conformance.invariants`` holds the properties as pure functions; it imports nothing heavy,
+``ctxkit.conformance.invariants`` holds the properties as pure functions; it imports nothing heavy,
 so production code may use it.
 """

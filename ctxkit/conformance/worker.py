@@ -1,4 +1,4 @@
-"""The child process that holds the target: ``python -m conformance.worker``.
+"""The child process that holds the target: ``python -m ctxkit.conformance.worker``.
 
 The suite never runs a target in its own process: a hang, a crash or ``sys.exit`` in the
 target must cost one verdict, not the run. The parent sends one JSON request per line on
@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Any
 
-from conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
+from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
 
 
 def to_json(value: Any) -> Any:
@@ -78,9 +78,10 @@ class Worker:
                 "kind": self.target.kind,
                 "events": self.target.observes_events,
             }
-        if op == "reset":
+        if op == "build":
             assert self.target is not None, "load first"
             await _close(self.manager)
+            self.manager = None
             self.recorder = EventRecorder()
             self.sent_events = 0
             self.manager = await self.target.build(self.recorder)
@@ -121,9 +122,12 @@ class Worker:
         return snapshot
 
     async def _request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
+        """With a budget, with a provider, or with neither (the manager's own fallback)."""
         if defaults is not None:
             return await self.manager.get_messages_for_request(provider=_Provider(defaults))
-        return await self.manager.get_messages_for_request(token_budget=budget)
+        if budget is not None:
+            return await self.manager.get_messages_for_request(token_budget=budget)
+        return await self.manager.get_messages_for_request()
 
     async def op_get(self) -> Any:
         return to_json(await self.manager.get_messages())
@@ -136,6 +140,13 @@ class Worker:
 
     async def op_set(self, messages: list[Any]) -> None:
         await self.manager.set_messages(messages)
+
+    async def op_set_then_edit(self, messages: list[Any]) -> str:
+        """Returns the history's digest before the caller edits the list it passed."""
+        await self.manager.set_messages(messages)
+        before = digest(to_json(await self.manager.get_messages()), self.ignore)
+        edit_in_place(messages)
+        return before
 
     async def op_clear(self) -> None:
         await self.manager.clear()
@@ -198,7 +209,7 @@ async def serve(protocol: Any) -> None:
         try:
             value = await worker.handle(op, request.get("args", {}))
             answer: dict[str, Any] = {"ok": True, "value": value}
-            if op not in ("load",) and worker.manager is not None:
+            if op not in ("load", "build") and worker.manager is not None:
                 answer.update(await worker.state())
         except LoadError as exc:
             answer = _error(exc, "load")

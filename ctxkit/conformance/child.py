@@ -60,7 +60,7 @@ class Child:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "conformance.worker"],
+            [sys.executable, "-m", "ctxkit.conformance.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from conformance.machine import PropertyFailure
-from conformance.properties import RELAXATIONS, by_id
-from conformance.runner import PropertyResult, Report
+from ctxkit.conformance.machine import PropertyFailure
+from ctxkit.conformance.properties import RELAXATIONS, by_id
+from ctxkit.conformance.runner import PropertyResult, Report
 
 __all__ = ["reproducer_script", "summary", "write_json", "write_junit"]
 
@@ -33,15 +33,15 @@ Run it with python from where the target imports; it fails while the bug is ther
 
 import asyncio
 
-from conformance.invariants import (  # noqa: F401
+from ctxkit.conformance.invariants import (  # noqa: F401
     check_lifecycle,
     check_non_destructive,
     check_ordering,
     check_preservation,
     check_tool_pairs,
 )
-from conformance.target import EventRecorder, load_target
-from conformance.worker import edit_in_place  # noqa: F401
+from ctxkit.conformance.target import EventRecorder, load_target
+from ctxkit.conformance.worker import edit_in_place  # noqa: F401
 from ctxkit.tokens import TokenCounter  # noqa: F401
 
 
@@ -87,9 +87,9 @@ def summary(report: Report) -> str:
             note = f"  ({p.message.split(':')[0]})"
         lines.append(f"  {p.id:<{width}}  {p.level:<11}  {_MARK[p.status]}{note}")
     for item in report.allow:
-        name = item.split("=")[0]
-        key = next((k for k in RELAXATIONS if k.split("=")[0] == name), name)
-        lines.append(f"  allowed: {item}: {RELAXATIONS.get(key, '')}")
+        relaxation = RELAXATIONS.get(item.split("=")[0])
+        if relaxation is not None:
+            lines.append(f"  allowed: {item}: {relaxation.relaxes}: {relaxation.allows}")
     for p in report.properties:
         if p.status in ("failed", "error"):
             lines += ["", f"{p.id} {p.status}: {p.message}"]

@@ -21,8 +21,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from conformance.child import Child, Reply
-from conformance.invariants import (
+from ctxkit.conformance.child import Child, Reply
+from ctxkit.conformance.invariants import (
     check_events,
     check_lifecycle,
     check_non_destructive,
@@ -32,8 +32,8 @@ from conformance.invariants import (
     is_result,
     newest_user_message,
 )
-from conformance.properties import PROPERTIES
-from conformance.strategies import (
+from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.strategies import (
     BadMessage,
     Budget,
     RoundTemplate,
@@ -44,7 +44,7 @@ from conformance.strategies import (
     round_templates,
     texts,
 )
-from conformance.worker import digest
+from ctxkit.conformance.worker import digest
 from ctxkit.tokens import REPLY_PRIMING as PRIMING
 
 __all__ = ["FAILURES", "PropertyFailure", "Relaxations", "Session", "make_machine"]
@@ -111,7 +111,7 @@ FAILURES = {p.id: _failure_type(p.id) for p in PROPERTIES}
 
 @dataclass(frozen=True)
 class Relaxations:
-    """What ``--allow`` relaxed (see :data:`conformance.properties.RELAXATIONS`)."""
+    """What ``--allow`` relaxed (see :data:`ctxkit.conformance.properties.RELAXATIONS`)."""
 
     hoisted_system: bool = False
     dropped_system: bool = False
@@ -164,7 +164,7 @@ def make_machine(
             self._digest: str | None = None
             self.events: list[Any] = []
             self.steps: list[Code] = []
-            reply = session.call("reset")
+            reply = session.call("build")
             if not reply.ok:
                 self._fail("lifecycle", f"building a fresh manager raised {reply.error}")
 

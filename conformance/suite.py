@@ -1,7 +1,0 @@
-"""The suite as a pytest module: ``pytest --pyargs conformance.suite --ctxkit-target T``."""
-
-from conformance.plugin import ConformanceSuite
-
-
-class TestConformance(ConformanceSuite):
-    """Checks the target named by --ctxkit-target (or CTXKIT_TARGET, or ctxkit_target)."""

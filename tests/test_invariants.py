@@ -71,7 +71,7 @@ def test_split_pairs_are_reported_in_plain_words(view, fragment):
     assert all(p.property == "tool_pair_integrity" for p in problems)
 
 
-def test_ordering_allows_summaries_and_shortened_outputs_but_not_reordering():
+def test_ordering_allows_summaries_and_rewritten_outputs_but_not_reordering():
     history = [USER, CALL, RESULT_A, RESULT_B, REPLY]
     summary = {"role": "user", "content": "[summary of earlier turns]"}
     shortened = {**RESULT_A, "content": "A...A"}
@@ -83,8 +83,8 @@ def test_ordering_allows_summaries_and_shortened_outputs_but_not_reordering():
     forged = {"role": "tool", "tool_call_id": "zzz", "content": "notice"}
     (problem,) = check_ordering(history, [USER, forged])
     assert "carries tool ids zzz but comes from no history message" in problem.message
-    longer = {**RESULT_B, "content": "B" * 500}  # not a shortened output: a rewrite
-    assert check_ordering(history, [CALL, RESULT_A, longer])
+    marker = {**RESULT_B, "content": "[... 1 line omitted ...]"}  # longer than "B": still B
+    assert check_ordering(history, [CALL, RESULT_A, marker]) == []
 
 
 def test_metadata_is_an_annotation_key_for_ordering():

@@ -1,20 +1,36 @@
 """The conformance properties as pure functions over (history, view, events).
 
-Each ``check_*`` returns the violations it finds, as plain sentences a person can act on.
-They import nothing heavy (no Hypothesis, no pytest) so a production process can run them on
-every view, and nothing of ``ctxkit.messages``: the suite must not trust the code it checks,
-so the message shapes are read here again, independently and strictly.
+Each ``check_*`` returns the violations it finds, as plain sentences a person can act on, each
+with a machine-readable ``kind`` that relaxations filter on (:func:`relaxed`). They import
+nothing heavy (no Hypothesis, no pytest) so a production process can run them on every view,
+and nothing of ``ctxkit.messages``: the suite must not trust the code it checks, so the message
+shapes are read again in :mod:`ctxkit.conformance.shapes`, and what a view message comes from
+is decided in :mod:`ctxkit.conformance.matching`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.conformance.matching import (
+    ANNOTATION_KEYS,
+    HistoryIndex,
+    Semantic,
+    comes_from,
+    derives,
+    match_view,
+    semantic,
+)
+from ctxkit.conformance.shapes import calls as _calls
+from ctxkit.conformance.shapes import is_result, newest_user_message
+from ctxkit.conformance.shapes import results as _results
+from ctxkit.conformance.shapes import tool_ids as _tool_ids
+
 __all__ = [
     "ANNOTATION_KEYS",
+    "RELAXED_KINDS",
     "HistoryIndex",
     "Violation",
     "check_budget",
@@ -24,74 +40,60 @@ __all__ = [
     "check_ordering",
     "check_preservation",
     "check_tool_pairs",
+    "comes_from",
     "is_result",
+    "match_view",
     "newest_user_message",
+    "relaxed",
 ]
-
-ANNOTATION_KEYS = frozenset({"metadata"})
-"""Keys a manager may add or change on a message without it counting as a different message."""
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken property: its id, a plain sentence, and the call ids involved if any."""
+    """One broken property: its id, a plain sentence, the call ids involved if any, and what
+    kind of break it is, for callers that filter (``ordering``: ``reordered``,
+    ``synthetic-tool-ids``, ``repeated``; ``preservation``: ``dropped-system``,
+    ``merged-system``, ``dropped-user``; empty where a property has one kind only)."""
 
     property: str
     message: str
     ids: tuple[str, ...] = ()
+    kind: str = ""
 
     def __str__(self) -> str:
         return f"{self.property}: {self.message}"
 
 
-# -- reading the shapes (independently of ctxkit.messages) -----------------------------------
+RELAXED_KINDS: Mapping[str, frozenset[str]] = {
+    "dropped-system": frozenset({"dropped-system", "merged-system"}),
+    "merged-system": frozenset({"merged-system"}),
+}
+"""The violation kinds each relaxation accepts. A team that lets system messages be dropped
+lets them be merged too: a merged message keeps what a dropped one loses."""
 
 
-def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, Mapping)]
-    return []
+def relaxed(violations: Iterable[Violation], allow: Any) -> list[Violation]:
+    """The violations that the relaxations in ``allow`` do not accept.
+
+    ``allow``: relaxation names (``"merged-system"``; a ``name=value`` item counts by its name)
+    or an object with a true attribute per relaxation (``merged_system=True``), such as the
+    state machine's ``Relaxations``. Relaxations not in :data:`RELAXED_KINDS` (those that work
+    on the history or the budget instead) accept no violation here.
+
+    Example: ``relaxed(check_preservation(history, view), {"merged-system"})``.
+    """
+    if isinstance(allow, str):
+        allow = [allow]
+    if isinstance(allow, Collection):
+        names = {str(item).partition("=")[0] for item in allow}
+    else:
+        names = {n for n in RELAXED_KINDS if getattr(allow, n.replace("-", "_"), False) is True}
+    accepted = frozenset().union(*(RELAXED_KINDS.get(name, ()) for name in names))
+    return [v for v in violations if v.kind not in accepted]
 
 
-def _calls(message: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(OpenAI call ids, Anthropic tool_use ids) of a message."""
-    if message.get("role") != "assistant":
-        return [], []
-    openai = [
-        str(call.get("id")) for call in message.get("tool_calls") or () if isinstance(call, Mapping)
-    ]
-    anthropic = [str(b.get("id")) for b in _blocks(message) if b.get("type") == "tool_use"]
-    return openai, anthropic
-
-
-def _results(message: Mapping[str, Any]) -> list[str]:
-    """Call ids a message answers: ``role: tool``, or ``tool_result`` blocks in any message."""
-    if message.get("role") == "tool":
-        return [str(message.get("tool_call_id"))]
-    return [str(b.get("tool_use_id")) for b in _blocks(message) if b.get("type") == "tool_result"]
-
-
-def is_result(message: Mapping[str, Any]) -> bool:
-    """The message answers a tool call (``role: tool``, or ``tool_result`` blocks)."""
-    return bool(_results(message))
-
-
-def newest_user_message(history: Sequence[Mapping[str, Any]]) -> int | None:
-    """Index of the newest user message that is the user's turn, not only tool results."""
-    return next(
-        (
-            i
-            for i in range(len(history) - 1, -1, -1)
-            if history[i].get("role") == "user" and not _results(history[i])
-        ),
-        None,
-    )
-
-
-def _tool_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
-    openai, anthropic = _calls(message)
-    return (*openai, *anthropic, *_results(message))
+def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k not in ignore}
 
 
 # -- tool_pair_integrity ---------------------------------------------------------------------
@@ -208,144 +210,6 @@ def _where_else(view: Sequence[Any], call_id: str, start: int) -> str:
 # -- ordering --------------------------------------------------------------------------------
 
 
-def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]:
-    return {k: v for k, v in message.items() if k not in ignore}
-
-
-def _text_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, Mapping):
-        return sum(_text_size(v) for k, v in value.items() if k not in ("type", "id"))
-    if isinstance(value, list):
-        return sum(_text_size(v) for v in value)
-    return 0
-
-
-def comes_from(
-    view_message: Mapping[str, Any],
-    history_message: Mapping[str, Any],
-    ignore: frozenset[str] = ANNOTATION_KEYS,
-) -> bool:
-    """A view message comes from a history message when it equals it (ignoring annotation
-    keys), or keeps its role and tool ids with content no longer than the original's."""
-    if _strip(view_message, ignore) == _strip(history_message, ignore):
-        return True
-    ids = _tool_ids(history_message)
-    return bool(
-        ids
-        and view_message.get("role") == history_message.get("role")
-        and _tool_ids(view_message) == ids
-        and _text_size(view_message.get("content")) <= _text_size(history_message.get("content"))
-    )
-
-
-def match_view(
-    history: Sequence[Mapping[str, Any]],
-    view: Sequence[Any],
-    ignore: frozenset[str] = ANNOTATION_KEYS,
-) -> list[int | None]:
-    """For each view message, the history index it comes from (None: synthetic).
-
-    Matching goes forward in order; a message that only matches earlier history is matched
-    there, which :func:`check_ordering` reports as reordering.
-    """
-    matches: list[int | None] = []
-    used: set[int] = set()
-    position = 0
-    for message in view:
-        if not isinstance(message, Mapping):
-            matches.append(None)
-            continue
-        found = next(
-            (
-                i
-                for i in range(position, len(history))
-                if i not in used and comes_from(message, history[i], ignore)
-            ),
-            None,
-        )
-        if found is None:
-            found = next(
-                (
-                    i
-                    for i in range(0, min(position, len(history)))
-                    if i not in used and comes_from(message, history[i], ignore)
-                ),
-                None,
-            )
-        if found is not None:
-            used.add(found)
-            position = max(position, found + 1)
-        matches.append(found)
-    return matches
-
-
-class HistoryIndex:
-    """A growing history indexed for :func:`match_view`'s answer in time that follows the
-    view, not the history: for checking live views of a long conversation.
-
-    Messages are looked up by a canonical JSON fingerprint (exact matches) and by their tool
-    ids (shortened matches); the result equals ``match_view(history, view, ignore)``.
-    """
-
-    def __init__(self, ignore: frozenset[str] = ANNOTATION_KEYS) -> None:
-        self.ignore = ignore
-        self.messages: list[Mapping[str, Any]] = []
-        self.prints: list[str] = []
-        """Each message's fingerprint."""
-        self._by_print: dict[str, list[int]] = {}
-        self._by_ids: dict[tuple[str, ...], list[int]] = {}
-
-    def fingerprint(self, message: Mapping[str, Any]) -> str:
-        """Equal for two messages exactly when they are equal ignoring annotation keys."""
-        return json.dumps(_strip(message, self.ignore), sort_keys=True, default=repr)
-
-    def append(self, message: Mapping[str, Any], fingerprint: str | None = None) -> None:
-        index = len(self.messages)
-        self.messages.append(message)
-        print_ = fingerprint if fingerprint is not None else self.fingerprint(message)
-        self.prints.append(print_)
-        self._by_print.setdefault(print_, []).append(index)
-        ids = _tool_ids(message)
-        if ids:
-            self._by_ids.setdefault(ids, []).append(index)
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def match(
-        self, view: Sequence[Any], prints: Sequence[str | None] | None = None
-    ) -> list[int | None]:
-        """For each view message, the history index it comes from (None: synthetic).
-
-        ``prints``: the view messages' fingerprints, if the caller has them already.
-        """
-        matches: list[int | None] = []
-        used: set[int] = set()
-        position = 0
-        for number, message in enumerate(view):
-            if not isinstance(message, Mapping):
-                matches.append(None)
-                continue
-            print_ = prints[number] if prints is not None else self.fingerprint(message)
-            candidates = list(self._by_print.get(print_ or "", ()))
-            ids = _tool_ids(message)
-            if ids:
-                candidates.extend(
-                    i
-                    for i in self._by_ids.get(ids, ())
-                    if comes_from(message, self.messages[i], self.ignore)
-                )
-            free = sorted(i for i in set(candidates) if i not in used)
-            found = next((i for i in free if i >= position), free[0] if free else None)
-            if found is not None:
-                used.add(found)
-                position = max(position, found + 1)
-            matches.append(found)
-        return matches
-
-
 def check_ordering(
     history: Sequence[Mapping[str, Any]],
     view: Sequence[Any],
@@ -355,8 +219,9 @@ def check_ordering(
     """View messages from the history keep the history's order; a message that comes from
     none (a summary, a notice) carries no tool call or result.
 
-    ``matches``: :func:`match_view`'s answer, if the caller has it (from a
-    :class:`HistoryIndex`).
+    What a view message comes from is :func:`match_view`'s answer, which keeps history order
+    whenever any assignment can: a violation here means no assignment could.
+    ``matches``: that answer, if the caller has it (from a :class:`HistoryIndex`).
     """
     found: list[Violation] = []
     if matches is None:
@@ -367,14 +232,7 @@ def check_ordering(
         if source is None:
             ids = _tool_ids(message) if isinstance(message, Mapping) else ()
             if ids:
-                found.append(
-                    Violation(
-                        "ordering",
-                        f"view[{index}] carries tool ids {', '.join(ids)} but comes from no "
-                        "history message",
-                        ids,
-                    )
-                )
+                found.append(_unmatched_ids(view, matches, index, ids))
             continue
         if last is not None and source < last[1]:
             found.append(
@@ -382,10 +240,35 @@ def check_ordering(
                     "ordering",
                     f"view[{index}] is history[{source}], but it comes after view[{last[0]}], "
                     f"which is history[{last[1]}]: the view reorders the history",
+                    kind="reordered",
                 )
             )
         last = (index, source) if last is None or source > last[1] else last
     return found
+
+
+def _unmatched_ids(
+    view: Sequence[Any], matches: Sequence[int | None], index: int, ids: tuple[str, ...]
+) -> Violation:
+    """A view message with tool ids that comes from no history message: made up, or a second
+    copy of a history message an earlier view message already is."""
+    shown = ", ".join(ids)
+    for earlier in range(index):
+        source, other = matches[earlier], view[earlier]
+        if source is not None and isinstance(other, Mapping) and set(ids) & set(_tool_ids(other)):
+            return Violation(
+                "ordering",
+                f"view[{index}] carries tool ids {shown}, as view[{earlier}] does, which is "
+                f"history[{source}]: the view repeats a history message",
+                ids,
+                kind="repeated",
+            )
+    return Violation(
+        "ordering",
+        f"view[{index}] carries tool ids {shown} but comes from no history message",
+        ids,
+        kind="synthetic-tool-ids",
+    )
 
 
 # -- non_destructive and lifecycle -----------------------------------------------------------
@@ -467,27 +350,77 @@ def check_preservation(
     ignore: frozenset[str] = ANNOTATION_KEYS,
 ) -> list[Violation]:
     """System messages and the newest user message are in the view (callers decide whether
-    they could have fit). Identical messages count as many times as they occur."""
+    they could have fit), each possibly rewritten in an equivalent shape. Identical messages
+    count as many times as they occur.
+
+    A view system message that holds the texts of two or more missing history system
+    messages, in history order with anything between them, is reported as those messages
+    merged (kind ``merged-system``, which the relaxation of that name accepts) rather than
+    each as dropped (kind ``dropped-system``).
+    """
     found = []
-    available = [_strip(m, ignore) for m in view if isinstance(m, Mapping)]
+    free = {k: semantic(m, ignore) for k, m in enumerate(view) if isinstance(m, Mapping)}
+    missing: list[tuple[int, Semantic]] = []
     for index, message in enumerate(history):
         if message.get("role") != "system":
             continue
-        wanted = _strip(message, ignore)
-        if wanted in available:
-            available.remove(wanted)
+        wanted = semantic(message, ignore)
+        at = next((k for k, got in free.items() if derives(got, wanted)), None)
+        if at is None:
+            missing.append((index, wanted))
         else:
-            found.append(Violation("preservation", f"system message history[{index}] is dropped"))
+            del free[at]
+    for at, got in free.items():
+        merged = _merged_into(got, missing) if got.role == "system" else []
+        if len(merged) < 2:
+            continue
+        missing = [m for m in missing if m[0] not in merged]
+        *first, last = (f"history[{i}]" for i in merged)
+        found.append(
+            Violation(
+                "preservation",
+                f"system messages {', '.join(first)} and {last} are merged into view[{at}]",
+                kind="merged-system",
+            )
+        )
+    found.extend(
+        Violation(
+            "preservation", f"system message history[{index}] is dropped", kind="dropped-system"
+        )
+        for index, _ in missing
+    )
     newest_user = newest_user_message(history)
     if newest_user is not None and not any(
         isinstance(m, Mapping) and comes_from(m, history[newest_user], ignore) for m in view
     ):
         found.append(
             Violation(
-                "preservation", f"the newest user message, history[{newest_user}], is dropped"
+                "preservation",
+                f"the newest user message, history[{newest_user}], is dropped",
+                kind="dropped-user",
             )
         )
     return found
+
+
+def _merged_into(got: Semantic, missing: Sequence[tuple[int, Semantic]]) -> list[int]:
+    """The missing history messages whose texts ``got``'s text holds, in history order and
+    not overlapping; each found as early as it can be, after the one before."""
+    text = "\n".join(got.texts)
+    cursor, merged = 0, []
+    for index, wanted in missing:
+        if not wanted.texts:
+            continue
+        start = cursor
+        for part in wanted.texts:
+            at = text.find(part, start)
+            if at < 0:
+                break
+            start = at + len(part)
+        else:
+            merged.append(index)
+            cursor = start
+    return merged
 
 
 # -- events ----------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ __all__ = [
     "Semantic",
     "comes_from",
     "derives",
+    "equivalent",
     "match_view",
     "semantic",
 ]
@@ -240,6 +241,14 @@ def comes_from(
     """The view message is the history message, perhaps rewritten in an equivalent shape, or
     keeps its role and some of its tool ids (see the module's rules)."""
     return derives(semantic(view_message, ignore), semantic(history_message, ignore))
+
+
+def equivalent(
+    first: Mapping[str, Any], second: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEYS
+) -> bool:
+    """The two messages say the same to a provider: equal by the rules, tool ids or not (no
+    identity by ids here: a changed tool output is not equivalent)."""
+    return _equal(semantic(first, ignore), semantic(second, ignore))
 
 
 # -- the assignment --------------------------------------------------------------------------

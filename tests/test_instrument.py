@@ -19,6 +19,7 @@ from ctxkit.conformance.strategies import conversations
 from ctxkit.demo import agent_turns
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import PrometheusMetrics, instrument
+from tests.rewrites import REWRITES, rewrite
 from tests.telemetry_cases import Recorder
 
 
@@ -193,8 +194,10 @@ def views_of(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[Any]]:
     view: list[Any] = []
     for pick in picks:
         message = copy.deepcopy(history[pick])
-        change = draw(st.sampled_from(["same", "shorten", "synthetic", "annotate"]))
-        if change == "shorten" and isinstance(message.get("content"), str):
+        change = draw(st.sampled_from(["same", "shorten", "synthetic", "annotate", "rewrite"]))
+        if change == "rewrite":  # an equivalent shape: blocks, empty content, arguments, keys
+            message = rewrite(message, draw(st.sampled_from(REWRITES)))
+        elif change == "shorten" and isinstance(message.get("content"), str):
             message["content"] = message["content"][: len(message["content"]) // 2]
         elif change == "synthetic":
             message = {"role": "user", "content": draw(st.text(max_size=5))}
@@ -210,4 +213,6 @@ def test_history_index_matches_like_match_view(case):
     index = HistoryIndex()
     for message in history:
         index.append(message)
-    assert index.match(view) == match_view(history, view)
+    expected = match_view(history, view)
+    assert index.match(view) == expected
+    assert index.match(view, [index.fingerprint(m) for m in view]) == expected  # as instrument

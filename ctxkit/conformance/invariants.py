@@ -252,10 +252,15 @@ def _unmatched_ids(
 ) -> Violation:
     """A view message with tool ids that comes from no history message: made up, or a second
     copy of a history message an earlier view message already is."""
-    shown = ", ".join(ids)
+    shown, role = ", ".join(ids), view[index].get("role")
     for earlier in range(index):
         source, other = matches[earlier], view[earlier]
-        if source is not None and isinstance(other, Mapping) and set(ids) & set(_tool_ids(other)):
+        if (
+            source is not None
+            and isinstance(other, Mapping)
+            and other.get("role") == role
+            and set(ids) & set(_tool_ids(other))
+        ):
             return Violation(
                 "ordering",
                 f"view[{index}] carries tool ids {shown}, as view[{earlier}] does, which is "

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ctxkit.conformance.runner import RunOptions, SetupError, run
+from ctxkit.conformance.runner import RunOptions, SetupError, parse_allow, run
 from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 
@@ -98,3 +98,55 @@ def test_the_fault_that_needs_more_than_40_messages_is_found_and_shown_whole():
     result = outcome["properties"]["tool_pair_integrity"]
     assert result.status == "failed"
     assert result.counterexample["messages"] > 40
+
+
+EQUIVALENT = (
+    "FlipsTextShape",
+    "NullsEmptyContent",
+    "ReserializesArguments",
+    "RebuildsMessages",
+    "ClearsOldToolOutputs",
+)
+"""Members that rewrite view messages into shapes a provider reads the same (issue 12)."""
+
+
+def _member(name: str) -> Member:
+    (member,) = [m for m in ZOO if m.target.endswith(f":{name}")]
+    return member
+
+
+@pytest.mark.parametrize("name", EQUIVALENT)
+def test_equivalent_rewrites_break_no_property_at_all(name: str):
+    """Not only the required ones: preservation holds too, the rewritten system messages and
+    newest user message being the same messages to a provider."""
+    outcome = check(_member(name))
+    assert outcome["failed"] == set(), outcome["messages"]
+
+
+def test_merged_system_messages_are_reported_as_merged():
+    outcome = check(_member("MergesSystem"))
+    assert outcome["verdict"] == "pass"
+    assert outcome["failed"] == {"preservation"}
+    assert "are merged into view[" in outcome["properties"]["preservation"].message
+    allowed = check(_member("MergesSystem"), allow=("dropped-system",))
+    assert allowed["failed"] == set(), allowed["messages"]
+
+
+def _merged_system_wired() -> bool:
+    try:
+        parse_allow(["merged-system"])
+    except SetupError:
+        return False
+    return True
+
+
+@pytest.mark.xfail(
+    not _merged_system_wired(),
+    raises=SetupError,
+    strict=True,
+    reason="--allow merged-system needs runner.parse_allow and the state machine to use it "
+    "(machine.py: problems = relaxed(problems, session.relax))",
+)
+def test_merging_system_messages_passes_once_merged_system_is_allowed():
+    outcome = check(_member("MergesSystem"), allow=("merged-system",))
+    assert outcome["failed"] == set(), outcome["messages"]

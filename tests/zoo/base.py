@@ -101,7 +101,7 @@ class GoodManager:
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
     ) -> list[dict]:
-        history = list(self._messages)
+        history = self._prepared(list(self._messages))
         kept = self._plan(history, int(self._budget(token_budget, provider) * FILL))
         view = self._render(history, kept)
         if len(kept) < len(history):
@@ -124,6 +124,11 @@ class GoodManager:
 
     def _results(self, message: Any) -> list[Any]:
         return result_ids(message)
+
+    def _prepared(self, history: list[Any]) -> list[Any]:
+        """The history as this manager's views show it, planned and counted in that form
+        (new dicts for any message it changes: the stored ones stay as they are)."""
+        return history
 
     def _budget(self, token_budget: int | None, provider: Any) -> int:
         if token_budget is not None:

@@ -4,14 +4,27 @@
   messages.
 - TruncatesToolOutputs: in the view only, long tool outputs become head + marker + tail.
 - StampsMetadata: stored messages carry ``metadata: {"added_at": n}`` (an annotation key).
+
+Rewriting members (issue 12): each view message is rewritten into a shape a provider reads
+the same; stored history is untouched, and every property passes, preservation too.
+
+- FlipsTextShape: a string content becomes one text block, one text block a string.
+- NullsEmptyContent: ``content: ""`` becomes ``None``, and ``None`` no content key.
+- ReserializesArguments: tool call arguments re-serialized (indent, sorted keys), no ``type``.
+- RebuildsMessages: only the keys it models, rebuilt, plus its own message ``id``.
+- ClearsOldToolOutputs: tool outputs before the newest call become a line-count marker,
+  longer than a short output.
+- MergesSystem: all system messages merged into one (fails preservation as "merged" unless
+  ``merged-system`` or ``dropped-system`` is allowed).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
-from tests.zoo.base import GoodManager, estimate, outputs, role_of, total
+from tests.zoo.base import GoodManager, blocks, estimate, outputs, role_of, total
 
 LONG = 500
 KEEP = 200
@@ -71,3 +84,131 @@ class StampsMetadata(GoodManager):
                 "added_at": self._added,
             }
         return stored
+
+
+class _RewritesView(GoodManager):
+    """Passes each message (a deep copy) to ``_rewrite`` before planning, so the view and the
+    compaction events are planned and counted as the view shows them."""
+
+    def _prepared(self, history: list[Any]) -> list[Any]:
+        return [self._rewrite(copy.deepcopy(m)) for m in history]
+
+    def _rewrite(self, message: dict) -> dict:
+        return message
+
+
+def _flip(content: Any) -> Any:
+    if isinstance(content, str) and content:
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list) and len(content) == 1 and content[0].get("type") == "text":
+        return content[0]["text"]
+    return content
+
+
+class FlipsTextShape(_RewritesView):
+    """Correct: in the view, string content becomes one text block and a single text block
+    becomes a string, in messages and in ``tool_result`` blocks (libraries that convert
+    between the OpenAI and Anthropic content forms do this)."""
+
+    def _rewrite(self, message: dict) -> dict:
+        for result in (b for b in blocks(message) if b.get("type") == "tool_result"):
+            result["content"] = _flip(result.get("content"))
+        if "content" in message:
+            message["content"] = _flip(message["content"])
+        return message
+
+
+class NullsEmptyContent(_RewritesView):
+    """Correct: in the view, ``content: ""`` becomes ``None`` and ``content: None`` is left
+    out (a calling assistant message without content), and an empty ``tool_result`` content
+    is left out."""
+
+    def _rewrite(self, message: dict) -> dict:
+        for result in blocks(message):
+            if result.get("type") == "tool_result" and result.get("content") == "":
+                del result["content"]
+        if message.get("content") == "":
+            message["content"] = None
+        elif "content" in message and message["content"] is None:
+            del message["content"]
+        return message
+
+
+class ReserializesArguments(_RewritesView):
+    """Correct: in the view, tool call arguments are parsed and dumped again (indented, keys
+    sorted), ``type`` is left out (it defaults to "function"), and ``tool_use`` input keys
+    come in reverse order."""
+
+    def _rewrite(self, message: dict) -> dict:
+        for call in message.get("tool_calls") or ():
+            call.pop("type", None)
+            function = call["function"]
+            function["arguments"] = json.dumps(
+                json.loads(function["arguments"]), indent=2, sort_keys=True
+            )
+        for use in (b for b in blocks(message) if b.get("type") == "tool_use"):
+            use["input"] = dict(reversed(list(use["input"].items())))
+        return message
+
+
+class RebuildsMessages(GoodManager):
+    """Correct: each view message is rebuilt from the keys the manager models (role, content,
+    tool_calls with id, type and function, tool_call_id); any other key is dropped, and the
+    manager adds its own ``id`` (``msg_<history index>``)."""
+
+    def _prepared(self, history: list[Any]) -> list[Any]:
+        return [self._rebuilt(m, i) for i, m in enumerate(history)]
+
+    @staticmethod
+    def _rebuilt(message: dict, index: int) -> dict:
+        out = {"id": f"msg_{index}", "role": message["role"]}
+        for key in ("content", "tool_call_id"):
+            if key in message:
+                out[key] = copy.deepcopy(message[key])
+        if message.get("tool_calls"):
+            out["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": call["function"]["name"],
+                        "arguments": call["function"]["arguments"],
+                    },
+                }
+                for call in message["tool_calls"]
+            ]
+        return out
+
+
+class ClearsOldToolOutputs(GoodManager):
+    """Correct: in the view, every tool output before the newest calling message becomes
+    ``[... N lines omitted ...]``, which is longer than a short output such as ``ok``; ids
+    stay, and the view is planned with the markers' sizes."""
+
+    def _prepared(self, history: list[Any]) -> list[Any]:
+        newest = max((i for i, m in enumerate(history) if self._calls(m)), default=0)
+        marked = list(history)
+        for index in range(newest):
+            if outputs(history[index]):
+                message = marked[index] = copy.deepcopy(history[index])
+                for owner in outputs(message):
+                    lines = owner["content"].count("\n") + 1
+                    owner["content"] = f"[... {lines} lines omitted ...]"
+        return marked
+
+
+class MergesSystem(GoodManager):
+    """Correct but not preserving every system message as it was: when a view holds two or
+    more system messages, they become one, their texts joined by a blank line, in the place
+    of the first (some providers take one system prompt)."""
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        view = super()._render(history, kept)
+        systems = [i for i, m in enumerate(view) if role_of(m) == "system"]
+        if len(systems) < 2:
+            return view
+        text = "\n\n".join(view[i]["content"] for i in systems)
+        merged = {"role": "system", "content": text}
+        return [
+            merged if i == systems[0] else m for i, m in enumerate(view) if i not in systems[1:]
+        ]

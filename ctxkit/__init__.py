@@ -37,7 +37,21 @@ _HOMES = {
     "TokenCounter": "ctxkit.tokens",
 }
 
-__all__ = [*sorted(_HOMES), "__version__"]
+__all__ = [
+    "ConfigError",
+    "ContextBudgetExceeded",
+    "Event",
+    "EventBus",
+    "InvalidMessage",
+    "ReferenceContextManager",
+    "TokenCounter",
+    "__version__",
+    "group_units",
+    "mount",
+    "results_of",
+    "tool_calls_of",
+]
+"""The lazy names of :data:`_HOMES` (spelled out, so linters and type checkers see them)."""
 
 
 def __getattr__(name: str) -> Any:

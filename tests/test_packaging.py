@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PIP = (sys.executable, "-m", "pip")
+SHORT_RUN = ("--max-examples", "5", "--seed", "1")
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +21,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built offline with the installed setuptools."""
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(out), str(ROOT)],
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -34,6 +35,7 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
     tops = {name.split("/")[0] for name in names if not name.startswith("ctxkit-")}
     assert tops == {"ctxkit"}
     assert "ctxkit/conformance/spec/properties.json" in names
+    assert "ctxkit/conformance/spec/comes_from.json" in names
     assert "ctxkit/conformance/worker.py" in names
     assert "ctxkit/tui/inspector.tcss" in names
 
@@ -41,8 +43,7 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
 def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, tmp_path: Path):
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site)]
-        + [str(wheel)],
+        [*PIP, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -54,8 +55,7 @@ def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, 
     (project / "mine.py").write_text("from ctxkit.reference import mount\n")
     env = dict(os.environ, PYTHONPATH=str(site))
     done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "mine", "--profile", "quick"]
-        + ["--max-examples", "5", "--seed", "1"],
+        [sys.executable, "-m", "ctxkit", "conformance", "mine", "--profile", "quick", *SHORT_RUN],
         cwd=project,
         env=env,
         capture_output=True,
@@ -65,7 +65,7 @@ def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS" in done.stdout
-    assert str(site) in subprocess.run(
+    worker = subprocess.run(
         [sys.executable, "-c", "import ctxkit.conformance.worker as w; print(w.__file__)"],
         cwd=project,
         env=env,
@@ -73,3 +73,4 @@ def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, 
         text=True,
         check=True,
     ).stdout
+    assert str(site) in worker

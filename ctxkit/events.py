@@ -62,8 +62,9 @@ Opt-in (``view_listing=True`` on the reference manager or on ``instrument()``), 
 list the view message by message, with the history it left out:
 
 * ``listing``: rows ``{"index", "count", "role", "tokens", "fate"}`` in view order. ``fate``
-  is one of :data:`LISTING_FATES`: ``kept`` (a history message, unchanged), ``truncated`` (a
-  history message with shortened content), ``summary`` (a message that comes from no history
+  is one of :data:`LISTING_FATES`: ``kept`` (a history message, unchanged or in an
+  equivalent shape), ``truncated`` (a history message with changed content, such as a
+  shortened tool output), ``summary`` (a message that comes from no history
   message; ``index`` is None), each one row per message (``count`` 1); ``dropped`` and
   ``summarized`` (history messages left out, plainly or stood for by the summary), one row per
   run of consecutive history messages ``[index, index + count)`` with the same fate, placed

@@ -161,6 +161,21 @@ def test_a_correct_manager_shows_no_violation_and_compactions_once_each():
         assert post["token_count"] <= post["tokens_before"]
 
 
+@pytest.mark.parametrize("member", ["unusual:FlipsTextShape", "unusual:RebuildsMessages"])
+def test_a_manager_that_rewrites_shapes_keeps_messages_and_does_not_compact(member):
+    """Messages in an equivalent shape are kept, not altered: no compaction is reported while
+    the view holds everything, and no ordering violation at all."""
+    wrapped = instrument(_zoo(member), check_invariants=True)
+    recorder = Recorder(wrapped.bus)
+    views = asyncio.run(_drive(wrapped, 4, 1_000_000))
+    assert any(view != [] for view in views)
+    assert recorder.of(events.INVARIANT_VIOLATION) == []
+    assert recorder.of(events.POST_COMPACT) == []
+    for seen in recorder.of(events.VIEW):
+        assert seen["kinds"] == {"kept": seen["message_count"], "shortened": 0, "summary": 0}
+        assert seen["message_count"] == seen["history_messages"]
+
+
 def test_bad_arguments_get_clear_errors():
     with pytest.raises(TypeError, match="add_message"):
         instrument(object())

@@ -355,6 +355,10 @@ class HistoryIndex:
     def __len__(self) -> int:
         return len(self.messages)
 
+    def equivalent(self, message: Mapping[str, Any], index: int) -> bool:
+        """``message`` says what history message ``index`` says (see :func:`equivalent`)."""
+        return _equal(semantic(message, self.ignore), self.read[index])
+
     def _candidates(self, message: Semantic, start: int) -> Iterator[int]:
         if message.ids:
             pool = min((self._by_id.get(i, []) for i in message.ids), key=len)

@@ -79,8 +79,9 @@ def instrument(
             known, for "room left until compaction".
         conversation_id: carried in every event; a random one by default.
         view_listing: add ``listing`` and ``listing_omitted`` to every ``ctxkit:view`` event
-            (see :data:`~ctxkit.events.VIEW`): each view message is ``kept``, ``truncated``
-            (matched to a history message it differs from) or ``summary`` (matched to none),
+            (see :data:`~ctxkit.events.VIEW`): each view message is ``kept`` (matched to a
+            history message it is equivalent to), ``truncated`` (matched to a history message
+            whose content it changes) or ``summary`` (matched to none),
             and the history messages no view message comes from are ``dropped`` (a wrapped
             manager's summaries are not traced back to what they stand for, so nothing is
             ``summarized``). Off by default: it costs work that follows the view per request,
@@ -274,13 +275,13 @@ class InstrumentedManager:
         for message, source, fingerprint in zip(view, matches, prints, strict=True):
             if fingerprint is None:
                 continue
-            if source is not None and fingerprint == index.prints[source]:
-                cost = self._costs[source]
-                verbatim += 1
+            exact = source is not None and fingerprint == index.prints[source]
+            cost = self._costs[source] if exact else self._synthetic_cost(message, fingerprint)
+            if exact or (source is not None and index.equivalent(message, source)):
+                verbatim += 1  # kept whole, perhaps in another shape that says the same
                 kinds["kept"] += 1
                 fate = "kept"
             else:
-                cost = self._synthetic_cost(message, fingerprint)
                 kinds["shortened" if source is not None else "summary"] += 1
                 fate = "truncated" if source is not None else "summary"
                 if source is None and fingerprint not in self._synthetic_seen:

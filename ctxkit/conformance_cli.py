@@ -34,7 +34,8 @@ TARGET is one of:
 EPILOG = """\
 relaxations (--allow, repeatable):
   hoisted-system      ordering: system messages may move to the front of the view
-  dropped-system      preservation: system messages may be dropped from a view
+  dropped-system      preservation: system messages may be dropped from a view (or merged)
+  merged-system       preservation: system messages may be merged into one
   budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
 
 exit codes: 0 every required property holds; 1 a required property failed or could not be

@@ -37,7 +37,20 @@ _HOMES = {
     "TokenCounter": "ctxkit.tokens",
 }
 
-__all__ = [*sorted(_HOMES), "__version__"]
+__all__ = [
+    "ConfigError",
+    "ContextBudgetExceeded",
+    "Event",
+    "EventBus",
+    "InvalidMessage",
+    "ReferenceContextManager",
+    "TokenCounter",
+    "__version__",
+    "group_units",
+    "mount",
+    "results_of",
+    "tool_calls_of",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,6 +4,7 @@ correct-but-unusual one passing every required property."""
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +17,11 @@ REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
 
 
 def check(member: Member, **overrides: Any) -> dict[str, Any]:
+    """The run's outcome for a member, with its config (and, for a correct member checked in
+    one shape, that shape only)."""
+    overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
+    if member.outcome == "pass" and member.shape != "both":
+        overrides.setdefault("shapes", (member.shape,))
     return _check(member.target, tuple(sorted(overrides.items(), key=str)))
 
 
@@ -29,7 +35,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
     """One run per target and options, shared by the tests that look at it."""
     options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=2)
     for key, value in overrides:
-        setattr(options, key, value)
+        setattr(options, key, dict(value) if key == "config" else value)
     report = run(options)
     return {
         "verdict": report.verdict,
@@ -47,7 +53,7 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
     for property_id in member.expect:
         result = outcome["properties"][property_id]
         assert result.counterexample["steps"], "a failure comes with the steps that show it"
-        assert result.reproducer is None or "asyncio.run(main())" in result.reproducer
+        assert result.verified, result.verification
         assert result.time_to_failure_s is not None
     expected_verdict = "fail" if member.expect & REQUIRED else "pass"
     assert outcome["verdict"] == expected_verdict
@@ -98,3 +104,31 @@ def test_the_fault_that_needs_more_than_40_messages_is_found_and_shown_whole():
     result = outcome["properties"]["tool_pair_integrity"]
     assert result.status == "failed"
     assert result.counterexample["messages"] > 40
+
+
+def test_events_are_skipped_when_nothing_was_emitted_not_passed():
+    (member,) = [m for m in ZOO if m.target.endswith(":NeverEmits")]
+    result = check(member)["properties"]["events"]
+    assert result.status == "skipped"
+    assert result.message.startswith("no events observed")
+
+
+def test_a_target_that_changes_nothing_it_is_given_passes_events():
+    (member,) = [m for m in ZOO if m.target.endswith(":GoodManager")]
+    assert check(member)["properties"]["events"].status == "passed"
+
+
+def test_a_slow_target_gets_a_verdict_by_the_deadline_and_says_how_deep_it_got():
+    """Views take 3 s: the run ends by its deadline with pass, not error, and a depth."""
+    started = time.monotonic()
+    report = run(
+        RunOptions(target="tests.zoo.misc:SlowViews", profile="default", seed=1, deadline=30.0)
+    )
+    assert time.monotonic() - started < 35
+    assert report.verdict == "pass"
+    assert report.depth["ended"] == "deadline"
+    assert report.depth["examples"] >= 1
+    assert report.depth["steps"] > 3
+    passed = [p for p in report.properties if p.status == "passed"]
+    assert passed
+    assert all("before the 30 s deadline" in p.message for p in passed)

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PIP = [sys.executable, "-m", "pip"]
+CTXKIT = [sys.executable, "-m", "ctxkit"]
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +21,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built offline with the installed setuptools."""
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(out), str(ROOT)],
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -41,8 +42,7 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
 def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, tmp_path: Path):
     site = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site)]
-        + [str(wheel)],
+        [*PIP, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -54,8 +54,17 @@ def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, 
     (project / "mine.py").write_text("from ctxkit.reference import mount\n")
     env = dict(os.environ, PYTHONPATH=str(site))
     done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "mine", "--profile", "quick"]
-        + ["--max-examples", "5", "--seed", "1"],
+        [
+            *CTXKIT,
+            "conformance",
+            "mine",
+            "--profile",
+            "quick",
+            "--max-examples",
+            "5",
+            "--seed",
+            "1",
+        ],
         cwd=project,
         env=env,
         capture_output=True,
@@ -65,11 +74,14 @@ def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS" in done.stdout
-    assert str(site) in subprocess.run(
-        [sys.executable, "-c", "import ctxkit.conformance.worker as w; print(w.__file__)"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    assert (
+        str(site)
+        in subprocess.run(
+            [sys.executable, "-c", "import ctxkit.conformance.worker as w; print(w.__file__)"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )

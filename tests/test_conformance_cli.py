@@ -115,6 +115,8 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
             "message",
             "counterexample",
             "reproducer",
+            "verified",
+            "verification",
             "time_to_failure_s",
         }
         assert entry["status"] == "passed"

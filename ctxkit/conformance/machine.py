@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
@@ -213,8 +214,15 @@ class ConformanceMachine(RuleBasedStateMachine):
     # -- bookkeeping -------------------------------------------------------------------------
 
     def _fail(self, property_id: str, message: str, kind: str, **args: Any) -> None:
-        """Raise the property's failure (if it is being checked), with the calls so far."""
+        """Raise the property's failure (if it is being checked), with the calls so far.
+
+        A property already judged is not raised again; but if its failure means the stored
+        history no longer follows the model, the example is abandoned (rejected): what the
+        manager does next would be judged against a history it does not hold, and one bug
+        would be reported under every property."""
         if property_id not in self.session.checking:
+            if kind == "history":
+                reject()
             return
         failure = FAILURES[property_id](
             property_id,
@@ -286,9 +294,10 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
         self._violated(checks.events(self.events), "events", events=list(self.events))
 
-    def _history(self, reply: Reply, property_id: str, after: str) -> None:
-        """The stored history must equal the model; otherwise say how it differs."""
-        if reply.digest == self._model_digest():
+    def _history(self, stored_digest: str | None, property_id: str, after: str) -> None:
+        """The stored history (its digest as the worker saw it) must equal the model;
+        otherwise say how it differs."""
+        if stored_digest == self._model_digest():
             return
         stored = self._call("get", "lifecycle")
         if not stored.ok:
@@ -312,7 +321,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             )
         self._append(message)
         self._events(reply)
-        self._history(reply, "non_destructive", "after add_message")
+        self._history(reply.digest, "non_destructive", "after add_message")
 
     def _request_of(self, budget: Budget) -> tuple[Request, int | None]:
         """The request a budget stands for, and the budget the view must fit (None: unknown,
@@ -361,7 +370,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.view = reply.value
         self._check_view(reply.value, request, tokens if feasible else None)
         self._history(
-            reply, "non_destructive", f"after get_messages_for_request({request.describe()})"
+            reply.digest, "non_destructive", f"after get_messages_for_request({request.describe()})"
         )
         return reply.value, request
 
@@ -396,13 +405,17 @@ class ConformanceMachine(RuleBasedStateMachine):
             **history,
         )
 
-    def _changed(self, reply: Reply, property_id: str, what: str) -> None:
-        """After an edit by the caller: the stored history must still equal the model;
-        ``what`` begins the sentence, and the stored history says which part was shared."""
+    def _changed(self, reply: Reply, property_id: str, what: str, edited: bool = True) -> None:
+        """The stored history must still equal the model; ``what`` begins the sentence. After
+        an edit by the caller, the stored history says which part it shares with the caller."""
         if reply.digest == self._model_digest():
             return
         stored = self._call("get", "lifecycle")
-        shared = checks.shared_part(self.model, stored.value) if stored.ok else ""
+        if not edited:
+            found = checks.history(stored.value, self.model, property_id, self.session.ignore)
+            shared = found[0].message if stored.ok and found else ""
+        else:
+            shared = checks.shared_part(self.model, stored.value) if stored.ok else ""
         self._fail(
             property_id,
             f"{what}{': ' + shared if shared else ''}",
@@ -483,7 +496,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             )
         self._set_model(messages)
         self._events(reply)
-        self._history(reply, "lifecycle", "after set_messages")
+        self._history(reply.digest, "lifecycle", "after set_messages")
 
     @rule()
     @_recorded
@@ -494,7 +507,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             self._fail("lifecycle", f"clear() raised {reply.error}", "raises")
         self._set_model([])
         self._events(reply)
-        self._history(reply, "lifecycle", "after clear()")
+        self._history(reply.digest, "lifecycle", "after clear()")
         request = Request(token_budget=100_000)
         self.calls.append(Call("request", request))
         view = self._call("request", "lifecycle", **request.args)
@@ -544,7 +557,10 @@ class ConformanceMachine(RuleBasedStateMachine):
                 "refuses",
             )
         self._changed(
-            reply, "robustness", f"add_message of {bad.problem} ({bad.value!r}) changed the history"
+            reply,
+            "robustness",
+            f"add_message of {bad.problem} ({bad.value!r}) changed the history",
+            edited=False,
         )
 
     @precondition(_checking("isolation"))
@@ -558,8 +574,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                 "lifecycle", f"add_message raised {reply.error} for a valid message", "raises"
             )
         self._append(message)
-        if reply.value != self._model_digest():
-            self._history(reply, "non_destructive", "after add_message")
+        self._history(reply.value, "non_destructive", "after add_message")
         self._changed(
             reply, "isolation", "editing a message after passing it to add_message changed it"
         )
@@ -576,8 +591,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                 "lifecycle", f"set_messages raised {reply.error} for a valid history", "raises"
             )
         self._set_model(messages)
-        if reply.value != self._model_digest():
-            self._history(reply, "lifecycle", "after set_messages")
+        self._history(reply.value, "lifecycle", "after set_messages")
         self._changed(
             reply, "isolation", "editing the list passed to set_messages changed the history"
         )
@@ -592,12 +606,18 @@ class ConformanceMachine(RuleBasedStateMachine):
         if not reply.ok:
             self.calls[-1] = replace(self.calls[-1], tolerated=True)
             return
+        if reply.value["before"] != self._model_digest():
+            self._history(
+                reply.digest,
+                "non_destructive",
+                f"after get_messages_for_request({request.describe()})",
+            )
         self._changed(reply, "isolation", "editing a returned view changed the history")
         self.calls.append(Call("request", request, name="again"))
         again = self._call("request", "isolation", **request.args)
         if not again.ok:
             self.calls[-1] = replace(self.calls[-1], tolerated=True)
-        elif again.value != reply.value:
+        elif again.value != reply.value["view"]:
             self._violated(checks.not_edited(again.value), "not_edited")
 
     @precondition(_checking("isolation"))

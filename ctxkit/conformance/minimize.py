@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis.errors import UnsatisfiedAssumption
+
 from ctxkit.conformance.machine import (
     ConformanceMachine,
     PropertyFailure,
@@ -23,7 +25,7 @@ from ctxkit.conformance.machine import (
     Session,
     TargetStopped,
 )
-from ctxkit.conformance.strategies import Conversation
+from ctxkit.conformance.strategies import Conversation, RoundTemplate
 
 __all__ = ["minimize", "replay", "spread"]
 
@@ -64,6 +66,8 @@ def replay(session: Session, rules: list[RuleCall], property_id: str) -> Propert
             getattr(machine, name)(**args)
     except PropertyFailure as failure:
         return failure if failure.property_id == property_id else None
+    except UnsatisfiedAssumption:
+        return None  # another failure changed the history first: no evidence either way
     finally:
         session.checking = saved
     return None
@@ -135,16 +139,27 @@ def _delete(items: list[Any], keeps_failing: Callable[[list[Any]], bool]) -> lis
 
 def _lists_in(args: dict[str, Any]) -> list[tuple[str, list[Any]]]:
     """A rule's arguments that are lists of things a failure may not need: the parts of a
-    conversation given to set_messages, the messages added at once."""
+    conversation given to set_messages, the parallel calls of a tool round, the messages
+    added at once."""
     found: list[tuple[str, list[Any]]] = []
     for key, value in args.items():
         if isinstance(value, Conversation):
             found.append((key, list(value.parts)))
+        elif isinstance(value, RoundTemplate) and len(value.outputs) > 1:
+            found.append((key, list(range(len(value.outputs)))))
         elif isinstance(value, list) and len(value) > 1:
             found.append((key, list(value)))
     return found
 
 
 def _with(args: dict[str, Any], key: str, items: list[Any]) -> dict[str, Any]:
+    """The rule's arguments with ``key`` down to ``items`` (for a tool round: the indices of
+    the parallel calls kept, its results in the order they came)."""
     value = args[key]
-    return {**args, key: Conversation(tuple(items)) if isinstance(value, Conversation) else items}
+    if isinstance(value, Conversation):
+        return {**args, key: Conversation(tuple(items))}
+    if isinstance(value, RoundTemplate):
+        outputs = tuple(value.outputs[i] for i in items)
+        order = tuple(items.index(i) for i in value.order if i in items)
+        return {**args, key: RoundTemplate(value.shape, outputs, order)}
+    return {**args, key: items}

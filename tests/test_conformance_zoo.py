@@ -3,8 +3,13 @@ correct-but-unusual one passing every required property."""
 
 from __future__ import annotations
 
+import ast
 import functools
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +18,7 @@ from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 
+ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
 
 
@@ -132,3 +138,40 @@ def test_a_slow_target_gets_a_verdict_by_the_deadline_and_says_how_deep_it_got()
     passed = [p for p in report.properties if p.status == "passed"]
     assert passed
     assert all("before the 30 s deadline" in p.message for p in passed)
+
+
+def _reproducers() -> dict[str, str]:
+    """Every reproducer the zoo's broken members got, by a file name of its own."""
+    found = {}
+    for member in ZOO:
+        if member.outcome not in ("fail", "error"):
+            continue
+        overrides = {"timeout": 1.0} if member.outcome == "error" else deep(member)
+        for result in check(member, **overrides)["properties"].values():
+            if result.reproducer:
+                name = member.target.split(":")[-1].lower()
+                found[f"test_{name}_{result.id}.py"] = result.reproducer
+    return found
+
+
+def test_every_reproducer_imports_only_the_public_api_and_fails_under_pytest(tmp_path):
+    """The same scripts that fail when run with python (verified above) fail as tests."""
+    scripts = _reproducers()
+    assert len(scripts) >= 20
+    for name, script in scripts.items():
+        tree = ast.parse(script)
+        modules = {
+            n.module if isinstance(n, ast.ImportFrom) else n.names[0].name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom)
+        }
+        assert modules <= {"asyncio", "json", "ctxkit.conformance.replay"}, name
+        (tmp_path / name).write_text(script)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
+    )  # fmt: skip
+    assert f"{len(scripts)} failed" in done.stdout, done.stdout[-3000:]
+    assert " passed" not in done.stdout.splitlines()[-1]

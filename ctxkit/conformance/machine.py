@@ -389,7 +389,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
         if fits_in is None:
             return
-        where = f" (a budget from {request.describe()})" if request.token_budget is None else ""
+        where = request.origin()
         self._violated(
             checks.fits(view, fits_in, session.relax, self._cost),
             "fits",

@@ -27,14 +27,29 @@ class Request:
         return {"budget": self.token_budget, "defaults": self.defaults}
 
     def describe(self) -> str:
-        """As a person reads the call: ``token_budget=120``, ``provider=...``, ``no budget``."""
+        """The call's arguments as a person reads them: ``token_budget=120``,
+        ``provider=...``, or nothing."""
+        if self.defaults is not None:
+            return "provider=..."
+        if self.token_budget is not None:
+            return f"token_budget={self.token_budget}"
+        return ""
+
+    def origin(self) -> str:
+        """Where the budget came from, when it was not given as ``token_budget``."""
         if self.defaults is not None:
             window = self.defaults.get("context_window")
             output = self.defaults.get("max_output_tokens", 0)
-            return f"provider defaults (context_window {window} - max_output_tokens {output})"
-        if self.token_budget is not None:
-            return f"token_budget={self.token_budget}"
-        return "no budget and no provider"
+            return (
+                f" (the budget came from provider=: context_window {window} - "
+                f"max_output_tokens {output})"
+            )
+        if self.token_budget is None:
+            return (
+                " (the request named no budget and no provider: the manager's fallback, "
+                "--fallback-budget or the config's max_tokens)"
+            )
+        return ""
 
 
 Op = Literal[

@@ -21,8 +21,9 @@ EXIT_CANNOT_LOAD = 2
 
 DESCRIPTION = """\
 Check a context manager against the conformance properties with property-based tests.
-The target runs in a child process; each operation gets --timeout seconds. A failure shows
-the property, one plain sentence, and the shrunk calls as a script that reproduces it.
+The target runs in a child process; each operation gets --timeout seconds, the whole run
+--deadline seconds. A failure shows the property, one plain sentence, and the shrunk calls
+as a verified script that reproduces it.
 
 TARGET is one of:
   module:attr         a class or zero-argument factory (called with --config as keywords),
@@ -34,10 +35,20 @@ TARGET is one of:
 """
 
 EPILOG = """\
-relaxations (--allow, repeatable):
+relaxations (--allow, repeatable or comma-separated):
   hoisted-system      ordering: system messages may move to the front of the view
   dropped-system      preservation: system messages may be dropped from a view
+  merged-system       preservation: system messages may be merged into one
   budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
+
+time: every run ends by --deadline with a report; a search cut short keeps the smallest
+failure it saw, and the other properties pass with how far the run got. A call that hangs
+past --timeout or crashes the target costs the property it was made for; the target is
+restarted and the rest go on.
+
+reproducers: each failure's script imports only ctxkit.conformance.replay, fails while the
+bug is there (as a script or under pytest), and is run once in a fresh process before it is
+shown: the report says "verified" or why not.
 
 exit codes: 0 every required property holds; 1 a required property failed or could not be
 checked (a hang, a crash); 2 the target could not be loaded, or bad usage.

@@ -206,22 +206,24 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = []
         self._in_rule = False
-        self.view: Any = None
         reply = self._call("build", "lifecycle")
         if not reply.ok:
             self._fail("lifecycle", f"building a fresh manager raised {reply.error}", "raises")
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _fail(self, property_id: str, message: str, kind: str, **args: Any) -> None:
+    def _fail(
+        self, property_id: str, message: str, kind: str, *, kept: bool = False, **args: Any
+    ) -> None:
         """Raise the property's failure (if it is being checked), with the calls so far.
 
         A property already judged is not raised again; but if its failure means the stored
-        history no longer follows the model, the example is abandoned (rejected): what the
-        manager does next would be judged against a history it does not hold, and one bug
-        would be reported under every property."""
+        history may no longer follow the model (a history that differs, a call on it that
+        raised), the example is abandoned (rejected): what the manager does next would be
+        judged against a history it does not hold, and one bug would be reported under every
+        property. ``kept``: the failure leaves the history as it was (a view that raised)."""
         if property_id not in self.session.checking:
-            if kind == "history":
+            if kind in ("history", "raises") and not kept:
                 reject()
             return
         failure = FAILURES[property_id](
@@ -364,10 +366,10 @@ class ConformanceMachine(RuleBasedStateMachine):
                     f"although the system messages, the newest user message and the newest "
                     f"message ({essential} tokens) fit the budget of {tokens}",
                     "raises",
+                    kept=True,
                 )
             self.calls[-1] = replace(self.calls[-1], tolerated=True)
             return None
-        self.view = reply.value
         self._check_view(reply.value, request, tokens if feasible else None)
         self._history(
             reply.digest, "non_destructive", f"after get_messages_for_request({request.describe()})"
@@ -481,6 +483,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                 f"the same request, asked again with nothing added in between, raised "
                 f"{again.error}",
                 "raises",
+                kept=True,
             )
         self._violated(checks.same_view(view, again.value), "same_view")
 

@@ -7,6 +7,8 @@ runs.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import random
 import sys
 import time
@@ -19,8 +21,9 @@ EXIT_CANNOT_LOAD = 2
 
 DESCRIPTION = """\
 Check a context manager against the conformance properties with property-based tests.
-The target runs in a child process; each operation gets --timeout seconds. A failure shows
-the property, one plain sentence, and the shrunk calls as a script that reproduces it.
+The target runs in a child process; each operation gets --timeout seconds, the whole run
+--deadline seconds. A failure shows the property, one plain sentence, and the shrunk calls
+as a verified script that reproduces it.
 
 TARGET is one of:
   module:attr         a class or zero-argument factory (called with --config as keywords),
@@ -32,11 +35,20 @@ TARGET is one of:
 """
 
 EPILOG = """\
-relaxations (--allow, repeatable):
+relaxations (--allow, repeatable or comma-separated):
   hoisted-system      ordering: system messages may move to the front of the view
   dropped-system      preservation: system messages may be dropped from a view (or merged)
   merged-system       preservation: system messages may be merged into one
   budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
+
+time: every run ends by --deadline with a report; a search cut short keeps the smallest
+failure it saw, and the other properties pass with how far the run got. A call that hangs
+past --timeout or crashes the target costs the property it was made for; the target is
+restarted and the rest go on.
+
+reproducers: each failure's script imports only ctxkit.conformance.replay, fails while the
+bug is there (as a script or under pytest), and is run once in a fresh process before it is
+shown: the report says "verified" or why not.
 
 exit codes: 0 every required property holds; 1 a required property failed or could not be
 checked (a hang, a crash); 2 the target could not be loaded, or bad usage.
@@ -74,6 +86,20 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per operation (10)"
     )
     parser.add_argument(
+        "--deadline",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds the whole run may take (300); it always ends by then, with a report",
+    )
+    parser.add_argument(
+        "--fallback-budget",
+        type=int,
+        metavar="N",
+        help="the budget a request with neither token_budget nor provider should fit "
+        "(default: the config's max_tokens, if given)",
+    )
+    parser.add_argument(
         "--format",
         choices=["openai", "anthropic", "both"],
         default="both",
@@ -84,6 +110,18 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-json", type=Path, metavar="PATH", help="write the JSON report")
     parser.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
+    parser.add_argument(
+        "--reproducers",
+        type=Path,
+        metavar="DIR",
+        help="write each failure's reproducer script into DIR (reproduce_<property>.py)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="do not run each reproducer in a fresh process to check that it fails",
+    )
     parser.set_defaults(run=run_conformance)
 
 
@@ -91,14 +129,20 @@ def run_conformance(args: argparse.Namespace) -> int:
     from ctxkit.cli import UsageError, config_from_json
 
     config = config_from_json(args.config)
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    for name in ("timeout", "deadline"):
+        value = getattr(args, name)
+        if not math.isfinite(value) or value <= 0:
+            raise UsageError(f"--{name} must be a positive number of seconds, got {value}")
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    if args.fallback_budget is not None and args.fallback_budget < 1:
+        raise UsageError(f"--fallback-budget must be at least 1, got {args.fallback_budget}")
+    for option, path in (("--report-json", args.report_json), ("--junit", args.junit)):
+        if path is not None:
+            _check_writable(option, path)
 
-    from ctxkit.conformance.report import reproducer_script, summary, write_json, write_junit
+    from ctxkit.conformance.report import summary, write_json, write_junit
     from ctxkit.conformance.runner import RunOptions, SetupError, run
-    from ctxkit.conformance.target import DEFAULT_TARGET
 
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(
@@ -108,21 +152,17 @@ def run_conformance(args: argparse.Namespace) -> int:
         profile=args.profile,
         max_examples=args.max_examples,
         timeout=args.timeout,
+        deadline=args.deadline,
         shapes=("openai", "anthropic") if args.format == "both" else (args.format,),
         allow=list(args.allow),
+        fallback_budget=args.fallback_budget,
+        verify=args.verify,
     )
-    ticker = _Ticker() if sys.stderr.isatty() else None
+    ticker = _Ticker(live=sys.stderr.isatty())
     name = args.target or "ctxkit.reference:mount (the reference manager)"
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
     try:
-        report = run(
-            options,
-            progress=lambda line: _line(f"  {line}", ticker),
-            tick=ticker,
-            reproducer=lambda result, failure: reproducer_script(
-                options.target or DEFAULT_TARGET, config, seed, result, failure
-            ),
-        )
+        report = run(options, progress=lambda line: _line(f"  {line}", ticker), tick=ticker)
     except SetupError as exc:
         print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
         return EXIT_CANNOT_LOAD
@@ -132,7 +172,32 @@ def run_conformance(args: argparse.Namespace) -> int:
         write_json(report, args.report_json)
     if args.junit:
         write_junit(report, args.junit)
+    if args.reproducers:
+        _write_reproducers(report, args.reproducers)
     return exit_code(report.verdict)
+
+
+def _check_writable(option: str, path: Path) -> None:
+    """Refuse a report path that cannot be written before the run, not after it."""
+    from ctxkit.cli import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name a file")
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write there")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: the file is not writable")
+
+
+def _write_reproducers(report: Any, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for result in report.properties:
+        if result.reproducer:
+            path = folder / f"reproduce_{result.id}.py"
+            path.write_text(result.reproducer, encoding="utf-8")
+            print(f"ctxkit: wrote {path}", file=sys.stderr)
 
 
 def exit_code(verdict: str) -> int:
@@ -141,27 +206,36 @@ def exit_code(verdict: str) -> int:
 
 
 class _Ticker:
-    """A live 'runs, steps, seconds' counter on a terminal, redrawn at most 5 times a second."""
+    """Progress while the search runs: on a terminal a live 'examples, examples a second,
+    steps, seconds' counter redrawn at most 5 times a second; elsewhere (CI logs) the same as
+    a line every 15 seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: bool) -> None:
+        self.live = live
         self.started = time.monotonic()
-        self.shown = 0.0
+        self.shown = self.started
         self.active = False
 
-    def __call__(self, runs: int, steps: int) -> None:
+    def __call__(self, examples: int, steps: int) -> None:
         now = time.monotonic()
-        if now - self.shown < 0.2:
+        if now - self.shown < (0.2 if self.live else 15.0):
             return
         self.shown = now
-        self.active = True
-        sys.stderr.write(f"\r    {runs:,} runs, {steps:,} steps, {now - self.started:.0f} s ")
+        elapsed = now - self.started
+        rate = examples / elapsed if elapsed else 0.0
+        text = f"    {examples:,} examples ({rate:.1f}/s), {steps:,} steps, {elapsed:.0f} s"
+        if self.live:
+            self.active = True
+            sys.stderr.write(f"\r{text} ")
+        else:
+            sys.stderr.write(f"{text}\n")
         sys.stderr.flush()
 
 
-def _line(text: str, ticker: _Ticker | None) -> None:
+def _line(text: str, ticker: _Ticker) -> None:
     """Print a progress line, first clearing a live counter if one is shown."""
-    if ticker is not None and ticker.active:
-        sys.stderr.write("\r" + " " * 60 + "\r")
+    if ticker.active:
+        sys.stderr.write("\r" + " " * 79 + "\r")
         ticker.active = False
     if text:
         print(text, file=sys.stderr, flush=True)

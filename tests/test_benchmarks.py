@@ -76,3 +76,14 @@ def test_persistence_benchmark_runs_every_mode(tmp_path: Path):
     assert results["load"]["open_vs_plain_median_of_pairs"] > 0
     assert "2x goal" in done.stdout
     assert list(tmp_path.iterdir()) == [out]  # its files are gone
+
+
+def test_conformance_benchmark_reports_sizes_and_verified_reproducers(tmp_path: Path):
+    only = ["--profile", "quick", "--only", "SplitsPairsOpenAI", "--deadline", "60"]
+    done, results = run_benchmark("conformance_suite.py", *only, out=tmp_path / "suite.json")
+    (row,) = results["zoo"]
+    assert row["property"] == "tool_pair_integrity"
+    assert row["verified"] is True
+    assert row["messages"] <= 6
+    assert "counterexample messages: median" in done.stdout
+    assert "reproducers verified in a fresh process: 1 of 1" in done.stdout

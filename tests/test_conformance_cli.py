@@ -115,6 +115,8 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
             "message",
             "counterexample",
             "reproducer",
+            "verified",
+            "verification",
             "time_to_failure_s",
         }
         assert entry["status"] == "passed"
@@ -286,3 +288,68 @@ def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "11 passed" in done.stdout
     assert "ctxkit conformance: target tests.zoo.base:GoodManager" in done.stdout
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
+    )  # fmt: skip
+
+
+def test_a_plugin_failure_shows_what_the_command_shows(tmp_path: Path):
+    done = _pytest(
+        tmp_path, "--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
+        "tests.zoo.pairs:SplitsPairsOpenAI", "--ctxkit-profile", "quick", "--ctxkit-seed", "3",
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 1, out
+    for fragment in (
+        "tool_pair_integrity failed (required): view[",
+        "what must hold: in every view",
+        "seed 3",
+        "reproducer (verified: the script fails",
+        "def test_tool_pair_integrity() -> None:",
+    ):
+        assert fragment in out
+    assert "Traceback" not in out
+
+
+def test_the_strict_flag_fails_recommended_properties_too(tmp_path: Path):
+    base = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
+            "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q"]  # fmt: skip
+    assert "1 xfailed" in _pytest(tmp_path, *base).stdout
+    strict = _pytest(tmp_path, *base, "--ctxkit-strict")
+    assert strict.returncode == 1
+    assert "FAILED" in strict.stdout
+    assert "test_property[budget]" in strict.stdout
+
+
+def test_the_packaged_suite_without_a_target_is_an_error_not_a_green_run(tmp_path: Path):
+    done = _pytest(tmp_path, "--pyargs", "ctxkit.conformance.suite")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "has no target" in done.stderr
+    assert "--ctxkit-target" in done.stderr
+
+
+def test_a_bad_target_is_one_clear_failure(tmp_path: Path):
+    done = _pytest(
+        tmp_path, "--pyargs", "ctxkit.conformance.suite", "--ctxkit-target", "no_such_mod:X", "-q"
+    )
+    assert done.returncode == 1
+    assert "1 failed, 10 skipped" in done.stdout
+    assert "cannot check no_such_mod:X: no_such_mod:X: no module named 'no_such_mod'" in done.stdout
+    assert "Traceback" not in done.stdout
+
+
+@pytest.mark.parametrize("allow", [["--ctxkit-allow", "hoisted-system"],
+                                   ["--ctxkit-allow", "hoisted-system,dropped-system"],
+                                   ["--ctxkit-allow", "dropped-system", "--ctxkit-allow",
+                                    "hoisted-system"]])  # fmt: skip
+def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path, allow: list[str]):
+    done = _pytest(
+        tmp_path, "--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
+        "tests.zoo.views:HoistsSystem", "--ctxkit-profile", "quick", "-q", *allow,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout

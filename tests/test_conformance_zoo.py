@@ -3,19 +3,31 @@ correct-but-unusual one passing every required property."""
 
 from __future__ import annotations
 
+import ast
 import functools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxkit.conformance.runner import RunOptions, SetupError, parse_allow, run
+from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 
+ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
 
 
 def check(member: Member, **overrides: Any) -> dict[str, Any]:
+    """The run's outcome for a member, with its config (and, for a correct member checked in
+    one shape, that shape only)."""
+    overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
+    if member.outcome == "pass" and member.shape != "both":
+        overrides.setdefault("shapes", (member.shape,))
     return _check(member.target, tuple(sorted(overrides.items(), key=str)))
 
 
@@ -29,7 +41,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
     """One run per target and options, shared by the tests that look at it."""
     options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=2)
     for key, value in overrides:
-        setattr(options, key, value)
+        setattr(options, key, dict(value) if key == "config" else value)
     report = run(options)
     return {
         "verdict": report.verdict,
@@ -47,7 +59,7 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
     for property_id in member.expect:
         result = outcome["properties"][property_id]
         assert result.counterexample["steps"], "a failure comes with the steps that show it"
-        assert result.reproducer is None or "asyncio.run(main())" in result.reproducer
+        assert result.verified, result.verification
         assert result.time_to_failure_s is not None
     expected_verdict = "fail" if member.expect & REQUIRED else "pass"
     assert outcome["verdict"] == expected_verdict
@@ -132,21 +144,71 @@ def test_merged_system_messages_are_reported_as_merged():
     assert allowed["failed"] == set(), allowed["messages"]
 
 
-def _merged_system_wired() -> bool:
-    try:
-        parse_allow(["merged-system"])
-    except SetupError:
-        return False
-    return True
-
-
-@pytest.mark.xfail(
-    not _merged_system_wired(),
-    raises=SetupError,
-    strict=True,
-    reason="--allow merged-system needs runner.parse_allow and the state machine to use it "
-    "(machine.py: problems = relaxed(problems, session.relax))",
-)
 def test_merging_system_messages_passes_once_merged_system_is_allowed():
     outcome = check(_member("MergesSystem"), allow=("merged-system",))
     assert outcome["failed"] == set(), outcome["messages"]
+
+
+def test_events_are_skipped_when_nothing_was_emitted_not_passed():
+    (member,) = [m for m in ZOO if m.target.endswith(":NeverEmits")]
+    result = check(member)["properties"]["events"]
+    assert result.status == "skipped"
+    assert result.message.startswith("no events observed")
+
+
+def test_a_target_that_changes_nothing_it_is_given_passes_events():
+    (member,) = [m for m in ZOO if m.target.endswith(":GoodManager")]
+    assert check(member)["properties"]["events"].status == "passed"
+
+
+def test_a_slow_target_gets_a_verdict_by_the_deadline_and_says_how_deep_it_got():
+    """Views take 3 s: the run ends by its deadline with pass, not error, and a depth."""
+    started = time.monotonic()
+    report = run(
+        RunOptions(target="tests.zoo.misc:SlowViews", profile="default", seed=1, deadline=30.0)
+    )
+    assert time.monotonic() - started < 35
+    assert report.verdict == "pass"
+    assert report.depth["ended"] == "deadline"
+    assert report.depth["examples"] >= 1
+    assert report.depth["steps"] > 3
+    passed = [p for p in report.properties if p.status == "passed"]
+    assert passed
+    assert all("before the 30 s deadline" in p.message for p in passed)
+
+
+def _reproducers() -> dict[str, str]:
+    """Every reproducer the zoo's broken members got, by a file name of its own."""
+    found = {}
+    for member in ZOO:
+        if member.outcome not in ("fail", "error"):
+            continue
+        overrides = {"timeout": 1.0} if member.outcome == "error" else deep(member)
+        for result in check(member, **overrides)["properties"].values():
+            if result.reproducer:
+                name = member.target.split(":")[-1].lower()
+                found[f"test_{name}_{result.id}.py"] = result.reproducer
+    return found
+
+
+def test_every_reproducer_imports_only_the_public_api_and_fails_under_pytest(tmp_path):
+    """The same scripts that fail when run with python (verified above) fail as tests."""
+    scripts = _reproducers()
+    assert len(scripts) >= 20
+    for name, script in scripts.items():
+        tree = ast.parse(script)
+        modules = {
+            n.module if isinstance(n, ast.ImportFrom) else n.names[0].name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom)
+        }
+        assert modules <= {"asyncio", "json", "ctxkit.conformance.replay"}, name
+        (tmp_path / name).write_text(script)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
+    )  # fmt: skip
+    assert f"{len(scripts)} failed" in done.stdout, done.stdout[-3000:]
+    assert " passed" not in done.stdout.splitlines()[-1]

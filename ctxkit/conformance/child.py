@@ -7,6 +7,7 @@ a segfault) is reported with the end of what it printed. Both raise :class:`Targ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -141,7 +142,8 @@ class Child:
                 self._process.wait(timeout=5)
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # a dead worker's pipe, unflushed
+                    stream.close()
 
     def __enter__(self) -> Child:
         return self

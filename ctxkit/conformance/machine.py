@@ -3,102 +3,90 @@
 The model is a plain list of the messages added. Each rule is one thing an agent loop does
 (add a message, add a tool round, ask for a view, replace or clear the history, add from many
 tasks at once, pass bad input, edit what it got back), performed in the worker process. After
-each, the invariants run on what came back. A violation raises an exception of its property's
-own type, so Hypothesis shrinks each property's failure separately.
+each, the checks of :mod:`ctxkit.conformance.checks` run on what came back. A violation raises
+an exception of its property's own type, so Hypothesis shrinks each property's failure
+separately.
+
+What the machine draws never depends on what the target answers: preconditions read only the
+properties being checked in this search, which are fixed when the search starts, so a flaky
+target is reported as a finding, never as a flaky test.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
-import pprint
-import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from ctxkit.conformance.child import Child, Reply
-from ctxkit.conformance.invariants import (
-    check_events,
-    check_lifecycle,
-    check_non_destructive,
-    check_ordering,
-    check_preservation,
-    check_tool_pairs,
-    is_result,
-    newest_user_message,
-)
+from ctxkit.conformance import checks
+from ctxkit.conformance.allow import Relaxations
+from ctxkit.conformance.child import Child, Reply, TargetUnusable
+from ctxkit.conformance.invariants import Violation, is_result, newest_user_message
 from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.steps import Call, Check, Request
 from ctxkit.conformance.strategies import (
     BadMessage,
     Budget,
+    Conversation,
     RoundTemplate,
+    Shape,
     bad_messages,
     budgets,
-    conversations,
+    conversation_plans,
     plain_messages,
     round_templates,
     texts,
 )
 from ctxkit.conformance.worker import digest
-from ctxkit.tokens import REPLY_PRIMING as PRIMING
+from ctxkit.tokens import REPLY_PRIMING
 
-__all__ = ["FAILURES", "PropertyFailure", "Relaxations", "Session", "make_machine"]
+__all__ = [
+    "FAILURES",
+    "ConformanceMachine",
+    "DeadlineReached",
+    "PropertyFailure",
+    "RuleCall",
+    "Session",
+    "TargetStopped",
+]
 
-
-class Lit:
-    """A value to show as a Python literal in a reproducer, rendered only if one is needed."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-Code = tuple[Any, ...]
-"""Script text as parts: strings, and :class:`Lit` values rendered as Python literals."""
-
-
-def render(code: Code) -> str:
-    """Script text; a long literal goes on lines of its own, indented."""
-    parts = []
-    for part in code:
-        if not isinstance(part, Lit):
-            parts.append(part)
-            continue
-        text = repr(part.value)
-        if len(text) > 80:
-            text = "\n" + textwrap.indent(_literal(part.value), "    ") + "\n"
-        parts.append(text)
-    return "".join(parts)
+RuleCall = tuple[str, dict[str, Any]]
+"""One rule the machine ran, by name, with its arguments: what the minimizer replays."""
 
 
 class PropertyFailure(AssertionError):
-    """A property does not hold. Carries the steps that show it, as script code."""
+    """A property does not hold. Carries the calls that show it and the check that failed."""
 
     def __init__(
-        self, property_id: str, message: str, *, steps: list[Code], check: Code, history: int
+        self,
+        property_id: str,
+        message: str,
+        *,
+        calls: list[Call],
+        check: Check,
+        history: int,
+        rules: list[RuleCall],
     ) -> None:
         super().__init__(f"{property_id}: {message}")
         self.property_id = property_id
         self.message = message
-        self.step_code = steps
-        self.check_code = check
+        self.calls = calls
+        self.check = check
         self.history = history
+        self.rules = rules
+        self.note = ""
 
     @property
-    def steps(self) -> list[str]:
-        """The calls that lead to the failure, as Python lines."""
-        return [render(code) for code in self.step_code]
-
-    @property
-    def check(self) -> str:
-        """The lines that show the failure after the steps."""
-        return render(self.check_code)
+    def size(self) -> tuple[int, int]:
+        """How big the counterexample is: messages in the history, then calls."""
+        return (self.history, len(self.calls))
 
 
 def _failure_type(property_id: str) -> type[PropertyFailure]:
@@ -109,453 +97,543 @@ def _failure_type(property_id: str) -> type[PropertyFailure]:
 FAILURES = {p.id: _failure_type(p.id) for p in PROPERTIES}
 
 
-@dataclass(frozen=True)
-class Relaxations:
-    """What ``--allow`` relaxed (see :data:`ctxkit.conformance.properties.RELAXATIONS`)."""
+class TargetStopped(BaseException):
+    """The target hung, died or broke the protocol during a call. A ``BaseException`` so that
+    Hypothesis does not try to shrink it by running it again: the runner ends the search,
+    charges the property the call was made for, and starts a fresh worker."""
 
-    hoisted_system: bool = False
-    dropped_system: bool = False
-    budget_tolerance: float = 0.0
+    def __init__(self, unusable: TargetUnusable, *, charge: str, calls: list[Call], history: int):
+        super().__init__(unusable.message)
+        self.unusable = unusable
+        self.charge = charge
+        self.calls = calls
+        self.history = history
+
+
+class DeadlineReached(BaseException):
+    """The run's time is up; the search ends where it is."""
 
 
 @dataclass
 class Session:
-    """What every example of one run shares: the worker, the counter, what is checked."""
+    """What every example of one run shares: the worker, the counter, what is checked, the
+    clock, and what has been seen so far."""
 
     child: Child
     count_message: Callable[[dict[str, Any]], int]
-    checking: set[str]
     relax: Relaxations
     ignore: frozenset[str]
     observes_events: bool
+    shapes: tuple[Shape, ...] = ("openai", "anthropic")
+    fallback_budget: int | None = None
+    """The budget of a request that names none, where known (``--fallback-budget``)."""
+    timeout: float = 10.0
+    checking: frozenset[str] = frozenset()
+    """The properties of the current search; fixed while it runs."""
+    deadline: float = float("inf")
+    """``time.monotonic()`` by which the current phase must end."""
     on_step: Callable[[], None] = lambda: None
     started: float = field(default_factory=time.monotonic)
     first_failure: dict[str, float] = field(default_factory=dict)
+    smallest: dict[str, PropertyFailure] = field(default_factory=dict)
+    """The smallest failure seen per property: what stands if a search cannot finish."""
     examples: int = 0
     steps: int = 0
+    largest_history: int = 0
+    compaction_events: int = 0
 
-    def call(self, op: str, **args: Any) -> Reply:
+    def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
+        """One operation in the worker, within its timeout and the deadline."""
         self.steps += 1
         self.on_step()
-        return self.child.call(op, **args)
+        limit = self.timeout if timeout is None else timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineReached
+        try:
+            return self.child.call(op, timeout=min(limit, left), **args)
+        except TargetUnusable as exc:
+            if exc.kind == "timeout" and left < limit:
+                raise DeadlineReached from None
+            raise
+
+    def saw(self, failure: PropertyFailure) -> None:
+        """Keep the failure if it is the first or the smallest of its property so far."""
+        self.first_failure.setdefault(failure.property_id, time.monotonic() - self.started)
+        known = self.smallest.get(failure.property_id)
+        if known is None or failure.size < known.size:
+            self.smallest[failure.property_id] = failure
 
 
-def _literal(value: Any) -> str:
-    return pprint.pformat(value, width=96, sort_dicts=False)
+def _recorded(function: Callable[..., None]) -> Callable[..., None]:
+    """Note each rule's name and arguments as it runs (not the rules it runs in turn), for
+    the minimizer to replay."""
+
+    @functools.wraps(function)
+    def rule_body(self: ConformanceMachine, **kwargs: Any) -> None:
+        outermost = not self._in_rule
+        if outermost:
+            self.rules.append((function.__name__, kwargs))
+        self._in_rule = True
+        try:
+            function(self, **kwargs)
+        finally:
+            self._in_rule = not outermost
+
+    return rule_body
 
 
-def _without_system(messages: list[Any]) -> list[Any]:
-    return [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
+def _checking(property_id: str) -> Callable[[Any], bool]:
+    return lambda machine: property_id in machine.session.checking
 
 
-def make_machine(
-    session: Session, shapes: tuple[str, ...] = ("openai", "anthropic")
-) -> type[RuleBasedStateMachine]:
-    """A state machine class bound to one session; its strategies use only ``shapes``."""
-    rounds = round_templates(shapes)  # type: ignore[arg-type]
+class ConformanceMachine(RuleBasedStateMachine):
+    """Drives one target through :class:`Session`; checks every property after each step.
 
-    class ConformanceMachine(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            session.examples += 1
-            self.ids = itertools.count(1)
-            self.model: list[dict[str, Any]] = []
-            self.costs: list[int] = []
-            self._digest: str | None = None
-            self.events: list[Any] = []
-            self.steps: list[Code] = []
-            reply = session.call("build")
-            if not reply.ok:
-                self._fail("lifecycle", f"building a fresh manager raised {reply.error}")
+    Hypothesis builds it with ``lambda: ConformanceMachine(session)``; the minimizer builds it
+    the same way and calls its rules by name.
+    """
 
-        # -- bookkeeping -----------------------------------------------------------------
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        session.examples += 1
+        self.ids = itertools.count(1)
+        self.model: list[dict[str, Any]] = []
+        self.costs: list[int] = []
+        self._digest: str | None = None
+        self.events: list[Any] = []
+        self.calls: list[Call] = []
+        self.rules: list[RuleCall] = []
+        self._in_rule = False
+        reply = self._call("build", "lifecycle")
+        if not reply.ok:
+            self._fail("lifecycle", f"building a fresh manager raised {reply.error}", "raises")
 
-        def _fail(self, property_id: str, message: str, *check: Any) -> None:
-            if property_id not in session.checking:
-                return
-            session.first_failure.setdefault(property_id, time.monotonic() - session.started)
-            raise FAILURES[property_id](
-                property_id, message, steps=list(self.steps), check=check, history=len(self.model)
-            )
+    # -- bookkeeping -------------------------------------------------------------------------
 
-        def _set_model(self, messages: list[dict[str, Any]]) -> None:
-            self.model = list(messages)
-            self.costs = [self._cost(m) for m in self.model]
-            self._digest = None
+    def _fail(
+        self, property_id: str, message: str, kind: str, *, kept: bool = False, **args: Any
+    ) -> None:
+        """Raise the property's failure (if it is being checked), with the calls so far.
 
-        def _append(self, message: dict[str, Any]) -> None:
-            self.model.append(message)
-            self.costs.append(self._cost(message))
-            self._digest = None
+        A property already judged is not raised again; but if its failure means the stored
+        history may no longer follow the model (a history that differs, a call on it that
+        raised), the example is abandoned (rejected): what the manager does next would be
+        judged against a history it does not hold, and one bug would be reported under every
+        property. ``kept``: the failure leaves the history as it was (a view that raised)."""
+        if property_id not in self.session.checking:
+            if kind in ("history", "raises") and not kept:
+                reject()
+            return
+        failure = FAILURES[property_id](
+            property_id,
+            message,
+            calls=list(self.calls),
+            check=Check(kind, args),  # type: ignore[arg-type]
+            history=len(self.model),
+            rules=list(self.rules),
+        )
+        self.session.saw(failure)
+        raise failure
 
-        def _model_digest(self) -> str:
-            """The model's digest, computed once per change of the model, not once per check."""
-            if self._digest is None:
-                self._digest = digest(self.model, session.ignore)
-            return self._digest
+    def _violated(
+        self, found: list[Violation], kind: str, *, suffix: str = "", **args: Any
+    ) -> None:
+        """Fail with the first violation the check found, if any."""
+        if found:
+            self._fail(found[0].property, found[0].message + suffix, kind, **args)
 
-        @staticmethod
-        def _cost(message: Any) -> int:
-            try:
-                return session.count_message(message)
-            except Exception:
-                return 0
+    def _call(self, op: str, charge: str, timeout: float | None = None, **args: Any) -> Reply:
+        """One worker operation; a hang or a crash stops the search, charged to ``charge``."""
+        try:
+            return self.session.call(op, timeout, **args)
+        except TargetUnusable as exc:
+            if self.calls and exc.kind == "timeout":
+                self.calls[-1] = replace(self.calls[-1], timeout=timeout or self.session.timeout)
+            raise TargetStopped(
+                exc, charge=charge, calls=list(self.calls), history=len(self.model)
+            ) from None
 
-        def _tokens(self, messages: list[Any]) -> int:
-            return sum(self._cost(m) for m in messages) + (PRIMING if messages else 0)
+    def _set_model(self, messages: list[dict[str, Any]]) -> None:
+        self.model = list(messages)
+        self.costs = [self._cost(m) for m in self.model]
+        self._digest = None
+        self._grew()
 
-        def _events(self, reply: Reply) -> None:
-            if not session.observes_events or not reply.events:
-                return
-            self.events.extend(reply.events)
-            problems = check_events([(name, data) for name, data in self.events])
-            if problems:
-                self._fail(
-                    "events",
-                    problems[0].message,
-                    "# events emitted so far: ",
-                    Lit(list(self.events)),
-                )
+    def _append(self, message: dict[str, Any]) -> None:
+        self.model.append(message)
+        self.costs.append(self._cost(message))
+        self._digest = None
+        self._grew()
 
-        def _history(self, reply: Reply, property_id: str, after: str) -> None:
-            """The stored history must equal the model; otherwise say how it differs."""
-            if reply.digest == self._model_digest():
-                return
-            stored = session.call("get")
-            if not stored.ok:
-                self._fail(property_id, f"get_messages() raised {stored.error} {after}")
-            checker = check_lifecycle if property_id == "lifecycle" else check_non_destructive
-            problems = checker(self.model, stored.value, session.ignore)
-            message = problems[0].message if problems else "get_messages() changed"
+    def _grew(self) -> None:
+        self.session.largest_history = max(self.session.largest_history, len(self.model))
+
+    def _model_digest(self) -> str:
+        """The model's digest, computed once per change of the model, not once per check."""
+        if self._digest is None:
+            self._digest = digest(self.model, self.session.ignore)
+        return self._digest
+
+    def _cost(self, message: Any) -> int:
+        try:
+            return self.session.count_message(message)
+        except Exception:
+            return 0
+
+    def _tokens(self, messages: list[Any]) -> int:
+        return sum(self._cost(m) for m in messages) + (REPLY_PRIMING if messages else 0)
+
+    def _events(self, reply: Reply) -> None:
+        if not self.session.observes_events or not reply.events:
+            return
+        self.events.extend(reply.events)
+        self.session.compaction_events += sum(
+            1
+            for e in reply.events
+            if isinstance(e, list) and e and e[0] in ("context:pre_compact", "context:post_compact")
+        )
+        self._violated(checks.events(self.events), "events", events=list(self.events))
+
+    def _history(self, stored_digest: str | None, property_id: str, after: str) -> None:
+        """The stored history (its digest as the worker saw it) must equal the model;
+        otherwise say how it differs."""
+        if stored_digest == self._model_digest():
+            return
+        stored = self._call("get", "lifecycle")
+        if not stored.ok:
+            self._fail(property_id, f"get_messages() raised {stored.error} {after}", "raises")
+        found = checks.history(stored.value, self.model, property_id, self.session.ignore)
+        message = found[0].message if found else "get_messages() changed"
+        self._fail(
+            property_id,
+            f"{message} ({after})",
+            "history",
+            expected=list(self.model),
+            property=property_id,
+        )
+
+    def _add(self, message: dict[str, Any]) -> None:
+        self.calls.append(Call("add", message))
+        reply = self._call("add", "lifecycle", message=message)
+        if not reply.ok:
             self._fail(
-                property_id,
-                f"{message} ({after})",
-                "history = ",
-                Lit(list(self.model)),
-                f"\nproblems = {checker.__name__}(history, await manager.get_messages(), "
-                f"{set(session.ignore)!r})\nassert not problems, problems",
+                "lifecycle", f"add_message raised {reply.error} for a valid message", "raises"
             )
+        self._append(message)
+        self._events(reply)
+        self._history(reply.digest, "non_destructive", "after add_message")
 
-        def _add(self, message: dict[str, Any]) -> None:
-            self.steps.append(("await manager.add_message(", Lit(message), ")"))
-            reply = session.call("add", message=message)
-            if not reply.ok:
+    def _request_of(self, budget: Budget) -> tuple[Request, int | None]:
+        """The request a budget stands for, and the budget the view must fit (None: unknown,
+        a request with no budget to a manager whose fallback is not known)."""
+        if budget.via == "none":
+            return Request(), self.session.fallback_budget
+        tokens = budget.resolve(sum(self.costs) + REPLY_PRIMING)
+        if budget.via == "provider":
+            return Request(
+                defaults={"context_window": tokens + 1_000, "max_output_tokens": 1_000}
+            ), tokens
+        return Request(token_budget=tokens), tokens
+
+    def _essential_tokens(self) -> int:
+        """Tokens of what a view may insist on keeping: system messages, the newest user
+        message, and the newest message with the call it answers. With a budget this big,
+        a manager must return a view; below it, raising is fair."""
+        must = [m for m in self.model if m.get("role") == "system"]
+        newest = newest_user_message(self.model)
+        if newest is not None:
+            must.append(self.model[newest])
+        must.extend(_last_unit(self.model))
+        return self._tokens(must)
+
+    def _request(
+        self, budget: Budget, op: str = "request", charge: str = "lifecycle"
+    ) -> tuple[Any, Request] | None:
+        """Ask for a view and check it; the view, or None if the manager refused (fairly)."""
+        request, tokens = self._request_of(budget)
+        self.calls.append(Call(op, request))  # type: ignore[arg-type]
+        reply = self._call(op, charge, **request.args)
+        self._events(reply)
+        essential = self._essential_tokens()
+        feasible = tokens is not None and essential <= tokens
+        if not reply.ok:
+            if feasible:
                 self._fail(
                     "lifecycle",
-                    f"add_message raised {reply.error} for a valid message",
-                    "# the last call raised",
+                    f"get_messages_for_request({request.describe()}) raised {reply.error}, "
+                    f"although the system messages, the newest user message and the newest "
+                    f"message ({essential} tokens) fit the budget of {tokens}",
+                    "raises",
+                    kept=True,
                 )
-            self._append(message)
-            self._events(reply)
-            self._history(reply, "non_destructive", "after add_message")
+            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+            return None
+        self._check_view(reply.value, request, tokens if feasible else None)
+        self._history(
+            reply.digest, "non_destructive", f"after get_messages_for_request({request.describe()})"
+        )
+        return reply.value, request
 
-        def _budget_args(self, budget: Budget) -> tuple[int, dict[str, Any], str]:
-            tokens = budget.resolve(sum(self.costs) + PRIMING)
-            if budget.via_provider:
-                defaults = {"context_window": tokens + 1_000, "max_output_tokens": 1_000}
-                return (
-                    tokens,
-                    {"budget": None, "defaults": defaults},
-                    f"provider=Provider({defaults!r})",
-                )
-            return tokens, {"budget": tokens, "defaults": None}, f"token_budget={tokens}"
+    def _check_view(self, view: Any, request: Request, fits_in: int | None) -> None:
+        """Every view: a list, tool pairs whole, history order kept; where a fitting view
+        exists (``fits_in``): within the budget, system messages and the newest user message
+        kept."""
+        session = self.session
+        self._violated(checks.is_list(view), "is_list")
+        if not isinstance(view, list):
+            return
+        self._violated(checks.tool_pairs(view), "tool_pairs")
+        history = {"history": list(self.model), "allow": session.relax}
+        self._violated(
+            checks.ordering(view, self.model, session.relax, session.ignore), "ordering", **history
+        )
+        if fits_in is None:
+            return
+        where = request.origin()
+        self._violated(
+            checks.fits(view, fits_in, session.relax, self._cost),
+            "fits",
+            suffix=f"{where}, though the system messages, the newest user message and the "
+            f"newest message ({self._essential_tokens()} tokens) would fit",
+            budget=fits_in,
+            allow=session.relax,
+        )
+        self._violated(
+            checks.preserved(view, self.model, session.relax, session.ignore),
+            "preserved",
+            suffix=f", although it fits the budget of {fits_in}{where}",
+            **history,
+        )
 
-        def _essential_tokens(self) -> int:
-            """Tokens of what a view may insist on keeping: system messages, the newest user
-            message, and the newest message with the call it answers. With a budget this big,
-            a manager must return a view; below it, raising is fair."""
-            must = [m for m in self.model if m.get("role") == "system"]
-            newest = newest_user_message(self.model)
-            if newest is not None:
-                must.append(self.model[newest])
-            must.extend(_last_unit(self.model))
-            return self._tokens(must)
+    def _changed(self, reply: Reply, property_id: str, what: str, edited: bool = True) -> None:
+        """The stored history must still equal the model; ``what`` begins the sentence. After
+        an edit by the caller, the stored history says which part it shares with the caller."""
+        if reply.digest == self._model_digest():
+            return
+        stored = self._call("get", "lifecycle")
+        if not edited:
+            found = checks.history(stored.value, self.model, property_id, self.session.ignore)
+            shared = found[0].message if stored.ok and found else ""
+        else:
+            shared = checks.shared_part(self.model, stored.value) if stored.ok else ""
+        self._fail(
+            property_id,
+            f"{what}{': ' + shared if shared else ''}",
+            "history",
+            expected=list(self.model),
+            property=property_id,
+        )
 
-        def _request(self, budget: Budget, op: str = "request") -> tuple[Any, int, str] | None:
-            tokens, args, call = self._budget_args(budget)
-            self.steps.append((f"view = await manager.get_messages_for_request({call})",))
-            reply = session.call(op, **args)
-            self._events(reply)
-            feasible = self._essential_tokens() <= tokens
-            if not reply.ok:
-                if feasible:
-                    self._fail(
-                        "lifecycle",
-                        f"get_messages_for_request({call}) raised {reply.error}, although the "
-                        f"system messages and the newest user message "
-                        f"({self._essential_tokens()} tokens) fit the budget of {tokens}",
-                        "# the last call raised",
-                    )
-                return None
-            self._check_view(reply.value, tokens, feasible)
-            self._history(reply, "non_destructive", f"after get_messages_for_request({call})")
-            return reply.value, tokens, call
+    # -- rules -------------------------------------------------------------------------------
 
-        def _check_view(self, view: Any, budget: int, feasible: bool) -> None:
-            history_line = ("history = ", Lit(list(self.model)), "\n")
-            if not isinstance(view, list):
-                self._fail(
-                    "lifecycle", f"get_messages_for_request returned a {type(view).__name__}"
-                )
-                return
-            problems = check_tool_pairs(view)
-            if problems:
-                self._fail(
-                    "tool_pair_integrity",
-                    problems[0].message,
-                    "problems = check_tool_pairs(view)\nassert not problems, problems",
-                )
-            ordered_history, ordered_view = self.model, view
-            if session.relax.hoisted_system:
-                ordered_history, ordered_view = _without_system(self.model), _without_system(view)
-            problems = check_ordering(ordered_history, ordered_view, session.ignore)
-            if problems:
-                self._fail(
-                    "ordering",
-                    problems[0].message,
-                    *history_line,
-                    "problems = check_ordering(history, view)\nassert not problems, problems",
-                )
-            if not feasible:
-                return
-            tokens = self._tokens(view)
-            limit = budget * (1 + session.relax.budget_tolerance)
-            if tokens > limit:
-                self._fail(
-                    "budget",
-                    f"the view has {tokens} tokens, over the budget of {budget}"
-                    + (
-                        f" (+{session.relax.budget_tolerance:.0%} allowed)"
-                        if session.relax.budget_tolerance
-                        else ""
-                    )
-                    + f", though {self._essential_tokens()} tokens of system messages and the "
-                    "newest user message would fit",
-                    f"assert TokenCounter().count_messages(view) <= {budget}",
-                )
-            problems = check_preservation(self.model, view, session.ignore)
-            if session.relax.dropped_system:
-                problems = [p for p in problems if "system message" not in p.message]
-            if problems:
-                self._fail(
-                    "preservation",
-                    problems[0].message + f" although it fits the budget of {budget}",
-                    *history_line,
-                    "problems = check_preservation(history, view)\nassert not problems, problems",
-                )
+    @rule(message=plain_messages())
+    @_recorded
+    def add_message(self, message: dict[str, Any]) -> None:
+        self._add(message)
 
-        # -- rules -----------------------------------------------------------------------
+    @rule(template=round_templates(), budget=budgets())
+    @_recorded
+    def run_tool_round(self, template: RoundTemplate, budget: Budget) -> None:
+        """One agent step: a call and its results, then a view for the next model call."""
+        self.add_tool_round(template=template)
+        self._request(budget)
 
-        @rule(message=plain_messages())
-        def add_message(self, message: dict[str, Any]) -> None:
+    @_recorded
+    def add_tool_round(self, template: RoundTemplate) -> None:
+        """A call and its results, no view: a step the minimizer may keep on its own."""
+        for message in template.in_shapes(self.session.shapes).messages(self.ids):
             self._add(message)
 
-        @rule(template=rounds, budget=budgets())
-        def run_tool_round(self, template: RoundTemplate, budget: Budget) -> None:
-            """One agent step: a call and its results, then a view for the next model call."""
-            for message in template.messages(self.ids):
-                self._add(message)
+    @rule(
+        ask=texts(),
+        work=st.lists(round_templates(), max_size=3),
+        answer=texts(),
+        budget=budgets(),
+    )
+    @_recorded
+    def run_turn(self, ask: str, work: list[RoundTemplate], answer: str, budget: Budget) -> None:
+        """One agent turn: the user asks, tool rounds run, each followed by a view."""
+        self._add({"role": "user", "content": ask})
+        self._request(budget)
+        for template in work:
+            self.add_tool_round(template=template)
             self._request(budget)
+        self._add({"role": "assistant", "content": answer})
 
-        @rule(ask=texts(), work=st.lists(rounds, max_size=3), answer=texts(), budget=budgets())
-        def run_turn(
-            self, ask: str, work: list[RoundTemplate], answer: str, budget: Budget
-        ) -> None:
-            """One agent turn: the user asks, tool rounds run, each followed by a view."""
-            self._add({"role": "user", "content": ask})
-            self._request(budget)
-            for template in work:
-                for message in template.messages(self.ids):
-                    self._add(message)
-                self._request(budget)
-            self._add({"role": "assistant", "content": answer})
+    @rule(budget=budgets())
+    @_recorded
+    def request_view(self, budget: Budget) -> None:
+        self._request(budget)
 
-        @rule(budget=budgets())
-        def request_view(self, budget: Budget) -> None:
-            self._request(budget)
-
-        @precondition(lambda self: "determinism" in session.checking)
-        @rule(budget=budgets())
-        def request_view_twice(self, budget: Budget) -> None:
-            first = self._request(budget)
-            if first is None:
-                return
-            view, _tokens, call = first
-            second = self._request(budget)
-            if second is not None and second[0] != view:
-                self._fail(
-                    "determinism",
-                    f"two requests with nothing added in between gave different views: "
-                    f"{_difference(view, second[0])}",
-                    f"again = await manager.get_messages_for_request({call})\nassert again == view",
-                )
-
-        @rule(messages=conversations(max_turns=3))
-        def set_messages(self, messages: list[dict[str, Any]]) -> None:
-            self.steps.append(("await manager.set_messages(", Lit(list(messages)), ")"))
-            reply = session.call("set", messages=messages)
-            if not reply.ok:
-                self._fail(
-                    "lifecycle",
-                    f"set_messages raised {reply.error} for a valid history",
-                    "# the last call raised",
-                )
-            self._set_model(messages)
-            self._events(reply)
-            self._history(reply, "lifecycle", "after set_messages")
-
-        @rule()
-        def clear_history(self) -> None:
-            self.steps.append(("await manager.clear()",))
-            reply = session.call("clear")
-            if not reply.ok:
-                self._fail("lifecycle", f"clear() raised {reply.error}", "# the last call raised")
-            self._set_model([])
-            self._events(reply)
-            self._history(reply, "lifecycle", "after clear()")
-            self.steps.append(
-                ("view = await manager.get_messages_for_request(token_budget=100000)",)
+    @precondition(_checking("determinism"))
+    @rule(budget=budgets())
+    @_recorded
+    def request_view_twice(self, budget: Budget) -> None:
+        first = self._request(budget)
+        if first is None or not isinstance(first[0], list):
+            return
+        view, request = first
+        self.calls.append(Call("request", request, name="again"))
+        again = self._call("request", "determinism", **request.args)
+        if not again.ok:
+            self._fail(
+                "determinism",
+                f"the same request, asked again with nothing added in between, raised "
+                f"{again.error}",
+                "raises",
+                kept=True,
             )
-            view = session.call("request", budget=100_000, defaults=None)
-            if view.ok and view.value:
-                self._fail(
-                    "lifecycle",
-                    f"after clear(), a view still holds {len(view.value)} messages",
-                    "assert view == []",
-                )
+        self._violated(checks.same_view(view, again.value), "same_view")
 
-        @precondition(lambda self: "concurrency" in session.checking)
-        @rule(words=st.lists(texts(6), min_size=2, max_size=8))
-        def add_messages_concurrently(self, words: list[str]) -> None:
-            messages = [{"role": "user", "content": f"{w} #{k}"} for k, w in enumerate(words)]
-            self.steps.append(
-                ("await asyncio.gather(*(manager.add_message(m) for m in ", Lit(messages), "))")
+    @rule(plan=conversation_plans(max_turns=3))
+    @_recorded
+    def set_messages(self, plan: Conversation) -> None:
+        messages = plan.messages(self.session.shapes)
+        self.calls.append(Call("set", messages))
+        reply = self._call("set", "lifecycle", messages=messages)
+        if not reply.ok:
+            self._fail(
+                "lifecycle", f"set_messages raised {reply.error} for a valid history", "raises"
             )
-            reply = session.call("add_concurrently", messages=messages)
-            if not reply.ok:
-                self._fail(
-                    "concurrency",
-                    f"concurrent add_message calls raised {reply.error}",
-                    "# the last call raised",
-                )
-            stored = session.call("get")
-            if not stored.ok or not isinstance(stored.value, list):
-                self._fail("non_destructive", f"get_messages() raised {stored.error}")
-            head, tail = stored.value[: len(self.model)], stored.value[len(self.model) :]
-            problems = check_non_destructive(self.model, head, session.ignore)
-            if problems:
-                self._fail("non_destructive", problems[0].message + " (after concurrent adds)")
-            wanted = sorted(json.dumps(m, sort_keys=True) for m in messages)
-            strip = [{k: v for k, v in m.items() if k not in session.ignore} for m in tail]
-            got = sorted(json.dumps(m, sort_keys=True) for m in strip)
-            if got != wanted:
-                lost = len(set(wanted) - set(got))
-                self._fail(
-                    "concurrency",
-                    f"{len(messages)} concurrent add_message calls stored {len(tail)} messages"
-                    + (f"; {lost} were lost" if lost else "; some were stored twice"),
-                    "assert len(await manager.get_messages()) == "
-                    f"{len(self.model) + len(messages)}",
-                )
-            self._set_model(self.model + [dict(m) for m in messages])
-            self._events(reply)
+        self._set_model(messages)
+        self._events(reply)
+        self._history(reply.digest, "lifecycle", "after set_messages")
 
-        @precondition(lambda self: "robustness" in session.checking)
-        @rule(bad=bad_messages())
-        def add_bad_message(self, bad: BadMessage) -> None:
-            self.steps.append(
-                (f"await manager.add_message({bad.value!r})  # {bad.problem}: must raise",)
+    @rule()
+    @_recorded
+    def clear_history(self) -> None:
+        self.calls.append(Call("clear"))
+        reply = self._call("clear", "lifecycle")
+        if not reply.ok:
+            self._fail("lifecycle", f"clear() raised {reply.error}", "raises")
+        self._set_model([])
+        self._events(reply)
+        self._history(reply.digest, "lifecycle", "after clear()")
+        request = Request(token_budget=100_000)
+        self.calls.append(Call("request", request))
+        view = self._call("request", "lifecycle", **request.args)
+        if view.ok:
+            self._violated(checks.empty_view(view.value), "empty_view")
+        else:
+            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+
+    @precondition(_checking("concurrency"))
+    @rule(words=st.lists(texts(6), min_size=2, max_size=8))
+    @_recorded
+    def add_messages_concurrently(self, words: list[str]) -> None:
+        messages = [{"role": "user", "content": f"{w} #{k}"} for k, w in enumerate(words)]
+        self.calls.append(Call("add_concurrently", messages))
+        reply = self._call("add_concurrently", "concurrency", messages=messages)
+        if not reply.ok:
+            self._fail(
+                "concurrency", f"concurrent add_message calls raised {reply.error}", "raises"
             )
-            reply = session.call("add_bad", message=bad.value)
-            if reply.ok and reply.value is None:
-                self._fail(
-                    "robustness",
-                    f"add_message accepted {bad.problem} ({bad.value!r}) without an error",
-                    "# the last call should have raised",
-                )
-            if reply.digest != self._model_digest():
-                self._fail(
-                    "robustness",
-                    f"add_message of {bad.problem} ({bad.value!r}) changed the history",
-                    "assert await manager.get_messages() == ",
-                    Lit(list(self.model)),
-                )
+        stored = self._call("get", "lifecycle")
+        if not stored.ok:
+            self._fail("non_destructive", f"get_messages() raised {stored.error}", "raises")
+        before = list(self.model)
+        found = checks.stored_all(stored.value, before, messages, self.session.ignore)
+        self._violated(
+            found,
+            "stored_all",
+            suffix=" (after concurrent adds)"
+            if found and found[0].property != "concurrency"
+            else "",
+            before=before,
+            added=messages,
+        )
+        self._set_model(before + [dict(m) for m in messages])
+        self._events(reply)
 
-        @precondition(lambda self: "isolation" in session.checking)
-        @rule(message=plain_messages())
-        def add_message_then_edit(self, message: dict[str, Any]) -> None:
-            self.steps.append(
-                (
-                    "message = ",
-                    Lit(message),
-                    "\nawait manager.add_message(message)\n"
-                    "edit_in_place(message)  # the caller reuses its dict",
-                )
+    @precondition(_checking("robustness"))
+    @rule(bad=bad_messages())
+    @_recorded
+    def add_bad_message(self, bad: BadMessage) -> None:
+        self.calls.append(Call("add_bad", bad.value, note=bad.problem))
+        reply = self._call("add_bad", "robustness", message=bad.value)
+        if reply.ok and reply.value is None:
+            self._fail(
+                "robustness",
+                f"add_message accepted {bad.problem} ({bad.value!r}) without an error",
+                "refuses",
             )
-            reply = session.call("add_then_edit", message=message)
-            if not reply.ok:
-                self._fail("lifecycle", f"add_message raised {reply.error} for a valid message")
-            self._append(message)
-            if reply.value != self._model_digest():
-                self._history(reply, "non_destructive", "after add_message")
-            if reply.digest != self._model_digest():
-                self._fail(
-                    "isolation",
-                    "editing a message after passing it to add_message changed the stored "
-                    "history: the manager keeps the caller's dict",
-                    "assert await manager.get_messages() == ",
-                    Lit(list(self.model)),
-                )
+        self._changed(
+            reply,
+            "robustness",
+            f"add_message of {bad.problem} ({bad.value!r}) changed the history",
+            edited=False,
+        )
 
-        @precondition(lambda self: "isolation" in session.checking)
-        @rule(budget=budgets())
-        def request_view_then_edit(self, budget: Budget) -> None:
-            _tokens, args, call = self._budget_args(budget)
-            self.steps.append(
-                (
-                    f"view = await manager.get_messages_for_request({call})\n"
-                    "edit_in_place(view)  # the caller edits what it got",
-                )
+    @precondition(_checking("isolation"))
+    @rule(message=plain_messages())
+    @_recorded
+    def add_message_then_edit(self, message: dict[str, Any]) -> None:
+        self.calls.append(Call("add_then_edit", message))
+        reply = self._call("add_then_edit", "isolation", message=message)
+        if not reply.ok:
+            self._fail(
+                "lifecycle", f"add_message raised {reply.error} for a valid message", "raises"
             )
-            reply = session.call("request_then_edit", **args)
-            if not reply.ok:
-                return
-            if reply.digest != self._model_digest():
-                self._fail(
-                    "isolation",
-                    "editing a returned view changed the stored history: the view shares "
-                    "lists or dicts with it",
-                    "assert await manager.get_messages() == ",
-                    Lit(list(self.model)),
-                )
-            again = session.call("request", **args)
-            if again.ok and again.value != reply.value and "EDITED" in json.dumps(again.value):
-                self._fail(
-                    "isolation",
-                    "editing a returned view changed the next view: views share lists or dicts",
-                    f"again = await manager.get_messages_for_request({call})\n"
-                    "assert 'EDITED' not in repr(again)",
-                )
+        self._append(message)
+        self._history(reply.value, "non_destructive", "after add_message")
+        self._changed(
+            reply, "isolation", "editing a message after passing it to add_message changed it"
+        )
 
-        @precondition(lambda self: "isolation" in session.checking)
-        @rule()
-        def get_messages_then_edit(self) -> None:
-            self.steps.append(
-                (
-                    "history = await manager.get_messages()\n"
-                    "edit_in_place(history)  # the caller edits what it got",
-                )
+    @precondition(_checking("isolation"))
+    @rule(plan=conversation_plans(max_turns=2))
+    @_recorded
+    def set_messages_then_edit(self, plan: Conversation) -> None:
+        messages = plan.messages(self.session.shapes)
+        self.calls.append(Call("set_then_edit", messages))
+        reply = self._call("set_then_edit", "isolation", messages=messages)
+        if not reply.ok:
+            self._fail(
+                "lifecycle", f"set_messages raised {reply.error} for a valid history", "raises"
             )
-            reply = session.call("get_then_edit")
-            if reply.ok and reply.digest != self._model_digest():
-                self._fail(
-                    "isolation",
-                    "editing the list get_messages() returned changed the stored history",
-                    "assert await manager.get_messages() == ",
-                    Lit(list(self.model)),
-                )
+        self._set_model(messages)
+        self._history(reply.value, "lifecycle", "after set_messages")
+        self._changed(
+            reply, "isolation", "editing the list passed to set_messages changed the history"
+        )
 
-    return ConformanceMachine
+    @precondition(_checking("isolation"))
+    @rule(budget=budgets())
+    @_recorded
+    def request_view_then_edit(self, budget: Budget) -> None:
+        request, _tokens = self._request_of(budget)
+        self.calls.append(Call("request_then_edit", request))
+        reply = self._call("request_then_edit", "isolation", **request.args)
+        if not reply.ok:
+            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+            return
+        if reply.value["before"] != self._model_digest():
+            self._history(
+                reply.digest,
+                "non_destructive",
+                f"after get_messages_for_request({request.describe()})",
+            )
+        self._changed(reply, "isolation", "editing a returned view changed the history")
+        self.calls.append(Call("request", request, name="again"))
+        again = self._call("request", "isolation", **request.args)
+        if not again.ok:
+            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+        elif again.value != reply.value["view"]:
+            self._violated(checks.not_edited(again.value), "not_edited")
+
+    @precondition(_checking("isolation"))
+    @rule()
+    @_recorded
+    def get_messages_then_edit(self) -> None:
+        self.calls.append(Call("get_then_edit"))
+        reply = self._call("get_then_edit", "isolation")
+        if not reply.ok:
+            self._fail("lifecycle", f"get_messages() raised {reply.error}", "raises")
+        self._changed(
+            reply, "isolation", "editing what get_messages() returned changed the history"
+        )
 
 
 def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -566,12 +644,3 @@ def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     while start > 0 and is_result(history[start]):
         start -= 1
     return history[start:]
-
-
-def _difference(first: list[Any], second: list[Any]) -> str:
-    if len(first) != len(second):
-        return f"{len(first)} messages, then {len(second)}"
-    for index, (a, b) in enumerate(zip(first, second, strict=True)):
-        if a != b:
-            return f"view[{index}] was {a!r:.80} then {b!r:.80}"
-    return "they differ"

@@ -1,4 +1,5 @@
-"""pytest plugin: run the conformance suite inside your own test run.
+"""pytest plugin: run the conformance suite inside your own test run, with the same verdicts,
+reproducers and errors as ``ctxkit conformance``.
 
 Subclass :class:`ConformanceSuite` in a test module::
 
@@ -8,24 +9,28 @@ Subclass :class:`ConformanceSuite` in a test module::
         target = "mypkg.context:MyManager"
         config = {"max_tokens": 8000}
 
-or point pytest at the packaged suite: ``pytest --pyargs ctxkit.conformance.suite --ctxkit-target
-mypkg.context:MyManager``. One test per property; recommended properties that fail are
-reported as xfail unless ``--ctxkit-strict``. The suite runs once per target and session.
+or point pytest at the packaged suite: ``pytest --pyargs ctxkit.conformance.suite
+--ctxkit-target mypkg.context:MyManager``. One test per property; recommended properties that
+fail are reported as xfail unless ``--ctxkit-strict``. The suite runs once per target and
+session. A failure shows what the command shows: the sentence, what must hold, the seed, the
+steps and the verified reproducer script.
 
 Options (command line over environment over ini): ``--ctxkit-target`` / ``CTXKIT_TARGET`` /
-``ctxkit_target``, ``--ctxkit-config`` (JSON), ``--ctxkit-profile`` (quick, default,
-thorough), ``--ctxkit-seed``, ``--ctxkit-allow`` (comma-separated), ``--ctxkit-strict``.
+``ctxkit_target``, and likewise ``config`` (JSON), ``profile``, ``seed``, ``allow`` (repeat
+it or separate with commas), ``timeout``, ``deadline`` and ``strict`` (a flag; ``1``/``true``
+in the environment or ini).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import textwrap
 from typing import Any, ClassVar
 
 import pytest
 
-from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.properties import PROPERTIES, by_id
 
 __all__ = ["ConformanceSuite"]
 
@@ -34,16 +39,26 @@ OPTIONS = {
     "config": "JSON object: the target's keyword arguments or mount() config",
     "profile": "how hard to search: quick, default or thorough",
     "seed": "Hypothesis seed (default 0, so runs repeat)",
-    "allow": "comma-separated relaxations, e.g. hoisted-system,budget-tolerance=0.05",
-    "strict": "fail on recommended properties too (1/true)",
+    "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
+    "timeout": "seconds each operation on the target may take (10)",
+    "deadline": "seconds the whole check may take (300)",
 }
+STRICT_HELP = "fail on recommended properties too"
+TRUE = ("1", "true", "yes", "on")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ctxkit", "ctxkit conformance suite")
     for name, help_text in OPTIONS.items():
-        group.addoption(f"--ctxkit-{name}", dest=f"ctxkit_{name}", default=None, help=help_text)
+        action = "append" if name == "allow" else "store"
+        group.addoption(
+            f"--ctxkit-{name}", dest=f"ctxkit_{name}", action=action, default=None, help=help_text
+        )
         parser.addini(f"ctxkit_{name}", help_text, default=None)
+    group.addoption(
+        "--ctxkit-strict", dest="ctxkit_strict", action="store_const", const="1", help=STRICT_HELP
+    )
+    parser.addini("ctxkit_strict", STRICT_HELP, default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,6 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def option(config: pytest.Config, name: str) -> str | None:
     """Command line over environment (``CTXKIT_<NAME>``) over ini (``ctxkit_<name>``)."""
     value = config.getoption(f"ctxkit_{name}", default=None)
+    if isinstance(value, list):
+        value = ",".join(value)
     if value is None:
         value = os.environ.get(f"CTXKIT_{name.upper()}")
     if value is None:
@@ -70,29 +87,84 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     )
 
 
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """A suite with nothing to check is a mistake, not a skip: silently green in CI."""
+    for item in items:
+        suite = getattr(item, "cls", None)
+        if suite is None or not issubclass(suite, ConformanceSuite):
+            continue
+        if not (getattr(suite, "target", None) or option(config, "target")):
+            raise pytest.UsageError(
+                f"ctxkit conformance: {suite.__name__} has no target: set `target` on the "
+                "class, or pass --ctxkit-target (or CTXKIT_TARGET), e.g. "
+                "--ctxkit-target mypkg.context:MyManager"
+            )
+
+
 _REPORTS: dict[tuple[Any, ...], Any] = {}
+
+
+class _CannotCheck:
+    """What the plugin keeps when the target cannot be checked: said once, in one test."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.said = False
 
 
 @pytest.fixture
 def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     """The suite's report for the class's target, run once per target and session."""
-    from ctxkit.conformance.runner import RunOptions, run
+    from ctxkit.conformance.runner import RunOptions, SetupError, run
 
     suite = request.cls
     config = request.config
     target = getattr(suite, "target", None) or option(config, "target")
-    if target is None:
-        pytest.skip("no target: set `target` on the class or pass --ctxkit-target")
-    settings = dict(getattr(suite, "config", None) or json.loads(option(config, "config") or "{}"))
-    seed = int(option(config, "seed") or 0)
+    try:
+        settings = dict(
+            getattr(suite, "config", None) or json.loads(option(config, "config") or "{}")
+        )
+        seed = int(option(config, "seed") or 0)
+        timeout = float(option(config, "timeout") or 10)
+        deadline = float(option(config, "deadline") or 300)
+    except (TypeError, ValueError) as exc:
+        raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
     allow = [a for a in (option(config, "allow") or "").split(",") if a]
     key = (target, json.dumps(settings, sort_keys=True), seed, profile, tuple(allow))
     if key not in _REPORTS:
-        _REPORTS[key] = run(
-            RunOptions(target=target, config=settings, seed=seed, profile=profile, allow=allow)
+        options = RunOptions(
+            target=target,
+            config=settings,
+            seed=seed,
+            profile=profile,
+            allow=allow,
+            timeout=timeout,
+            deadline=deadline,
         )
+        try:
+            _REPORTS[key] = run(options)
+        except SetupError as exc:
+            _REPORTS[key] = _CannotCheck(f"ctxkit conformance: cannot check {target}: {exc}")
     return _REPORTS[key]
+
+
+def _detail(report: Any, result: Any) -> str:
+    """What ``ctxkit conformance`` prints for one failed property."""
+    lines = [
+        f"{result.id} {result.status} ({result.level}): {result.message}",
+        f"what must hold: {by_id(result.id).holds}",
+        f"target {report.target}, seed {report.seed}, profile {report.profile}",
+    ]
+    if result.reproducer:
+        lines += [
+            f"reproducer ({result.verification or 'not verified'}):",
+            "",
+            textwrap.indent(result.reproducer, "    "),
+        ]
+    return "\n".join(lines)
 
 
 class ConformanceSuite:
@@ -107,15 +179,18 @@ class ConformanceSuite:
     def test_property(
         self, property_id: str, ctxkit_report: Any, request: pytest.FixtureRequest
     ) -> None:
+        if isinstance(ctxkit_report, _CannotCheck):
+            if ctxkit_report.said:
+                pytest.skip("not checked: the target could not be loaded (see the first error)")
+            ctxkit_report.said = True
+            pytest.fail(ctxkit_report.message, pytrace=False)
         result = next(p for p in ctxkit_report.properties if p.id == property_id)
         if result.status == "skipped":
             pytest.skip(result.message or "not checked")
         if result.status == "passed":
             return
-        detail = f"{property_id} {result.status}: {result.message}"
-        if result.reproducer:
-            detail += "\n\nreproducer:\n" + result.reproducer
-        strict = (option(request.config, "strict") or "").lower() in ("1", "true", "yes")
+        detail = _detail(ctxkit_report, result)
+        strict = (option(request.config, "strict") or "").lower() in TRUE
         if result.level == "recommended" and not strict:
             pytest.xfail(detail)
         pytest.fail(detail, pytrace=False)

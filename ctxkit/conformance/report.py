@@ -5,64 +5,14 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree
 
-from ctxkit.conformance.machine import PropertyFailure
 from ctxkit.conformance.properties import RELAXATIONS, by_id
-from ctxkit.conformance.runner import PropertyResult, Report
+from ctxkit.conformance.runner import Report
 
-__all__ = ["reproducer_script", "summary", "write_json", "write_junit"]
+__all__ = ["summary", "write_json", "write_junit"]
 
 _MARK = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
-
-
-def reproducer_script(
-    target: str, config: dict[str, Any], seed: int, result: PropertyResult, failure: PropertyFailure
-) -> str:
-    """A standalone script that replays the shrunk steps against the target and asserts."""
-    steps = "\n".join(textwrap.indent(step, "    ") for step in failure.steps)
-    check = textwrap.indent(failure.check or "# the last step fails", "    ")
-    config_part = f" --config '{json.dumps(config)}'" if config else ""
-    return f'''"""Reproduces a ctxkit conformance failure.
-
-{result.id} ({result.level}): {failure.message}
-Found by: ctxkit conformance {target}{config_part} --seed {seed}
-Run it with python from where the target imports; it fails while the bug is there.
-"""
-
-import asyncio
-
-from ctxkit.conformance.invariants import (  # noqa: F401
-    check_lifecycle,
-    check_non_destructive,
-    check_ordering,
-    check_preservation,
-    check_tool_pairs,
-)
-from ctxkit.conformance.target import EventRecorder, load_target
-from ctxkit.conformance.worker import edit_in_place  # noqa: F401
-from ctxkit.tokens import TokenCounter  # noqa: F401
-
-
-class Provider:
-    """A provider whose get_info().defaults sets the budget."""
-
-    def __init__(self, defaults):
-        self.defaults = defaults
-
-    def get_info(self):
-        return self
-
-
-async def main() -> None:
-    manager = await load_target({target!r}, {config!r}).build(EventRecorder())
-{steps}
-{check}
-
-
-asyncio.run(main())
-'''
 
 
 def summary(report: Report) -> str:
@@ -71,6 +21,19 @@ def summary(report: Report) -> str:
     lines = [
         f"ctxkit conformance: {report.target}  (seed {report.seed}, profile {report.profile}, "
         f"{report.duration_s:.1f} s)",
+    ]
+    depth = report.depth
+    if depth:
+        lines.append(
+            f"  {depth['examples']:,} examples, {depth['steps']:,} steps, histories up to "
+            f"{depth['largest_history']} messages, {depth['searches']} search(es)"
+            + (
+                f"; stopped at the {depth['deadline_s']:g} s deadline"
+                if depth.get("ended") == "deadline"
+                else ""
+            )
+        )
+    lines += [
         "",
         f"  {'property':<{width}}  {'level':<11}  result",
     ]
@@ -95,9 +58,12 @@ def summary(report: Report) -> str:
             lines += ["", f"{p.id} {p.status}: {p.message}"]
             if p.status == "failed":
                 lines.append(f"  what must hold: {by_id(p.id).holds}")
-                if p.reproducer:
-                    lines.append("  reproduce with this script (--report-json keeps it too):")
-                    lines += [textwrap.indent(_steps_only(p.reproducer), "    ")]
+            if p.reproducer and p.counterexample:
+                lines.append(
+                    f"  the steps ({p.verification or 'not verified'}; the whole script is "
+                    "in --report-json, or run with --reproducers DIR):"
+                )
+                lines += [textwrap.indent(_steps_only(p.counterexample["steps"]), "    ")]
     verdicts = {
         "pass": "PASS: every required property holds",
         "fail": "FAIL: a required property does not hold",
@@ -112,10 +78,9 @@ def summary(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _steps_only(script: str) -> str:
-    """The body of a reproducer's main(): what a reader needs at a glance."""
-    body = script.split("async def main() -> None:\n", 1)[-1].split("\n\n\nasyncio.run", 1)[0]
-    lines = textwrap.dedent(body).splitlines()
+def _steps_only(steps: list[str]) -> str:
+    """The calls and the failed check: what a reader needs at a glance."""
+    lines = "\n".join(steps).splitlines()
     if len(lines) > 40:
         lines = [*lines[:18], f"# ... {len(lines) - 36} more lines ...", *lines[-18:]]
     return "\n".join(lines)

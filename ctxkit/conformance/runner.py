@@ -4,27 +4,52 @@ One Hypothesis search checks every property at once. Each failure is shrunk on i
 property raises its own exception type); the failed properties are then set aside and the
 search runs again for the rest, until a search finds nothing new. A passing target costs one
 search.
+
+Whatever the target does, the run ends by its deadline with a report:
+
+* a hang, a crash or garbage in the protocol costs the property the call was made for (a call
+  made for no one property costs ``lifecycle``); the worker is restarted and the other
+  properties go on; after a few such stops the rest are reported as not checked;
+* when the deadline comes, a search stops where it is: failures seen so far stand (the
+  smallest of each), the other properties pass with a note of how far the run got;
+* a target that answers the same calls differently has its failures reported as seen, never
+  as an error of the suite.
+
+After the searches, each failure is made smaller by deleting steps (:mod:`.minimize`), and its
+reproducer script is run in a fresh process to check that it fails (:mod:`.verify`).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
+from ctxkit.conformance.allow import RelaxationError, parse_allow
 from ctxkit.conformance.child import Child, TargetUnusable
 from ctxkit.conformance.invariants import ANNOTATION_KEYS
-from ctxkit.conformance.machine import PropertyFailure, Relaxations, Session, make_machine
-from ctxkit.conformance.properties import PROPERTIES, RELAXATIONS
+from ctxkit.conformance.machine import (
+    ConformanceMachine,
+    DeadlineReached,
+    PropertyFailure,
+    Session,
+    TargetStopped,
+)
+from ctxkit.conformance.minimize import minimize
+from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.script import Reproduction, render_script, render_steps
+from ctxkit.conformance.steps import Check
 from ctxkit.conformance.target import DEFAULT_TARGET
+from ctxkit.conformance.verify import verify
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run"]
 
@@ -33,6 +58,12 @@ PROFILES = {
     "default": {"max_examples": 80, "stateful_step_count": 50},
     "thorough": {"max_examples": 300, "stateful_step_count": 80},
 }
+
+DEFAULT_DEADLINE = 300.0
+"""Seconds a whole run may take, by default (``--deadline``)."""
+
+MAX_STOPS = 3
+"""Hangs, crashes or protocol breaks after which the properties left are not checked."""
 
 Status = Literal["passed", "failed", "error", "skipped"]
 
@@ -49,6 +80,8 @@ class PropertyResult:
     message: str = ""
     counterexample: dict[str, Any] | None = None
     reproducer: str | None = None
+    verified: bool | None = None
+    verification: str = ""
     time_to_failure_s: float | None = None
 
 
@@ -62,6 +95,8 @@ class Report:
     profile: str = "default"
     allow: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    depth: dict[str, Any] = field(default_factory=dict)
+    """How far the run got: examples, steps, the largest history, searches, how it ended."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +106,7 @@ class Report:
             "duration_s": round(self.duration_s, 3),
             "profile": self.profile,
             "allow": self.allow,
+            "depth": self.depth,
             "properties": [
                 {
                     "id": p.id,
@@ -79,6 +115,8 @@ class Report:
                     "message": p.message,
                     "counterexample": p.counterexample,
                     "reproducer": p.reproducer,
+                    "verified": p.verified,
+                    "verification": p.verification,
                     "time_to_failure_s": (
                         None if p.time_to_failure_s is None else round(p.time_to_failure_s, 3)
                     ),
@@ -96,104 +134,169 @@ class RunOptions:
     profile: str = "default"
     max_examples: int | None = None
     timeout: float = 10.0
+    """Seconds each operation on the target may take."""
+    deadline: float = DEFAULT_DEADLINE
+    """Seconds the whole run may take; it always ends by then, with a report."""
     shapes: tuple[str, ...] = ("openai", "anthropic")
     allow: list[str] = field(default_factory=list)
+    fallback_budget: int | None = None
+    """The budget a request without one should fit, if known; by default the config's
+    ``max_tokens``."""
     max_rounds: int = 6
     shrink_seconds: float = 20.0
     """Shrinking stops after this long per search; the counterexample found so far stands."""
+    verify: bool = True
+    """Run each reproducer in a fresh process to check that it fails."""
 
-
-def parse_allow(allow: list[str]) -> Relaxations:
-    """``--allow`` values as :class:`Relaxations`; :class:`SetupError` names the valid ones."""
-    hoisted = dropped = False
-    tolerance = 0.0
-    for item in allow:
-        name, _, value = item.partition("=")
-        if name == "hoisted-system" and not value:
-            hoisted = True
-        elif name == "dropped-system" and not value:
-            dropped = True
-        elif name == "budget-tolerance":
-            try:
-                tolerance = float(value)
-            except ValueError:
-                tolerance = -1.0
-            if not 0 <= tolerance <= 1:
-                raise SetupError(
-                    f"--allow budget-tolerance=R needs a ratio from 0 to 1, got {value!r}"
-                )
-        else:
-            raise SetupError(
-                f"unknown relaxation {item!r}; --allow accepts: "
-                + ", ".join(r.usage for r in RELAXATIONS.values())
-            )
-    return Relaxations(hoisted, dropped, tolerance)
+    @property
+    def command(self) -> str:
+        """The command line that repeats this run."""
+        parts = ["ctxkit", "conformance"]
+        if self.target:
+            parts.append(self.target)
+        if self.config:
+            parts += ["--config", json.dumps(self.config)]
+        parts += ["--seed", str(self.seed)]
+        if self.profile != "default":
+            parts += ["--profile", self.profile]
+        if len(self.shapes) == 1:
+            parts += ["--format", self.shapes[0]]
+        for item in self.allow:
+            parts += ["--allow", item]
+        if self.fallback_budget is not None:
+            parts += ["--fallback-budget", str(self.fallback_budget)]
+        return shlex.join(parts)
 
 
 def run(
     options: RunOptions,
     *,
     progress: Callable[[str], None] | None = None,
-    reproducer: Callable[[PropertyResult, PropertyFailure], str] | None = None,
     tick: Callable[[int, int], None] | None = None,
 ) -> Report:
-    """Run the suite. Raises :class:`SetupError` if the target cannot be loaded.
+    """Run the suite. Raises :class:`SetupError` if the options are wrong or the target
+    cannot be loaded.
 
-    ``progress`` gets a line at each search; ``tick`` gets (runs, steps) after every step.
+    ``progress`` gets a line at each phase; ``tick`` gets (examples, steps) after every step.
     """
     if options.profile not in PROFILES:
         raise SetupError(f"unknown profile {options.profile!r}; choose {', '.join(PROFILES)}")
-    relax = parse_allow(options.allow)
+    try:
+        relax = parse_allow(options.allow)
+    except RelaxationError as exc:
+        raise SetupError(str(exc)) from exc
     say = progress or (lambda _line: None)
     started = time.monotonic()
+    deadline = started + options.deadline
     results = {p.id: PropertyResult(p.id, p.level) for p in PROPERTIES}
     from ctxkit.tokens import TokenCounter
 
-    counter = TokenCounter()
-    child = Child(timeout=options.timeout)
-    spec = options.target or DEFAULT_TARGET
-    checking = {p.id for p in PROPERTIES}
+    fallback = options.fallback_budget
+    if fallback is None and isinstance(options.config.get("max_tokens"), int):
+        fallback = options.config["max_tokens"]
+    worker = _Worker(options, deadline)
     try:
-        loaded = child.call(
-            "load",
-            timeout=max(options.timeout, 60),
-            target=options.target,
-            config=options.config,
-            ignore=sorted(ANNOTATION_KEYS),
+        spec, observes_events, probe = worker.start()
+        if probe is not None:
+            return _broken_contract(spec, options, results, probe, started)
+        session = Session(
+            child=worker.child,
+            count_message=_cached(TokenCounter().count_message),
+            relax=relax,
+            ignore=ANNOTATION_KEYS,
+            observes_events=observes_events,
+            shapes=options.shapes,  # type: ignore[arg-type]
+            fallback_budget=fallback,
+            timeout=options.timeout,
+            started=started,
         )
-        if not loaded.ok:
-            raise SetupError(loaded.message)
-        spec = loaded.value["spec"]
-        probe = child.call("build", timeout=max(options.timeout, 60))
-        if not probe.ok and probe.kind == "contract":
-            return _broken_contract(spec, options, results, probe.message, started)
-        if not probe.ok:
-            raise SetupError(f"{spec}: building the manager raised {probe.error}")
-        if not loaded.value["events"]:
+        if tick is not None:
+            session.on_step = lambda: tick(session.examples, session.steps)
+        checking = {p.id for p in PROPERTIES}
+        if not observes_events:
             checking.discard("events")
             results["events"].message = (
                 "not observed: the target emits no events ctxkit can see (mount() targets "
                 "and factories taking hooks= are observed)"
             )
-        session = Session(
-            child=child,
-            count_message=_cached(counter.count_message),
-            checking=checking,
-            relax=relax,
-            ignore=ANNOTATION_KEYS,
-            observes_events=loaded.value["events"],
-        )
-        if tick is not None:
-            session.on_step = lambda: tick(session.examples, session.steps)
-        _search(session, options, results, say, reproducer)
-    except TargetUnusable as exc:
-        for result in results.values():
-            if result.status == "skipped" and result.id in checking:
-                result.status = "error"
-                result.message = exc.message
+        search = _Search(session, options, results, worker, say, deadline)
+        ended = search.run(checking)
+        if (
+            observes_events
+            and results["events"].status == "passed"
+            and not (session.compaction_events)
+        ):
+            results["events"].status = "skipped"
+            results["events"].message = (
+                "no events observed: the target emitted no context:pre_compact or "
+                "context:post_compact in the whole run"
+            )
+        search.finish(spec)
     finally:
-        child.close()
-    return _report(spec, options, results, started)
+        worker.close()
+    report = _report(spec, options, results, started)
+    report.depth = {
+        "examples": session.examples,
+        "steps": session.steps,
+        "largest_history": session.largest_history,
+        "searches": search.rounds,
+        "ended": ended,
+        "deadline_s": options.deadline,
+    }
+    return report
+
+
+class _Worker:
+    """The worker process, loaded with the target; restarted after the target broke it."""
+
+    def __init__(self, options: RunOptions, deadline: float) -> None:
+        self.options = options
+        self.deadline = deadline
+        self.child: Child | None = None
+        self.spec = options.target or DEFAULT_TARGET
+
+    def _allowance(self) -> float:
+        """Loading imports the target and its libraries: at least 60 s, within the deadline."""
+        return max(1.0, min(max(self.options.timeout, 60.0), self.deadline - time.monotonic()))
+
+    def _load(self) -> Any:
+        self.child = Child(timeout=self.options.timeout)
+        loaded = self.child.call(
+            "load",
+            timeout=self._allowance(),
+            target=self.options.target,
+            config=self.options.config,
+            ignore=sorted(ANNOTATION_KEYS),
+        )
+        if not loaded.ok:
+            raise SetupError(loaded.message)
+        return loaded.value
+
+    def start(self) -> tuple[str, bool, str | None]:
+        """Load the target and build it once: (spec, observes events, contract problem)."""
+        try:
+            loaded = self._load()
+            self.spec = loaded["spec"]
+            assert self.child is not None
+            probe = self.child.call("build", timeout=self._allowance())
+        except TargetUnusable as exc:
+            raise SetupError(f"{self.spec}: {exc.message}") from None
+        if not probe.ok and probe.kind == "contract":
+            return self.spec, loaded["events"], probe.message
+        if not probe.ok:
+            raise SetupError(f"{self.spec}: building the manager raised {probe.error}")
+        return self.spec, loaded["events"], None
+
+    def restart(self) -> Child:
+        self.close()
+        self._load()
+        assert self.child is not None
+        return self.child
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
+            self.child = None
 
 
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
@@ -212,59 +315,246 @@ def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]]
     return cached
 
 
-def _search(
-    session: Session,
-    options: RunOptions,
-    results: dict[str, PropertyResult],
-    say: Callable[[str], None],
-    reproducer: Callable[[PropertyResult, PropertyFailure], str] | None,
-) -> None:
-    profile = dict(PROFILES[options.profile])
-    if options.max_examples is not None:
-        profile["max_examples"] = options.max_examples
-    hypothesis_settings = settings(
-        **profile,
-        deadline=None,
-        database=None,
-        print_blob=False,
-        report_multiple_bugs=True,
-        suppress_health_check=list(HealthCheck),
-        # The explain phase would rerun each failure many times to annotate it; the
-        # reproducer script does that job.
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-    )
-    for round_number in range(1, options.max_rounds + 1):
-        if not session.checking:
-            return
-        say(
-            f"search {round_number}: checking {len(session.checking)} properties, "
-            f"up to {profile['max_examples']} runs of {profile['stateful_step_count']} steps"
+class _Search:
+    """The searches of one run, and what becomes of their findings."""
+
+    def __init__(
+        self,
+        session: Session,
+        options: RunOptions,
+        results: dict[str, PropertyResult],
+        worker: _Worker,
+        say: Callable[[str], None],
+        deadline: float,
+    ) -> None:
+        self.session = session
+        self.options = options
+        self.results = results
+        self.worker = worker
+        self.say = say
+        self.deadline = deadline
+        self.failures: dict[str, PropertyFailure] = {}
+        self.stops: list[TargetStopped] = []
+        self.rounds = 0
+        profile = dict(PROFILES[options.profile])
+        if options.max_examples is not None:
+            profile["max_examples"] = options.max_examples
+        self.profile = profile
+        self.settings = settings(
+            **profile,
+            deadline=None,
+            database=None,
+            print_blob=False,
+            report_multiple_bugs=True,
+            suppress_health_check=list(HealthCheck),
+            # The explain phase would rerun each failure many times to annotate it; the
+            # reproducer script does that job.
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
         )
-        machine = make_machine(session, options.shapes)
-        factory = hypothesis_seed(options.seed + round_number - 1)(machine)
+
+    def _searching_until(self) -> float:
+        """Searches leave the last fifth of the run (at most a minute) for making failures
+        smaller and checking their reproducers."""
+        reserve = min(60.0, self.options.deadline / 5)
+        return self.deadline - reserve
+
+    def run(self, checking: set[str]) -> str:
+        """Search until nothing is left to check; how the searches ended."""
+        session, remaining = self.session, set(checking)
+        outcome = ""
+        while remaining:
+            if self.rounds == self.options.max_rounds:
+                if outcome == "stopped":
+                    self._not_checked(remaining)
+                    return "target stopped"
+                self._passed(remaining, f"no failure found in {self.rounds} searches")
+                return "searches"
+            if time.monotonic() >= self._searching_until():
+                self._passed(remaining, self._depth_note())
+                return "deadline"
+            self.rounds += 1
+            session.checking = frozenset(remaining)
+            session.deadline = self._searching_until()
+            self.say(
+                f"search {self.rounds}: checking {len(remaining)} properties, up to "
+                f"{self.profile['max_examples']} runs of {self.profile['stateful_step_count']} "
+                "steps"
+            )
+            outcome = self._search_once()
+            found = self._take(remaining)
+            remaining -= found
+            if outcome == "complete":
+                self._passed(remaining, "")
+                return "complete"
+            if outcome == "deadline":
+                self._passed(remaining, self._depth_note())
+                return "deadline"
+            if outcome == "stopped":
+                remaining -= self._charge(self.stops[-1], remaining)
+                if len(self.stops) >= MAX_STOPS:
+                    self._not_checked(remaining)
+                    return "target stopped"
+                try:
+                    session.child = self.worker.restart()
+                except (SetupError, TargetUnusable) as exc:
+                    self._not_checked(remaining, f"the worker could not be restarted: {exc}")
+                    return "target stopped"
+        return "complete"
+
+    def _search_once(self) -> str:
+        """One Hypothesis search: complete, found, stopped, deadline or unreliable."""
+        session = self.session
+        factory = hypothesis_seed(self.options.seed + self.rounds - 1)(
+            lambda: ConformanceMachine(session)
+        )
         try:
-            with _shrinking_limit(options.shrink_seconds, say):
-                run_state_machine_as_test(factory, settings=hypothesis_settings)
+            with _shrinking_limit(self.options.shrink_seconds, self.say):
+                run_state_machine_as_test(factory, settings=self.settings)
         except PropertyFailure as failure:
-            _record([failure], session, results, reproducer)
+            self.failures.setdefault(failure.property_id, failure)
+            return "found"
+        except TargetStopped as stop:
+            self.stops.append(stop)
+            return "stopped"
+        except DeadlineReached:
+            return "deadline"
         except BaseExceptionGroup as group:
             failures, others = group.split(PropertyFailure)
-            _record(list(_leaves(failures)), session, results, reproducer)
-            if others is not None:
+            flaky = isinstance(group, FlakyFailure)
+            for failure in _leaves(failures):
+                if flaky:
+                    failure.note = (
+                        "seen once; it did not repeat when the same calls were replayed: the "
+                        "target answers the same calls differently"
+                    )
+                self.failures.setdefault(failure.property_id, failure)
+            stops = [e for e in _leaves(others) if isinstance(e, TargetStopped)]
+            if stops:
+                self.stops.append(stops[0])
+                return "stopped"
+            if others is not None and not flaky:
                 raise others from None
+            return "found"
         except HypothesisException as exc:
-            for property_id in session.checking:
-                results[property_id].status = "error"
-                results[property_id].message = f"the search could not run: {exc}"
-            session.checking.clear()
-            return
-        else:
-            for property_id in session.checking:
-                results[property_id].status = "passed"
-            return
-    for property_id in session.checking:
-        results[property_id].status = "passed"
-        results[property_id].message = f"no failure found in {options.max_rounds} searches"
+            self.say(f"the target answered the same calls differently ({type(exc).__name__})")
+            return "unreliable"
+        return "complete"
+
+    def _take(self, remaining: set[str]) -> set[str]:
+        """Failures of this search (reported, or seen before it stopped) as results."""
+        for property_id, failure in self.session.smallest.items():
+            if property_id in remaining and property_id not in self.failures:
+                failure.note = failure.note or (
+                    "the search stopped before shrinking finished: the smallest failure seen"
+                )
+                self.failures[property_id] = failure
+        found = {p for p in self.failures if p in remaining}
+        for property_id in found:
+            failure = self.failures[property_id]
+            result = self.results[property_id]
+            result.status = "failed"
+            result.message = failure.message
+            result.time_to_failure_s = self.session.first_failure.get(property_id)
+        return found
+
+    def _charge(self, stop: TargetStopped, remaining: set[str]) -> set[str]:
+        """A hang or crash costs the property its call was made for, if still unjudged."""
+        property_id = stop.charge if stop.charge in remaining else None
+        kind = stop.unusable.kind
+        what = f"{stop.unusable.message} (a history of {stop.history} messages)"
+        self.say(f"the target stopped: {what}")
+        if property_id is None:
+            return set()
+        result = self.results[property_id]
+        result.status = "error"
+        result.message = what
+        check = Check("returns" if kind == "timeout" else "crashes")
+        self.failures[property_id] = PropertyFailure(
+            property_id,
+            what,
+            calls=stop.calls,
+            check=check,
+            history=stop.history,
+            rules=[],
+        )
+        return {property_id}
+
+    def _passed(self, properties: set[str], note: str) -> None:
+        for property_id in properties:
+            result = self.results[property_id]
+            if result.status == "skipped":
+                result.status = "passed"
+                result.message = note
+
+    def _not_checked(self, properties: set[str], why: str = "") -> None:
+        reason = why or (
+            f"not checked: the target stopped {len(self.stops)} times "
+            f"(last: {self.stops[-1].unusable.message})"
+        )
+        for property_id in properties:
+            result = self.results[property_id]
+            if result.status == "skipped":
+                result.status = "error"
+                result.message = reason
+
+    def _depth_note(self) -> str:
+        s = self.session
+        return (
+            f"no failure before the {self.options.deadline:g} s deadline, in {s.examples} "
+            f"examples ({s.steps} steps; histories up to {s.largest_history} messages)"
+        )
+
+    def finish(self, spec: str) -> None:
+        """Make each failure smaller, render its reproducer and check that it fails."""
+        session = self.session
+        session.deadline = self.deadline
+        for property_id, failure in self.failures.items():
+            result = self.results[property_id]
+            if failure.rules and result.status == "failed":
+                self.say(f"minimizing the {property_id} counterexample")
+                with suppress(DeadlineReached):
+                    failure = minimize(session, failure, self._restart)
+                result.message = failure.message
+            if failure.note:
+                result.message += f" ({failure.note})"
+            repro = Reproduction(
+                target=spec,
+                config=self.options.config,
+                property_id=property_id,
+                level=result.level,
+                message=failure.message,
+                calls=failure.calls,
+                check=failure.check,
+                command=self.options.command,
+            )
+            result.counterexample = {
+                "messages": failure.history,
+                "calls": len(failure.calls),
+                "steps": render_steps(repro),
+            }
+            result.reproducer = render_script(repro)
+        if self.options.verify:
+            self._verify()
+
+    def _restart(self) -> None:
+        self.session.child = self.worker.restart()
+
+    def _verify(self) -> None:
+        for result in self.results.values():
+            if result.reproducer is None:
+                continue
+            left = self.deadline - time.monotonic()
+            if left < 2:
+                result.verification = "not verified: no time left before the deadline"
+                continue
+            self.say(f"verifying the {result.id} reproducer in a fresh process")
+            failure = self.failures[result.id]
+            result.verified, result.verification = verify(
+                result.reproducer,
+                property_id=result.id,
+                check=failure.check.kind,
+                timeout=min(left, self.options.timeout * (len(failure.calls) + 3) + 30),
+            )
 
 
 @contextmanager
@@ -291,35 +581,16 @@ def _shrinking_limit(seconds: float, say: Callable[[str], None]) -> Iterator[Non
             engine.MAX_SHRINKING_SECONDS = saved
 
 
-def _leaves(group: BaseExceptionGroup | None) -> list[PropertyFailure]:
+def _leaves(group: BaseExceptionGroup | None) -> list[BaseException]:
     if group is None:
         return []
-    found: list[PropertyFailure] = []
+    found: list[BaseException] = []
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
             found.extend(_leaves(exc))
-        elif isinstance(exc, PropertyFailure):
+        else:
             found.append(exc)
     return found
-
-
-def _record(
-    failures: list[PropertyFailure],
-    session: Session,
-    results: dict[str, PropertyResult],
-    reproducer: Callable[[PropertyResult, PropertyFailure], str] | None,
-) -> None:
-    for failure in failures:
-        result = results[failure.property_id]
-        if result.status == "failed":
-            continue
-        result.status = "failed"
-        result.message = failure.message
-        result.time_to_failure_s = session.first_failure.get(failure.property_id)
-        result.counterexample = {"messages": failure.history, "steps": failure.steps}
-        if reproducer is not None:
-            result.reproducer = reproducer(result, failure)
-        session.checking.discard(failure.property_id)
 
 
 def _broken_contract(

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 __all__ = [
     "BadMessage",
     "Budget",
+    "Conversation",
     "RoundTemplate",
     "bad_messages",
     "budgets",
+    "conversation_plans",
     "conversations",
     "plain_messages",
     "round_templates",
@@ -66,6 +68,12 @@ class RoundTemplate:
     outputs: tuple[str, ...]
     order: tuple[int, ...]
     """OpenAI results may arrive in any order; this is theirs."""
+
+    def in_shapes(self, shapes: tuple[Shape, ...]) -> RoundTemplate:
+        """This round, or the same round in the first shape allowed if its own is not."""
+        if self.shape in shapes:
+            return self
+        return RoundTemplate(shapes[0], self.outputs, self.order)
 
     def messages(self, ids: Iterator[int]) -> list[dict[str, Any]]:
         """The messages of this round, numbering calls from ``ids``."""
@@ -116,7 +124,9 @@ class RoundTemplate:
 def round_templates(
     draw: st.DrawFn, shapes: tuple[Shape, ...] = ("openai", "anthropic")
 ) -> RoundTemplate:
-    """A round of 1-3 parallel calls (weighted to one)."""
+    """A round of 1-3 parallel calls (weighted to one). The state machine draws both shapes
+    and then keeps to the run's (:meth:`RoundTemplate.in_shapes`), so what it draws never
+    depends on the run's options."""
     shape = draw(st.sampled_from(shapes))
     count = draw(st.sampled_from([1, 1, 1, 2, 3]))
     results = tuple(draw(outputs()) for _ in range(count))
@@ -134,32 +144,59 @@ def plain_messages() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+@dataclass(frozen=True)
+class Conversation:
+    """A well-formed conversation before its shape is chosen: texts by role, and tool rounds
+    as templates. Its repr is valid Python."""
+
+    parts: tuple[tuple[str, str] | RoundTemplate, ...]
+
+    def messages(self, shapes: tuple[Shape, ...] = ("openai", "anthropic")) -> list[dict[str, Any]]:
+        """The messages, each round in its own shape where ``shapes`` allows it, else in the
+        first shape allowed."""
+        ids = itertools.count(10_000)
+        found: list[dict[str, Any]] = []
+        for part in self.parts:
+            if isinstance(part, RoundTemplate):
+                found.extend(part.in_shapes(shapes).messages(ids))
+            else:
+                found.append({"role": part[0], "content": part[1]})
+        return found
+
+
 @st.composite
-def conversations(
-    draw: st.DrawFn, max_turns: int = 6, shapes: tuple[Shape, ...] = ("openai", "anthropic")
-) -> list[dict[str, Any]]:
-    """A well-formed conversation: a system prompt, then turns with tool rounds, now and then
-    led by a mid-conversation system reminder."""
-    ids = itertools.count(10_000)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful agent."}]
+def conversation_plans(draw: st.DrawFn, max_turns: int = 6) -> Conversation:
+    """A system prompt, then turns with tool rounds, now and then led by a mid-conversation
+    system reminder."""
+    parts: list[tuple[str, str] | RoundTemplate] = [("system", "You are a careful agent.")]
     for _ in range(draw(st.integers(0, max_turns))):
         if draw(st.integers(0, 9)) == 0:
-            messages.append({"role": "system", "content": "Reminder: " + draw(texts())})
-        messages.append({"role": "user", "content": draw(texts())})
-        for _ in range(draw(st.integers(0, 2))):
-            messages.extend(draw(round_templates(shapes)).messages(ids))
-        messages.append({"role": "assistant", "content": draw(texts())})
-    return messages
+            parts.append(("system", "Reminder: " + draw(texts())))
+        parts.append(("user", draw(texts())))
+        parts.extend(draw(round_templates()) for _ in range(draw(st.integers(0, 2))))
+        parts.append(("assistant", draw(texts())))
+    return Conversation(tuple(parts))
+
+
+def conversations(
+    max_turns: int = 6, shapes: tuple[Shape, ...] = ("openai", "anthropic")
+) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """Well-formed conversations as message lists (see :func:`conversation_plans`)."""
+    return conversation_plans(max_turns).map(lambda plan: plan.messages(shapes))
+
+
+Via = Literal["token_budget", "provider", "none"]
 
 
 @dataclass(frozen=True)
 class Budget:
     """How a request states its budget: as a share of the history's tokens, or a fixed number,
-    passed as ``token_budget`` or through a provider's ``get_info().defaults``."""
+    passed as ``token_budget``, through a provider's ``get_info().defaults``, or not at all
+    (``none``: the manager's own fallback decides, and size is unused)."""
 
     share: float | None
     tokens: int | None
-    via_provider: bool
+    via: Via = "token_budget"
 
     def resolve(self, history_tokens: int) -> int:
         if self.tokens is not None:
@@ -169,12 +206,12 @@ class Budget:
 
 
 def budgets() -> st.SearchStrategy[Budget]:
-    """Tight (a share of the history), loose (more than all of it) and infeasible (tiny)."""
+    """Tight (a share of the history), loose (more than all of it) and infeasible (tiny);
+    one request in five names no budget at all."""
     shares = st.integers(5, 400).map(lambda percent: (percent / 100, None))
     fixed = st.sampled_from([8, 40, 200, 1_000, 100_000]).map(lambda t: (None, t))
-    return st.builds(
-        lambda size, via: Budget(size[0], size[1], via), st.one_of(shares, fixed), st.booleans()
-    )
+    via = st.sampled_from(["token_budget", "token_budget", "provider", "provider", "none"])
+    return st.builds(lambda size, how: Budget(size[0], size[1], how), st.one_of(shares, fixed), via)
 
 
 @dataclass(frozen=True)

@@ -116,10 +116,12 @@ class Worker:
     async def op_request_then_edit(
         self, budget: int | None, defaults: dict[str, Any] | None
     ) -> Any:
+        """The view as returned, and the history's digest before the caller's edit."""
         view = await self._request(budget, defaults)
         snapshot = to_json(view)
+        before = digest(to_json(await self.manager.get_messages()), self.ignore)
         edit_in_place(view)
-        return snapshot
+        return {"view": snapshot, "before": before}
 
     async def _request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
         """With a budget, with a provider, or with neither (the manager's own fallback)."""

@@ -24,6 +24,7 @@ class Member:
         or ``"load_error"`` (the target cannot be loaded: exit status 2).
     shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"`` or ``"both"``.
     note: one line on the fault, and what a conversation needs to show it.
+    config: the ``--config`` the member is checked with.
     """
 
     target: str
@@ -31,10 +32,15 @@ class Member:
     outcome: str
     shape: str
     note: str
+    config: tuple[tuple[str, object], ...] = ()
 
 
-def _m(target: str, expect: set[str], outcome: str, shape: str, note: str) -> Member:
-    return Member(f"tests.zoo.{target}", frozenset(expect), outcome, shape, note)
+def _m(
+    target: str, expect: set[str], outcome: str, shape: str, note: str, **config: object
+) -> Member:
+    return Member(
+        f"tests.zoo.{target}", frozenset(expect), outcome, shape, note, tuple(config.items())
+    )
 
 
 PAIRS = {"tool_pair_integrity"}
@@ -113,4 +119,14 @@ ZOO: list[Member] = [
        "outputs before the newest call become a marker, longer than a short output"),
     _m("unusual:MergesSystem", set(), "pass", "both",
        "needs 2+ system messages: merged into one; preservation says merged (merged-system)"),
+    # coverage: what a run must reach (tests/zoo/history.py, views.py, misc.py)
+    _m("history:SetMessagesKeepsList", {"isolation"}, "fail", "both",
+       "set_messages keeps the caller's list: a later append or edit changes history"),
+    _m("views:WrongFallbackBudget", {"budget"}, "fail", "both",
+       "needs a request with no budget and no provider: plans for 4x max_tokens",
+       max_tokens=300),
+    _m("misc:NeverEmits", set(), "pass", "both",
+       "takes hooks, never emits: events is skipped (nothing observed), not passed"),
+    _m("misc:OpenAIOnly", set(), "pass", "openai",
+       "refuses Anthropic blocks: passes only if --format openai reaches every call"),
 ]  # fmt: skip

@@ -6,6 +6,7 @@
 - SetMessagesAppends: set_messages(x) appends x instead of replacing the history.
 - LeaksReferences: stores the caller's dicts and hands out its internal list.
 - LosesConcurrentAdds: add_message copies, awaits, then writes back, losing concurrent adds.
+- SetMessagesKeepsList: set_messages keeps the caller's list, so later edits change history.
 """
 
 from __future__ import annotations
@@ -82,3 +83,15 @@ class LosesConcurrentAdds(GoodManager):
         snapshot = list(self._messages)
         await asyncio.sleep(0)  # e.g. a token count on a worker
         self._messages = [*snapshot, copy.deepcopy(message)]
+
+
+class SetMessagesKeepsList(GoodManager):
+    """Fault (isolation): set_messages validates and then keeps the very list it was given
+    (its messages copied, the list not), so a caller that appends to or edits its list
+    afterwards changes the stored history."""
+
+    async def set_messages(self, messages: list[dict]) -> None:
+        for message in messages:
+            self._validate(message)
+        messages[:] = [self._stored(m) for m in messages]
+        self._messages = messages

@@ -4,6 +4,9 @@
 - AcceptsGarbage: add_message stores anything, non-dicts and unknown roles included.
 - Hangs: get_messages_for_request never returns once the history holds 3+ messages.
 - SyncMethods: correct, but the protocol methods are plain functions, not coroutines.
+- NeverEmits: correct, takes hooks, but never emits an event.
+- SlowViews: correct, but each view takes ``delay`` seconds (3 by default).
+- OpenAIOnly: correct for OpenAI-shaped messages, refuses Anthropic blocks.
 """
 
 from __future__ import annotations
@@ -75,3 +78,39 @@ class SyncMethods(GoodManager):
 
     def clear(self) -> None:  # type: ignore[override]
         self._messages = []
+
+
+class NeverEmits(GoodManager):
+    """Correct, and takes ``hooks=``, but never emits an event: the events property has
+    nothing to judge, and must say so instead of passing."""
+
+    async def _emit(self, name: str, data: dict) -> None:
+        return None
+
+
+class SlowViews(GoodManager):
+    """Correct, but every view takes ``delay`` seconds (3 by default), like a library that
+    summarizes or re-tokenizes a long history on each request. The run must still end by its
+    deadline with a verdict, not an error."""
+
+    def __init__(self, *, delay: float = 3.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        await asyncio.sleep(self.delay)
+        return await super().get_messages_for_request(token_budget, provider)
+
+
+class OpenAIOnly(GoodManager):
+    """Correct for the OpenAI shape; refuses any message with Anthropic content blocks other
+    than text. Checked with ``--format openai`` it must pass: nothing the run sends, not even
+    a whole history given to set_messages, may be in the other shape."""
+
+    def _validate(self, message: Any) -> None:
+        super()._validate(message)
+        content = message.get("content")
+        if isinstance(content, list) and any(b.get("type") != "text" for b in content):
+            raise ValueError("this manager takes OpenAI-shaped messages only")

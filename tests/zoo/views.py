@@ -6,6 +6,7 @@
 - IgnoresBudget: ignores token_budget and the provider; every view holds everything.
 - DropsSystemPrompt: when compacting, drops the system messages.
 - DropsNewestUser: does not pin the newest user message, so tool rounds after it push it out.
+- WrongFallbackBudget: asked with no budget and no provider, plans for 4x its max_tokens.
 """
 
 from __future__ import annotations
@@ -82,3 +83,14 @@ class DropsNewestUser(GoodManager):
 
     def _pinned(self, history: list[Any], units: list[tuple[list[int], bool]]) -> set[int]:
         return {k for k, (ids, _) in enumerate(units) if role_of(history[ids[0]]) == "system"}
+
+
+class WrongFallbackBudget(GoodManager):
+    """Fault (budget): honours token_budget and the provider, but a request that names
+    neither gets a view planned for four times the configured ``max_tokens`` (a fallback read
+    from the wrong setting), so with a small configuration it returns views over budget."""
+
+    def _budget(self, token_budget: int | None, provider: Any) -> int:
+        if token_budget is None and provider is None:
+            return 4 * self.max_tokens
+        return super()._budget(token_budget, provider)

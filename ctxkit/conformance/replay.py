@@ -1,0 +1,205 @@
+"""What a reproducer script imports: open the target as the run did, call it, and assert.
+
+This is the suite's small public API for scripts and tests. Each ``check.*`` function raises
+``AssertionError`` with the same sentence the run reported, so a reproducer fails (as a script:
+a non-zero exit; under pytest: a failed test) exactly while the bug is there.
+
+    from ctxkit.conformance.replay import check, open_manager
+
+    async def reproduce() -> None:
+        manager, events = await open_manager("mypkg.context:MyManager", {"max_tokens": 8000})
+        await manager.add_message({"role": "user", "content": "hi"})
+        view = await manager.get_messages_for_request(token_budget=100)
+        check.tool_pairs(view)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ctxkit.conformance import checks
+from ctxkit.conformance.allow import parse_allow
+from ctxkit.conformance.invariants import Violation
+
+__all__ = ["Provider", "check", "edit_in_place", "may_refuse", "open_manager", "returns_within"]
+
+T = TypeVar("T")
+
+
+class Provider:
+    """A provider whose ``get_info().defaults`` sets the budget (``context_window`` minus
+    ``max_output_tokens``)."""
+
+    def __init__(self, defaults: Mapping[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.id = "ctxkit-conformance"
+
+    def get_info(self) -> Provider:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Provider({self.defaults!r})"
+
+
+async def open_manager(
+    target: str | None, config: Mapping[str, Any] | None = None
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """A fresh manager built from a TARGET string exactly as ``ctxkit conformance`` builds it,
+    and the list its events are recorded into. Targets import from the current directory, as
+    they do for the command."""
+    from ctxkit.conformance.target import EventRecorder, load_target
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    recorder = EventRecorder()
+    manager = await load_target(target, dict(config or {})).build(recorder)
+    return manager, recorder.events
+
+
+def edit_in_place(value: Any) -> None:
+    """Scribble over a returned or passed-in structure, the way careless callers do: every
+    string gets `` EDITED`` appended, every list one more message, every dict one more key."""
+    if isinstance(value, list):
+        for item in value:
+            edit_in_place(item)
+        value.append({"role": "user", "content": f"{checks.EDIT_MARK} BY CALLER"})
+    elif isinstance(value, dict):
+        for key, item in list(value.items()):
+            if isinstance(item, str):
+                value[key] = f"{item} {checks.EDIT_MARK}"
+            else:
+                edit_in_place(item)
+        value["metadata_edit"] = True
+
+
+async def may_refuse(call: Awaitable[T]) -> T | None:
+    """A call the run saw refused, fairly (a budget too small for what must stay): its error
+    is not the bug, so it is swallowed and the result is None."""
+    try:
+        return await call
+    except Exception:
+        return None
+
+
+async def returns_within(seconds: float, call: Awaitable[T], what: str = "the call") -> T:
+    """The call's result, or an AssertionError if it does not return in time, even when it
+    blocks the event loop (a timer signal interrupts it where it can)."""
+    with _alarm(seconds + 1, what):
+        try:
+            return await asyncio.wait_for(call, seconds)
+        except TimeoutError:
+            raise AssertionError(f"{what} did not return within {seconds:g} s") from None
+
+
+@contextmanager
+def _alarm(seconds: float, what: str) -> Any:
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "setitimer"
+    ):
+        yield
+        return
+
+    def expired(_signum: int, _frame: Any) -> None:
+        raise AssertionError(f"{what} did not return within {seconds - 1:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _hold(found: list[Violation]) -> None:
+    if found:
+        raise AssertionError("\n".join(str(v) for v in found))
+
+
+class check:
+    """The assertions, one per check of the run; each raises AssertionError naming the
+    property and saying what is wrong."""
+
+    @staticmethod
+    def is_list(view: Any) -> None:
+        _hold(checks.is_list(view))
+
+    @staticmethod
+    def tool_pairs(view: Sequence[Any]) -> None:
+        _hold(checks.tool_pairs(view))
+
+    @staticmethod
+    def ordering(
+        view: Sequence[Any],
+        history: Sequence[Mapping[str, Any]],
+        allow: Iterable[str] = (),
+        ignore: Iterable[str] | None = None,
+    ) -> None:
+        _hold(checks.ordering(view, history, parse_allow(allow), _keys(ignore)))
+
+    @staticmethod
+    def preserved(
+        view: Sequence[Any],
+        history: Sequence[Mapping[str, Any]],
+        allow: Iterable[str] = (),
+        ignore: Iterable[str] | None = None,
+    ) -> None:
+        _hold(checks.preserved(view, history, parse_allow(allow), _keys(ignore)))
+
+    @staticmethod
+    def fits(view: Sequence[Mapping[str, Any]], budget: int, allow: Iterable[str] = ()) -> None:
+        _hold(checks.fits(view, budget, parse_allow(allow)))
+
+    @staticmethod
+    def history(
+        stored: Any,
+        expected: Sequence[Mapping[str, Any]],
+        property: str = "non_destructive",
+        ignore: Iterable[str] | None = None,
+    ) -> None:
+        _hold(checks.history(stored, expected, property, _keys(ignore)))
+
+    @staticmethod
+    def stored_all(
+        stored: Any,
+        before: Sequence[Mapping[str, Any]],
+        added: Sequence[Mapping[str, Any]],
+        ignore: Iterable[str] | None = None,
+    ) -> None:
+        _hold(checks.stored_all(stored, before, added, _keys(ignore)))
+
+    @staticmethod
+    def empty_view(view: Any) -> None:
+        _hold(checks.empty_view(view))
+
+    @staticmethod
+    def same_view(view: Any, again: Any) -> None:
+        _hold(checks.same_view(view, again))
+
+    @staticmethod
+    def not_edited(again: Any) -> None:
+        _hold(checks.not_edited(again))
+
+    @staticmethod
+    def events(emitted: Sequence[Any]) -> None:
+        _hold(checks.events(emitted))
+
+    @staticmethod
+    async def refuses(call: Awaitable[Any], problem: str) -> None:
+        """A bad message must get an error."""
+        try:
+            await call
+        except Exception:
+            return
+        raise AssertionError(f"robustness: add_message accepted {problem} without an error")
+
+
+def _keys(ignore: Iterable[str] | None) -> frozenset[str] | None:
+    return None if ignore is None else frozenset(ignore)

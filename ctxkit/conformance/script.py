@@ -1,0 +1,346 @@
+"""Reproducer scripts: the calls of a failing run and its failed check, as Python.
+
+Valid Python by construction: every value goes through :func:`literal`, which writes only
+Python literals (and ``float("nan")``, ``json.loads(...)`` for what literals cannot say), and
+every statement is laid out here, never pasted from text. A script imports only
+:mod:`ctxkit.conformance.replay`, runs as a script (a non-zero exit while the bug is there) and
+is collected by pytest as one test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.conformance.allow import Relaxations
+from ctxkit.conformance.invariants import ANNOTATION_KEYS
+from ctxkit.conformance.steps import Call, Check, Request
+
+__all__ = ["Reproduction", "literal", "render_script", "render_steps"]
+
+WIDTH = 96
+"""Lines are kept to about this width where a value allows it."""
+
+_NESTING = 40
+"""Deeper than this, a value is written as ``json.loads("...")``: Python's parser refuses
+too many nested brackets."""
+
+
+def literal(value: Any, indent: int = 0, column: int | None = None) -> str:
+    """``value`` as Python source that evaluates to an equal value; spread over lines indented
+    by ``indent`` spaces when it does not fit on one starting at ``column`` (by default, the
+    indentation)."""
+    if _depth(value) > _NESTING:
+        return f"json.loads({_string(json.dumps(value, ensure_ascii=True))})"
+    flat = _flat(value)
+    start = indent if column is None else column
+    if len(flat) + start <= WIDTH or not isinstance(value, dict | list | tuple | str):
+        return flat
+    inner = " " * (indent + 4)
+    if isinstance(value, str):
+        pieces = "\n".join(inner + _string(piece) for piece in _pieces(value))
+        return f"(\n{pieces}\n{' ' * indent})"
+    if isinstance(value, dict):
+        items = [f"{_flat(k)}: {literal(v, indent + 4)}" for k, v in value.items()]
+        open_, close = "{", "}"
+    else:
+        items = [literal(v, indent + 4) for v in value]
+        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
+    body = "".join(f"{inner}{item},\n" for item in items)
+    return f"{open_}\n{body}{' ' * indent}{close}"
+
+
+def _flat(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f'float("{value!r}")'
+    if isinstance(value, str):
+        return _repeated(value) or _string(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_flat(k)}: {_flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flat(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(_flat(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    raise TypeError(f"no literal for a {type(value).__name__}: {value!r:.80}")
+
+
+def _string(text: str) -> str:
+    """A string literal; double-quoted unless the text holds a double quote."""
+    quoted = repr(text)
+    if quoted.startswith("'") and '"' not in text:
+        return f'"{quoted[1:-1]}"'
+    return quoted
+
+
+def _repeated(text: str) -> str:
+    """A long run of one short unit as ``"unit" * n``: a 24 kB output stays one line."""
+    if len(text) < 200:
+        return ""
+    for size in range(1, 9):
+        unit = text[:size]
+        count, rest = divmod(len(text), size)
+        if not rest and unit * count == text:
+            return f"{_string(unit)} * {count}"
+    return ""
+
+
+def _pieces(text: str, size: int = 72) -> Iterator[str]:
+    """A long string in pieces, broken after newlines where it has them."""
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        newline = text.rfind("\n", start, end)
+        if end < len(text) and newline >= start:
+            end = newline + 1
+        yield text[start:end]
+        start = end
+
+
+def _depth(value: Any, limit: int = _NESTING + 1) -> int:
+    """Nesting depth of containers, counted without recursion and only up to ``limit``."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            deepest = max(deepest, depth)
+            if depth >= limit:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What a reproducer reproduces: the target as the run loaded it, and the failure."""
+
+    target: str
+    config: Mapping[str, Any]
+    property_id: str
+    level: str
+    message: str
+    calls: Sequence[Call]
+    check: Check
+    command: str
+    """The ``ctxkit conformance ...`` command line that found it."""
+    ignore: frozenset[str] = ANNOTATION_KEYS
+
+
+def render_script(repro: Reproduction) -> str:
+    """The whole script (see the module docstring)."""
+    body = _Body(repro)
+    for call in repro.calls:
+        body.call(call)
+    body.check(repro.check)
+    names = sorted(body.names)
+    test = f"test_{repro.property_id}"
+    imports = ["import asyncio"] + (["import json"] if "json.loads(" in "".join(body.lines) else [])
+    return "\n".join(
+        [
+            f'"""Reproduces a ctxkit conformance failure: {repro.property_id} ({repro.level}).',
+            "",
+            *_docstring_lines(repro.message),
+            "",
+            f"Found by: {_docstring_text(repro.command)}",
+            "Run it with python from the directory the target imports from: it exits non-zero",
+            f"while the bug is there. pytest collects it too, as {test}.",
+            '"""',
+            "",
+            *imports,
+            "",
+            f"from ctxkit.conformance.replay import {', '.join(names)}",
+            "",
+            f"TARGET = {literal(repro.target)}",
+            f"CONFIG = {literal(dict(repro.config))}",
+            "",
+            "",
+            "async def reproduce() -> None:",
+            *("    " + line if line else "" for line in body.lines),
+            "",
+            "",
+            f"def {test}() -> None:",
+            "    asyncio.run(reproduce())",
+            "",
+            "",
+            'if __name__ == "__main__":',
+            f"    {test}()",
+            "",
+        ]
+    )
+
+
+def render_steps(repro: Reproduction) -> list[str]:
+    """The body of ``reproduce()`` call by call, the failed check last: for reports."""
+    body = _Body(repro)
+    steps: list[str] = []
+    for call in repro.calls:
+        before = len(body.lines)
+        body.call(call)
+        steps.append("\n".join(body.lines[before:]))
+    before = len(body.lines)
+    body.check(repro.check)
+    steps.append("\n".join(body.lines[before:]))
+    return steps
+
+
+def _docstring_text(text: str) -> str:
+    """Text that cannot end the docstring or make it invalid: no backslash escapes, no
+    closing quotes, nothing a UTF-8 file cannot hold."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def _docstring_lines(text: str, width: int = 92) -> list[str]:
+    lines: list[str] = []
+    for paragraph in _docstring_text(text).splitlines() or [""]:
+        words, line = paragraph.split(" "), ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines
+
+
+class _Body:
+    """The lines of ``reproduce()``, and the names of the replay API they use."""
+
+    def __init__(self, repro: Reproduction) -> None:
+        self.repro = repro
+        self.lines: list[str] = []
+        self.names = {"open_manager"}
+        self.requests: list[Request] = []
+        events = repro.check.kind == "events"
+        self.lines.append(
+            f"manager, {'events' if events else '_events'} = await open_manager(TARGET, CONFIG)"
+        )
+
+    def use(self, name: str) -> str:
+        self.names.add(name)
+        return name
+
+    def add(self, line: str) -> None:
+        self.lines.extend(line.split("\n"))
+
+    def awaited(self, call: Call, expression: str) -> str:
+        """``await`` of a call on the manager, guarded as the run found it."""
+        if call.timeout is not None:
+            what = expression.split("(", 1)[0].removeprefix("manager.")
+            expression = f"{self.use('returns_within')}({call.timeout:g}, {expression}, {what!r})"
+        elif call.tolerated:
+            expression = f"{self.use('may_refuse')}({expression})"
+        return f"await {expression}"
+
+    def value(self, value: Any, before: str) -> str:
+        """A literal for the body, written after ``before`` on its line."""
+        return literal(value, 0, 4 + len(before))
+
+    def call(self, call: Call) -> None:
+        op = call.op
+        if op in ("add", "set"):
+            self.send(call, "add_message" if op == "add" else "set_messages")
+        elif op in ("add_then_edit", "set_then_edit"):
+            method = "add_message" if op == "add_then_edit" else "set_messages"
+            name = "message" if op == "add_then_edit" else "messages"
+            self.add(f"{name} = {self.value(call.value, name + ' = ')}")
+            self.add(self.awaited(call, f"manager.{method}({name})"))
+            self.add(f"{self.use('edit_in_place')}({name})  # the caller reuses what it passed")
+        elif op == "add_concurrently":
+            head = "await asyncio.gather(*(manager.add_message(m) for m in "
+            self.add(f"{head}{self.value(call.value, head)}))")
+        elif op == "add_bad":
+            self.add(
+                f"await {self.use('check')}.refuses(manager.add_message("
+                f"{self.value(call.value, 'await check.refuses(manager.add_message(')}), "
+                f"{literal(call.note)})"
+            )
+        elif op in ("request", "request_then_edit"):
+            request: Request = call.value
+            self.requests.append(request)
+            expression = f"manager.get_messages_for_request({self._request_args(request)})"
+            self.add(f"{call.name} = {self.awaited(call, expression)}")
+            if op == "request_then_edit":
+                self.add(f"{self.use('edit_in_place')}({call.name})  # the caller edits its view")
+        elif op == "get_then_edit":
+            self.add(f"stored = {self.awaited(call, 'manager.get_messages()')}")
+            self.add(f"{self.use('edit_in_place')}(stored)  # the caller edits what it got")
+        elif op == "clear":
+            self.add(self.awaited(call, "manager.clear()"))
+        else:  # pragma: no cover - every op is rendered above
+            raise ValueError(f"no rendering for op {op!r}")
+
+    def send(self, call: Call, method: str) -> None:
+        """``await manager.<method>(<the call's value>)``, guarded as the run found it."""
+        head = f"await manager.{method}("
+        self.add(self.awaited(call, f"manager.{method}({self.value(call.value, head)})"))
+
+    def _request_args(self, request: Request) -> str:
+        if request.defaults is not None:
+            return f"provider={self.use('Provider')}({literal(request.defaults)})"
+        if request.token_budget is not None:
+            return f"token_budget={request.token_budget}"
+        return ""
+
+    def check(self, check: Check) -> None:
+        kind, args = check.kind, check.args
+        check_name = (
+            self.use("check") if kind not in ("raises", "returns", "refuses", "crashes") else ""
+        )
+        extra = self._options(args)
+        if kind in ("raises", "returns", "refuses", "crashes"):
+            self.add(
+                "# the call above is the failure: it "
+                + {
+                    "raises": "raises on valid input",
+                    "returns": "does not return in time",
+                    "refuses": "must refuse the bad message",
+                    "crashes": "ends the process",
+                }[kind]
+            )
+        elif kind in ("is_list", "tool_pairs", "empty_view"):
+            self.add(f"{check_name}.{kind}(view)")
+        elif kind in ("ordering", "preserved"):
+            self.add(f"history = {self.value(args['history'], 'history = ')}")
+            self.add(f"{check_name}.{kind}(view, history{extra})")
+        elif kind == "fits":
+            self.add(f"{check_name}.fits(view, {args['budget']}{extra})")
+        elif kind == "history":
+            property_id = args.get("property", "non_destructive")
+            self.add(f"expected = {self.value(args['expected'], 'expected = ')}")
+            self.add(
+                f"{check_name}.history(await manager.get_messages(), expected, "
+                f"{literal(property_id)}{extra})"
+            )
+        elif kind == "stored_all":
+            self.add(f"before = {self.value(args['before'], 'before = ')}")
+            self.add(f"added = {self.value(args['added'], 'added = ')}")
+            self.add(f"{check_name}.stored_all(await manager.get_messages(), before, added{extra})")
+        elif kind in ("same_view", "not_edited"):
+            first = "view, " if kind == "same_view" else ""
+            self.add(f"{check_name}.{kind}({first}again)")
+        elif kind == "events":
+            self.add(f"{check_name}.events(events)")
+        else:  # pragma: no cover - every kind is rendered above
+            raise ValueError(f"no rendering for check {kind!r}")
+
+    def _options(self, args: Mapping[str, Any]) -> str:
+        """``allow=[...]`` and ``ignore=[...]`` where they differ from the defaults."""
+        found = ""
+        allow = args.get("allow")
+        if isinstance(allow, Relaxations) and allow.items:
+            found += f", allow={literal(allow.items)}"
+        if self.repro.ignore != ANNOTATION_KEYS and "ignore" not in args:
+            found += f", ignore={literal(sorted(self.repro.ignore))}"
+        return found

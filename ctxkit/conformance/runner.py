@@ -512,7 +512,9 @@ class _Search:
             result = self.results[property_id]
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
-                with suppress(DeadlineReached):
+                with suppress(DeadlineReached, TargetUnusable, SetupError):
+                    if not session.child.alive:
+                        self._restart()
                     failure = minimize(session, failure, self._restart)
                 result.message = failure.message
             if failure.note:

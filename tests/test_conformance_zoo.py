@@ -49,13 +49,14 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
         "errors": {p.id: p.message for p in report.properties if p.status == "error"},
         "messages": " ".join(p.message for p in report.properties),
         "properties": {p.id: p for p in report.properties},
+        "depth": report.depth,
     }
 
 
 @pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "fail"], ids=lambda m: m.target)
 def test_broken_manager_is_caught_under_its_property(member: Member):
     outcome = check(member, **deep(member))
-    assert member.expect <= outcome["failed"], member.note
+    assert member.expect <= outcome["failed"], (member.note, outcome["depth"], outcome["messages"])
     for property_id in member.expect:
         result = outcome["properties"][property_id]
         assert result.counterexample["steps"], "a failure comes with the steps that show it"

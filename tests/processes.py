@@ -29,6 +29,14 @@ def marked_environment(marker: str) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(ROOT), **{MARKER_VARIABLE: marker})
 
 
+def alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def marked(marker: str) -> list[int]:
     """Live processes (zombies left out) whose environment carries the marker."""
     needle = f"{MARKER_VARIABLE}={marker}".encode()
@@ -38,10 +46,9 @@ def marked(marker: str) -> list[int]:
             continue
         try:
             environment = Path(f"/proc/{name}/environ").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        except OSError:
             continue
-        if state != b"Z" and needle in environment.split(b"\0"):
+        if needle in environment.split(b"\0") and alive(int(name)):
             found.append(int(name))
     return found
 

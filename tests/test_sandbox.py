@@ -18,7 +18,7 @@ from ctxkit.conformance.sandbox import (
     parse_size,
     run_contained,
 )
-from tests.processes import ROOT, left_after, marked, marked_environment
+from tests.processes import ROOT, alive, left_after, marked, marked_environment
 
 MIB = 1 << 20
 
@@ -54,14 +54,6 @@ def wait_for_output(process: Contained, seconds: float = 10.0) -> str:
     while not process.output().strip() and time.monotonic() < deadline:
         time.sleep(0.02)
     return process.output()
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 # -- running and ending ---------------------------------------------------------------------

@@ -20,7 +20,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
-from ctxkit.conformance.child import Child, TargetUnusable
+from ctxkit.conformance.child import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
 from ctxkit.conformance.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.machine import PropertyFailure, Relaxations, Session, make_machine
 from ctxkit.conformance.properties import PROPERTIES, RELAXATIONS
@@ -101,6 +101,7 @@ class RunOptions:
     max_rounds: int = 6
     shrink_seconds: float = 20.0
     """Shrinking stops after this long per search; the counterexample found so far stands."""
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
 
 
 def parse_allow(allow: list[str]) -> Relaxations:
@@ -150,7 +151,7 @@ def run(
     from ctxkit.tokens import TokenCounter
 
     counter = TokenCounter()
-    child = Child(timeout=options.timeout)
+    child = Child(timeout=options.timeout, memory_limit=options.memory_limit)
     spec = options.target or DEFAULT_TARGET
     checking = {p.id for p in PROPERTIES}
     try:

@@ -165,7 +165,7 @@ def run(
         if not loaded.ok:
             raise SetupError(loaded.message)
         spec = loaded.value["spec"]
-        probe = child.call("build", timeout=max(options.timeout, 60))
+        probe = child.call("build")
         if not probe.ok and probe.kind == "contract":
             return _broken_contract(spec, options, results, probe.message, started)
         if not probe.ok:

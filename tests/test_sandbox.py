@@ -97,9 +97,13 @@ def test_what_a_command_leaves_running_ends_when_it_exits(marker):
     assert not left_after(marker, 3.0)
 
 
-def test_the_command_leads_its_own_session_and_reads_dev_null():
-    code = "import os, sys; print(os.getsid(0) == os.getpid(), repr(sys.stdin.read()))"
-    assert run_contained(python(code), timeout=10).output == "True ''\n"
+def test_the_command_leads_its_own_session_reads_dev_null_and_gets_default_signals():
+    code = """
+        import os, signal, sys
+        print(os.getsid(0) == os.getpid(), repr(sys.stdin.read()))
+        print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    """
+    assert run_contained(python(code), timeout=10).output == "True ''\nTrue\n"
 
 
 def test_passed_descriptors_reach_the_command_under_the_same_number():

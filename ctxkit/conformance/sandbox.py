@@ -63,6 +63,7 @@ __all__ = [
     "descendants",
     "format_size",
     "parse_size",
+    "require_linux",
     "run_contained",
 ]
 
@@ -262,12 +263,6 @@ class Contained:
             self.returncode < 0 and self.memory_limit and peak >= PEAK_SHARE * self.memory_limit
         )
 
-    @property
-    def peak_memory(self) -> int:
-        """The largest address space (or resident size) seen of the command, in bytes; known
-        once it has ended."""
-        return int(self._final.get("peak", 0))
-
     # -- output ---------------------------------------------------------------------------
 
     def output(self) -> str:
@@ -466,8 +461,6 @@ class _Supervisor:
         self.stop = False
 
     def run(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         spec = json.loads(self._read_spec())
         if self.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             self._report({"error": "prctl(PR_SET_CHILD_SUBREAPER) failed"})
@@ -477,7 +470,8 @@ class _Supervisor:
         os.set_blocking(wake_write, False)
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, self._on_term)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # end the tree first
+            signal.signal(signum, self._on_term)  # (the command starts with the defaults)
         try:
             command = subprocess.Popen(
                 spec["argv"],

@@ -202,6 +202,16 @@ def test_memory_raises_target_unusable_of_kind_memory():
         )
 
 
+def test_an_allocator_abort_is_memory_not_a_crash():
+    with loaded("AbortsOnAllocation", memory_limit=1 << 30) as child:
+        with pytest.raises(TargetUnusable) as caught:
+            child.call("request", budget=1000, defaults=None)
+        assert caught.value.kind == "memory"
+        assert caught.value.message == (
+            "the target exceeded the memory limit (1 GiB) during request"
+        )
+
+
 def test_restart_ends_the_old_worker_and_starts_a_fresh_one():
     with loaded("ReturnsFortyTwo") as child:
         old = child.pid

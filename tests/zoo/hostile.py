@@ -13,6 +13,7 @@ of the target outlives the run.
 - ClosesStdin: closes fd 0, and splits pairs (so the run must go on to that verdict).
 - PrintsForever: get_messages_for_request prints without end and never returns.
 - EatsMemory: get_messages_for_request keeps growing a list of large strings.
+- AbortsOnAllocation: get_messages_for_request aborts as a failed native allocation does.
 - Spins: get_messages_for_request spins the CPU for ever.
 - HangsWhenBuilt: the constructor never returns.
 
@@ -211,6 +212,17 @@ class EatsMemory(GoodManager):
     ) -> list[dict]:
         while True:
             self._hoard.append(b"m" * (64 << 20))
+
+
+class AbortsOnAllocation(GoodManager):
+    """Fault (memory): get_messages_for_request dies the way a Rust or C extension does when
+    an allocation fails: the allocator's message on stderr, then abort()."""
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        os.write(2, b"memory allocation of 68719476736 bytes failed\n")
+        os.abort()
 
 
 class Spins(GoodManager):

@@ -192,23 +192,20 @@ def test_garbage_in_the_requests_is_named_by_the_worker():
         )
 
 
-def test_memory_raises_target_unusable_of_kind_memory():
-    with loaded("EatsMemory", memory_limit=256 << 20) as child:
+@pytest.mark.parametrize(
+    ("name", "limit", "shown"),
+    [
+        ("EatsMemory", 256 << 20, "256 MiB"),  # a MemoryError
+        ("AbortsOnAllocation", 1 << 30, "1 GiB"),  # a native allocator's abort, not a crash
+    ],
+)
+def test_running_out_of_memory_raises_target_unusable_of_kind_memory(name, limit, shown):
+    with loaded(name, memory_limit=limit) as child:
         with pytest.raises(TargetUnusable) as caught:
             child.call("request", budget=1000, defaults=None)
         assert caught.value.kind == "memory"
         assert caught.value.message == (
-            "the target exceeded the memory limit (256 MiB) during request"
-        )
-
-
-def test_an_allocator_abort_is_memory_not_a_crash():
-    with loaded("AbortsOnAllocation", memory_limit=1 << 30) as child:
-        with pytest.raises(TargetUnusable) as caught:
-            child.call("request", budget=1000, defaults=None)
-        assert caught.value.kind == "memory"
-        assert caught.value.message == (
-            "the target exceeded the memory limit (1 GiB) during request"
+            f"the target exceeded the memory limit ({shown}) during request"
         )
 
 

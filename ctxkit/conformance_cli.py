@@ -18,6 +18,7 @@ from typing import Any
 EXIT_PASS = 0
 EXIT_REQUIRED_FAILED = 1
 EXIT_CANNOT_LOAD = 2
+MIN_MEMORY_LIMIT = 64 << 20
 
 DESCRIPTION = """\
 Check a context manager against the conformance properties with property-based tests.
@@ -49,6 +50,13 @@ restarted and the rest go on.
 reproducers: each failure's script imports only ctxkit.conformance.replay, fails while the
 bug is there (as a script or under pytest), and is run once in a fresh process before it is
 shown: the report says "verified" or why not.
+    )
+    parser.add_argument(
+containment: the target runs in a process of its own under a supervisor; anything it starts
+(children, double-forked daemons) ends with it, and with ctxkit, however ctxkit ends. Its
+output is kept to the first and last MiB. Its address space is capped: --memory-limit SIZE
+(4G by default; e.g. 2G, 512M; 0 or none for no cap); a target past the cap is reported as
+exceeding the memory limit, not as a hang or a crash.
 
 exit codes: 0 every required property holds; 1 a required property failed or could not be
 checked (a hang, a crash); 2 the target could not be loaded, or bad usage.
@@ -100,6 +108,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "(default: the config's max_tokens, if given)",
     )
     parser.add_argument(
+        "--memory-limit",
+        type=_memory_limit,
+        metavar="SIZE",
+        help="cap on the target's address space, e.g. 2G, 512M; 0 or none: no cap (4G)",
+    )
+    parser.add_argument(
         "--format",
         choices=["openai", "anthropic", "both"],
         default="both",
@@ -125,6 +139,22 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run_conformance)
 
 
+def _memory_limit(text: str) -> int:
+    """``--memory-limit`` in bytes; 0 for no cap."""
+    from ctxkit.conformance.sandbox import format_size, parse_size
+
+    try:
+        size = parse_size(text) or 0
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if 0 < size < MIN_MEMORY_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ({format_size(size)}) is too little to start Python; give at least "
+            f"{format_size(MIN_MEMORY_LIMIT)}, or 0 or none for no cap"
+        )
+    return size
+
+
 def run_conformance(args: argparse.Namespace) -> int:
     from ctxkit.cli import UsageError, config_from_json
 
@@ -143,6 +173,12 @@ def run_conformance(args: argparse.Namespace) -> int:
 
     from ctxkit.conformance.report import summary, write_json, write_junit
     from ctxkit.conformance.runner import RunOptions, SetupError, run
+    from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, SandboxUnavailable, require_linux
+
+    try:
+        require_linux()
+    except SandboxUnavailable as exc:
+        raise UsageError(str(exc)) from None
 
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(
@@ -157,6 +193,9 @@ def run_conformance(args: argparse.Namespace) -> int:
         allow=list(args.allow),
         fallback_budget=args.fallback_budget,
         verify=args.verify,
+        memory_limit=(
+            DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
+        ),
     )
     ticker = _Ticker(live=sys.stderr.isatty())
     name = args.target or "ctxkit.reference:mount (the reference manager)"

@@ -1,38 +1,56 @@
 """The parent's side of the worker process: send an operation, wait at most ``timeout``.
 
+The worker runs contained (:mod:`ctxkit.conformance.sandbox`): in a session of its own under a
+supervisor that ends it and everything it started when it is closed, restarted, or when this
+process dies; with its address space capped and its output kept to a head and a tail.
+Requests and answers travel on two pipes of their own, each line framed by a random token per
+worker (see :mod:`ctxkit.conformance.worker`).
+
 A target that hangs is killed and reported as timed out; one that dies (a crash, ``sys.exit``,
-a segfault) is reported with the end of what it printed. Both raise :class:`TargetUnusable`, a
-``BaseException`` on purpose: Hypothesis must not try to shrink a hang by running it again.
+a segfault) is reported with the end of what it printed; one that runs out of memory, as
+exceeding the memory limit; one that writes into the protocol's pipes, as having done so. All
+raise :class:`TargetUnusable`, a ``BaseException`` on purpose: Hypothesis must not try to
+shrink a hang by running it again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import secrets
 import select
-import subprocess
+import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["Child", "Reply", "TargetUnusable"]
+from ctxkit.conformance.sandbox import (
+    DEFAULT_MEMORY_LIMIT,
+    OUTPUT_KEEP,
+    Contained,
+    format_size,
+)
+from ctxkit.conformance.worker import EXIT_CHANNEL_LOST
+
+__all__ = ["DEFAULT_MEMORY_LIMIT", "Child", "Reply", "TargetUnusable"]
 
 
 CLOSE_GRACE_S = 2.0
-"""How long a worker may take to end on its own once its input is closed."""
+"""How long a worker may take to end on its own once its requests are closed."""
 
 
 class TargetUnusable(BaseException):
-    """The target hung or died; the run cannot go on."""
+    """The target hung, died, ran out of memory or broke the protocol; the run cannot go on.
+
+    ``kind`` is ``"timeout"``, ``"crash"``, ``"memory"`` or ``"protocol"``.
+    """
 
     def __init__(self, message: str, *, op: str, kind: str) -> None:
         super().__init__(message)
         self.message = message
         self.op = op
-        self.kind = kind  # "timeout" or "crash"
+        self.kind = kind
 
 
 @dataclass
@@ -54,100 +72,229 @@ class Reply:
 
 
 class Child:
-    """A running worker process holding one target."""
+    """A running worker process holding one target.
 
-    def __init__(self, *, timeout: float) -> None:
+    ``timeout`` is the default seconds per operation; ``memory_limit`` caps the target's
+    address space in bytes (None: no cap).
+    """
+
+    def __init__(self, *, timeout: float, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
         self.timeout = timeout
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "ctxkit.conformance.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-        self._buffer = b""
+        self.memory_limit = memory_limit
+        self._start()
+
+    def _start(self) -> None:
+        self._token = secrets.token_hex(16).encode()
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._closed = False
+        worker_requests, self._requests = os.pipe()
+        self._answers, worker_answers = os.pipe()
+        try:
+            worker = [sys.executable, "-m", "ctxkit.conformance.worker"]
+            self._process = Contained(
+                [*worker, str(worker_requests), str(worker_answers)],
+                memory_limit=self.memory_limit,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                pass_fds=(worker_requests, worker_answers),
+            )
+        except BaseException:
+            os.close(self._requests)
+            os.close(self._answers)
+            raise
+        finally:
+            os.close(worker_requests)
+            os.close(worker_answers)
+        os.set_blocking(self._requests, False)
+        self._printed = 0
+        self._send(self._token + b"\n", "start", time.monotonic() + self.timeout, self.timeout)
+
+    # -- one operation ----------------------------------------------------------------------
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
-        """Run one operation in the worker. Raises :class:`TargetUnusable` on hang or death."""
-        assert self._process.stdin is not None
-        line = json.dumps({"op": op, "args": args}, ensure_ascii=False) + "\n"
-        try:
-            self._process.stdin.write(line.encode("utf-8", "surrogatepass"))
-            self._process.stdin.flush()
-        except BrokenPipeError:
-            self._died(op)
-        answer = self._read_line(op, self.timeout if timeout is None else timeout)
-        data = json.loads(answer)
-        if data.get("kind") == "exit":
-            self.close()
+        """Run one operation in the worker. Raises :class:`TargetUnusable` when the target
+        hangs, dies, runs out of memory or writes into the protocol channel."""
+        if self._closed:
+            raise RuntimeError(f"{op}: the worker has ended; restart() starts a fresh one")
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        self._printed = self._process.output_size
+        request = json.dumps({"op": op, "args": args}, ensure_ascii=False)
+        line = self._token + b" " + request.encode("utf-8", "surrogatepass") + b"\n"
+        self._send(line, op, deadline, limit)
+        data = self._receive(op, deadline, limit)
+        kind = data.get("kind")
+        if kind == "exit":
+            self._kill()
             raise TargetUnusable(
                 f"the target called sys.exit during {op} ({data.get('message') or 'no code'})",
                 op=op,
                 kind="crash",
             )
+        if kind == "memory":
+            self._kill()
+            raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
+        if kind == "protocol":
+            self._garbage(op, data.get("message", ""))
         return Reply(**{k: v for k, v in data.items() if k in Reply.__dataclass_fields__})
 
-    def _read_line(self, op: str, timeout: float) -> bytes:
-        assert self._process.stdout is not None
-        stream = self._process.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
+    def _send(self, data: bytes, op: str, deadline: float, limit: float) -> None:
+        pending = memoryview(data)
+        while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.close()
-                raise TargetUnusable(
-                    f"timed out: {op} did not return within {timeout:g} s", op=op, kind="timeout"
-                )
-            ready, _, _ = select.select([stream], [], [], remaining)
+                self._timed_out(op, limit)
+            _, ready, _ = select.select([], [self._requests], [], remaining)
             if not ready:
                 continue
-            chunk = os.read(stream, 1 << 20)
-            if not chunk:
-                self._died(op)
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
+            try:
+                pending = pending[os.write(self._requests, pending) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                self._ended(op)
 
-    def _died(self, op: str) -> None:
-        code = self._process.wait(timeout=5)
+    def _receive(self, op: str, deadline: float, limit: float) -> dict[str, Any]:
+        """The next answer line, checked for the token; anything else is the target's."""
+        prefix = self._token + b" "
+        while True:
+            shown = min(len(self._buffer), len(prefix))
+            if self._buffer[:shown] != prefix[:shown]:
+                self._garbage(op, self._first_bytes(self._buffer))
+            end = self._buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                break
+            self._scanned = len(self._buffer)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._timed_out(op, limit)
+            ready, _, _ = select.select([self._answers], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self._answers, 1 << 20)
+            if not chunk:
+                self._ended(op)
+            self._buffer += chunk
+        line = bytes(self._buffer[len(prefix) : end])
+        del self._buffer[: end + 1]
+        self._scanned = 0
+        try:
+            data = json.loads(line)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            self._garbage(op, self._first_bytes(line))
+        return data
+
+    def _first_bytes(self, data: bytes | bytearray) -> str:
+        """The start of what the target wrote, up to where an answer of ours begins."""
+        found = data.find(self._token)
+        return repr(bytes(data[: found if found > 0 else 60][:60]))
+
+    # -- what ends a run --------------------------------------------------------------------
+
+    def _garbage(self, op: str, shown: str) -> NoReturn:
+        self._kill()
         raise TargetUnusable(
-            f"the target's process died during {op} (exit code {code}); it printed:\n"
+            f"the target wrote into the protocol channel: {shown} (during {op})",
+            op=op,
+            kind="protocol",
+        )
+
+    def _timed_out(self, op: str, limit: float) -> NoReturn:
+        self._kill()
+        message = f"timed out: {op} did not return within {limit:g} s"
+        printed = self._process.output_size - self._printed
+        if printed > OUTPUT_KEEP:
+            message += f" (it printed {format_size(printed)} meanwhile)"
+        raise TargetUnusable(message, op=op, kind="timeout")
+
+    def _ended(self, op: str) -> NoReturn:
+        """The channel closed: the worker died, or the target closed the descriptors."""
+        code = self._process.wait(CLOSE_GRACE_S)
+        ended = self._process.ended
+        self._kill()
+        if code is None or code == EXIT_CHANNEL_LOST:
+            raise TargetUnusable(
+                f"the target closed the protocol channel during {op}", op=op, kind="protocol"
+            )
+        if ended == "memory":
+            raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
+        raise TargetUnusable(
+            f"the target's process died during {op} ({_how(code)}); it printed:\n"
             f"{self.stderr_tail()}",
             op=op,
             kind="crash",
         )
 
-    def stderr_tail(self, limit: int = 2000) -> str:
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - limit))
-        return self._stderr.read().decode("utf-8", "replace").strip() or "(nothing)"
+    def _out_of_memory(self, op: str) -> str:
+        if self.memory_limit is None:
+            return f"the target ran out of memory during {op}"
+        return (
+            f"the target exceeded the memory limit ({format_size(self.memory_limit)}) during {op}"
+        )
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        """The worker's process id."""
+        return self._process.pid
 
     @property
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._closed and self._process.poll() is None
+
+    def output(self) -> str:
+        """What the target printed (stdout and stderr): the first and last MiB."""
+        return self._process.output()
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The end of what the target printed, or ``(nothing)``."""
+        return self._process.output_tail(limit).strip() or "(nothing)"
+
+    # -- ending -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """End the worker: first by closing its input, so the target can clean up (close
-        files, run ``atexit``), and by killing it if it has not ended a moment later."""
-        if self._process.poll() is None:
-            try:
-                if self._process.stdin is not None:
-                    self._process.stdin.close()
-                self._process.wait(timeout=CLOSE_GRACE_S)
-            except (OSError, subprocess.TimeoutExpired):
-                self._process.kill()
-                self._process.wait(timeout=5)
-        for stream in (self._process.stdin, self._process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):  # a dead worker's pipe, unflushed
-                    stream.close()
+        """End the worker: first by closing its requests, so the target can clean up (close
+        files, run ``atexit``), then, if it has not ended a moment later, by killing it and
+        everything it started. Whatever it started and left running is ended either way."""
+        if self._closed:
+            return
+        os.close(self._requests)
+        if self._process.wait(CLOSE_GRACE_S) is None:
+            self._process.kill_tree()
+        self._release()
+
+    def restart(self) -> None:
+        """End the worker as :meth:`close` does and start a fresh one (``load`` it again)."""
+        self.close()
+        self._start()
+
+    def _kill(self) -> None:
+        """End the worker and its tree at once (after a hang, a death, garbage)."""
+        if self._closed:
+            return
+        os.close(self._requests)
+        self._process.kill_tree()
+        self._release()
+
+    def _release(self) -> None:
+        self._process.close()
+        os.close(self._answers)
+        self._closed = True
 
     def __enter__(self) -> Child:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-        self._stderr.close()
+
+
+def _how(code: int) -> str:
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"

@@ -35,7 +35,7 @@ from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
 from ctxkit.conformance.allow import RelaxationError, parse_allow
-from ctxkit.conformance.child import Child, TargetUnusable
+from ctxkit.conformance.child import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
 from ctxkit.conformance.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.machine import (
     ConformanceMachine,
@@ -147,6 +147,8 @@ class RunOptions:
     """Shrinking stops after this long per search; the counterexample found so far stands."""
     verify: bool = True
     """Run each reproducer in a fresh process to check that it fails."""
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+    """Bytes of address space the target may use (None: no cap)."""
 
     @property
     def command(self) -> str:
@@ -260,7 +262,7 @@ class _Worker:
         return max(1.0, min(max(self.options.timeout, 60.0), self.deadline - time.monotonic()))
 
     def _load(self) -> Any:
-        self.child = Child(timeout=self.options.timeout)
+        self.child = Child(timeout=self.options.timeout, memory_limit=self.options.memory_limit)
         loaded = self.child.call(
             "load",
             timeout=self._allowance(),
@@ -278,7 +280,7 @@ class _Worker:
             loaded = self._load()
             self.spec = loaded["spec"]
             assert self.child is not None
-            probe = self.child.call("build", timeout=self._allowance())
+            probe = self.child.call("build", timeout=min(self.options.timeout, self._allowance()))
         except TargetUnusable as exc:
             raise SetupError(f"{self.spec}: {exc.message}") from None
         if not probe.ok and probe.kind == "contract":
@@ -556,6 +558,7 @@ class _Search:
                 property_id=result.id,
                 check=failure.check.kind,
                 timeout=min(left, self.options.timeout * (len(failure.calls) + 3) + 30),
+                memory_limit=self.options.memory_limit,
             )
 
 

@@ -1,10 +1,15 @@
-"""The child process that holds the target: ``python -m ctxkit.conformance.worker``.
+"""The process that holds the target: ``python -m ctxkit.conformance.worker REQUESTS ANSWERS``.
 
 The suite never runs a target in its own process: a hang, a crash or ``sys.exit`` in the
-target must cost one verdict, not the run. The parent sends one JSON request per line on
-stdin; the worker answers one JSON line on a private copy of stdout (the target's own prints go
-to stderr). Each answer carries the events emitted since the last one and a digest of
-``get_messages()``, so the parent can check non-destructiveness after every step cheaply.
+target must cost one verdict, not the run. It runs contained (see
+:mod:`ctxkit.conformance.sandbox`): stdin is ``/dev/null``, stdout and stderr are captured,
+and the protocol has two pipes of its own, passed as the descriptors ``REQUESTS`` and
+``ANSWERS``, so neither the target's prints nor a closed fd 0 reach it. The first line on
+``REQUESTS`` is a random token; every later line is ``<token> <JSON request>`` and every
+answer ``<token> <JSON answer>``, so bytes a target writes into the channel (any inherited
+pipe) are recognised as such rather than read as an answer. Each answer carries the events
+emitted since the last one and a digest of ``get_messages()``, so the parent can check
+non-destructiveness after every step cheaply.
 """
 
 from __future__ import annotations
@@ -18,12 +23,35 @@ import sys
 import traceback
 from typing import Any
 
+from ctxkit.conformance.replay import edit_in_place
 from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
+
+EXIT_CHANNEL_LOST = 70
+"""The worker's exit status when the target closed the protocol's descriptors."""
 
 
 def to_json(value: Any) -> Any:
-    """What a target returned, as JSON-ready data (pydantic models and the like as dicts)."""
-    return json.loads(json.dumps(value, default=_fallback))
+    """What a target returned, as JSON-ready data (pydantic models and the like as dicts).
+
+    Never raises but MemoryError: a value that cannot be written as JSON (a cycle, a
+    ``model_dump`` that raises) becomes a string that says so, which the parent sees as data.
+    """
+    try:
+        return json.loads(json.dumps(value, default=_fallback))
+    except MemoryError:
+        raise
+    except Exception as exc:
+        return f"<not JSON-serialisable: {_text(exc)}: {_text(value, repr)[:200]}>"
+
+
+def _text(value: Any, show: Any = str) -> str:
+    """``str(value)`` (or ``show``), even when the object's own method raises."""
+    try:
+        return show(value)
+    except MemoryError:
+        raise
+    except Exception:
+        return object.__repr__(value)
 
 
 def _fallback(value: Any) -> Any:
@@ -44,21 +72,6 @@ def digest(messages: Any, ignore: frozenset[str]) -> str:
         ]
     text = json.dumps(messages, sort_keys=True, default=_fallback, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def edit_in_place(value: Any) -> None:
-    """Scribble over a returned or passed-in structure, the way careless callers do."""
-    if isinstance(value, list):
-        for item in value:
-            edit_in_place(item)
-        value.append({"role": "user", "content": "EDITED BY CALLER"})
-    elif isinstance(value, dict):
-        for key, item in list(value.items()):
-            if isinstance(item, str):
-                value[key] = item + " EDITED"
-            else:
-                edit_in_place(item)
-        value["metadata_edit"] = True
 
 
 class Worker:
@@ -106,8 +119,10 @@ class Worker:
     async def op_add_bad(self, message: Any) -> dict[str, str] | None:
         try:
             await self.manager.add_message(message)
+        except MemoryError:
+            raise
         except Exception as exc:
-            return {"type": type(exc).__name__, "message": str(exc)[:300]}
+            return {"type": type(exc).__name__, "message": _text(exc)[:300]}
         return None
 
     async def op_request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
@@ -159,8 +174,10 @@ class Worker:
         self.sent_events = len(self.recorder.events)
         try:
             history_digest = digest(to_json(await self.manager.get_messages()), self.ignore)
+        except MemoryError:
+            raise
         except Exception as exc:
-            history_digest = f"get_messages() raised {type(exc).__name__}: {exc}"
+            history_digest = f"get_messages() raised {type(exc).__name__}: {_text(exc)}"
         return {"events": to_json(events), "digest": history_digest}
 
 
@@ -188,52 +205,103 @@ async def _close(manager: Any) -> None:
         pass
 
 
-def _error(exc: BaseException, kind: str) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "kind": kind,
-        "type": type(exc).__name__,
-        "message": str(exc)[:2000],
-        "traceback": "".join(traceback.format_exception(exc))[-6000:],
-    }
+def _error(exc: BaseException) -> dict[str, Any]:
+    """An answer for what the target (or loading it) raised; ``kind`` says how to read it."""
+    if isinstance(exc, MemoryError):
+        kind = "memory"
+    elif isinstance(exc, SystemExit | KeyboardInterrupt):
+        kind = "exit"
+    elif isinstance(exc, LoadError):
+        kind = "load"
+    elif isinstance(exc, ContractError):
+        kind = "contract"
+    else:
+        kind = "raised"  # any other exception, asyncio.CancelledError included
+    answer = {"ok": False, "kind": kind, "type": type(exc).__name__}
+    try:
+        answer["message"] = _text(exc)[:2000]
+        answer["traceback"] = "".join(traceback.format_exception(exc))[-6000:]
+    except MemoryError:
+        pass  # a short answer is better than none
+    return answer
 
 
-async def serve(protocol: Any) -> None:
+async def respond(worker: Worker, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The answer to one request: a value or what was raised, then events and digest."""
+    try:
+        value = await worker.handle(op, args)
+        answer: dict[str, Any] = {"ok": True, "value": value}
+        if op not in ("load", "build") and worker.manager is not None:
+            answer.update(await worker.state())
+        return answer
+    except BaseException as exc:
+        answer = _error(exc)
+    if answer["kind"] == "raised" and worker.manager is not None:
+        try:
+            answer.update(await worker.state())
+        except BaseException as exc:
+            return _error(exc)
+    return answer
+
+
+def encode(answer: dict[str, Any], prefix: bytes) -> bytes:
+    """One framed answer line; an answer that cannot be written says so instead."""
+    try:
+        text = json.dumps(answer, default=_fallback)
+    except MemoryError:
+        text = json.dumps({"ok": False, "kind": "memory", "type": "MemoryError"})
+    except Exception as exc:
+        text = json.dumps(
+            {"ok": False, "kind": "raised", "type": "UnserialisableAnswer", "message": _text(exc)}
+        )
+    return prefix + text.encode("utf-8", "surrogatepass") + b"\n"
+
+
+def _garbage(line: bytes, prefix: bytes) -> dict[str, Any]:
+    """The answer to a request line that is not ours: the target wrote into the channel.
+    The message shows what it wrote, up to where a request of ours begins."""
+    ours = line.find(prefix)
+    return {"ok": False, "kind": "protocol", "message": repr(line[: ours if ours > 0 else 60][:60])}
+
+
+async def serve(requests: Any, answers: Any) -> None:
+    """Answer requests until the parent closes the channel (or the target breaks it)."""
     worker = Worker()
     loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:  # the parent is done: let the last manager release what it holds
-            await _close(worker.manager)
-            return
-        request = json.loads(line)
-        op = request["op"]
-        try:
-            value = await worker.handle(op, request.get("args", {}))
-            answer: dict[str, Any] = {"ok": True, "value": value}
-            if op not in ("load", "build") and worker.manager is not None:
-                answer.update(await worker.state())
-        except LoadError as exc:
-            answer = _error(exc, "load")
-        except ContractError as exc:
-            answer = _error(exc, "contract")
-        except (SystemExit, KeyboardInterrupt) as exc:
-            answer = _error(exc, "exit")
-        except Exception as exc:
-            answer = _error(exc, "raised")
-            if worker.manager is not None:
-                answer.update(await worker.state())
-        protocol.write(json.dumps(answer, default=_fallback) + "\n")
-        protocol.flush()
-        if answer.get("kind") == "exit":
-            os._exit(3)
+    try:
+        prefix = requests.readline().rstrip(b"\n") + b" "
+        while True:
+            line = await loop.run_in_executor(None, requests.readline)
+            if not line:  # the parent is done: let the last manager release what it holds
+                await _close(worker.manager)
+                return
+            if not line.startswith(prefix):
+                answer = _garbage(line, prefix)
+            else:
+                try:
+                    request = json.loads(line[len(prefix) :].decode("utf-8", "surrogatepass"))
+                    op, args = request["op"], request.get("args", {})
+                except (ValueError, KeyError, TypeError):
+                    answer = _garbage(line, prefix)
+                else:
+                    answer = await respond(worker, op, args)
+            answers.write(encode(answer, prefix))
+            answers.flush()
+            if answer.get("kind") in ("exit", "memory"):
+                os._exit(3)
+    except (OSError, ValueError) as exc:  # the target closed or replaced our descriptors
+        sys.stderr.write(f"ctxkit worker: the protocol channel is gone: {exc}\n")
+        os._exit(EXIT_CHANNEL_LOST)
 
 
 def main() -> None:
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="surrogatepass")
-    os.dup2(2, 1)  # whatever the target prints goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    asyncio.run(serve(protocol))
+    try:
+        requests, answers = (int(fd) for fd in sys.argv[1:3])
+    except ValueError:
+        sys.exit("usage: python -m ctxkit.conformance.worker REQUESTS_FD ANSWERS_FD")
+    for fd in (requests, answers):
+        os.set_inheritable(fd, False)  # the target's own children do not get the channel
+    asyncio.run(serve(os.fdopen(requests, "rb"), os.fdopen(answers, "wb")))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+"""Finding processes by a marker in their environment, so tests can prove nothing of a target
+outlived a run and can kill whatever did, even when the test fails.
+
+Everything started from an environment that holds ``CTXKIT_TEST_MARKER=<marker>`` carries it
+in ``/proc/<pid>/environ`` (the environment it was started with), whatever it does later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER_VARIABLE = "CTXKIT_TEST_MARKER"
+
+
+def new_marker() -> str:
+    return f"ctxkit-test-{uuid.uuid4().hex}"
+
+
+def marked_environment(marker: str) -> dict[str, str]:
+    """This process's environment with the marker, and the worktree importable."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), **{MARKER_VARIABLE: marker})
+
+
+def alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes (zombies left out) whose environment carries the marker."""
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            environment = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environment.split(b"\0") and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def left_after(marker: str, seconds: float) -> list[int]:
+    """The marked processes still alive after waiting up to ``seconds`` for them to go."""
+    deadline = time.monotonic() + seconds
+    while (left := marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def kill_marked(marker: str) -> None:
+    for pid in marked(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_conformance(*args: str, marker: str) -> subprocess.Popen[str]:
+    """``python -m ctxkit conformance ARGS`` with the marker in its environment."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ctxkit", "conformance", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=marked_environment(marker),
+    )

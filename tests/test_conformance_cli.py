@@ -213,7 +213,7 @@ def test_a_hang_exits_1_and_says_timed_out():
     ("body", "fragment"),
     [
         ("sys.exit(3)", "called sys.exit"),
-        ("os._exit(9)", "process died during add"),
+        ("os._exit(9)", "process died during add_message"),
     ],
 )
 def test_a_target_that_exits_is_an_error_not_a_crash_of_ours(tmp_path: Path, body, fragment):
@@ -353,3 +353,16 @@ def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path, allow: list
         "tests.zoo.views:HoistsSystem", "--ctxkit-profile", "quick", "-q", *allow,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout
+
+
+def test_a_keyboard_interrupt_is_not_called_sys_exit(tmp_path: Path):
+    target = tmp_path / "interrupted.py"
+    target.write_text(
+        "from tests.zoo.base import GoodManager\n\n\n"
+        "class Interrupted(GoodManager):\n"
+        "    async def clear(self):\n"
+        "        raise KeyboardInterrupt\n"
+    )
+    done = conformance(f"{target}:Interrupted", *FAST)
+    assert "the target raised KeyboardInterrupt during clear" in done.stdout, done.stdout
+    assert "sys.exit" not in done.stdout

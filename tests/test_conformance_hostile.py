@@ -65,7 +65,7 @@ def test_output_without_end_is_a_timeout_that_says_how_much_was_printed(marker):
     done = check("PrintsForever", marker=marker)
     assert done.returncode == 1
     reason = lifecycle_reason(done)
-    assert "timed out: request did not return within 5 s (it printed " in reason
+    assert "timed out: get_messages_for_request did not return within 5 s (it printed " in reason
     assert "meanwhile)" in reason
     assert time.monotonic() - started < 30
 

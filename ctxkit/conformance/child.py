@@ -33,7 +33,28 @@ from ctxkit.conformance.sandbox import (
 )
 from ctxkit.conformance.worker import EXIT_CHANNEL_LOST
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "Child", "Reply", "TargetUnusable"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "Child", "Reply", "TargetUnusable", "during"]
+
+_CALLS = {
+    "load": "loading the target",
+    "build": "building the manager",
+    "add": "add_message",
+    "add_then_edit": "add_message",
+    "add_concurrently": "concurrent add_message calls",
+    "add_bad": "add_message of a bad message",
+    "request": "get_messages_for_request",
+    "request_then_edit": "get_messages_for_request",
+    "get": "get_messages",
+    "get_then_edit": "get_messages",
+    "set": "set_messages",
+    "set_then_edit": "set_messages",
+    "clear": "clear",
+}
+
+
+def during(op: str) -> str:
+    """The call a worker operation stands for, as a person reads it."""
+    return _CALLS.get(op, op)
 
 
 CLOSE_GRACE_S = 2.0
@@ -126,11 +147,12 @@ class Child:
         kind = data.get("kind")
         if kind == "exit":
             self._kill()
-            raise TargetUnusable(
-                f"the target called sys.exit during {op} ({data.get('message') or 'no code'})",
-                op=op,
-                kind="crash",
+            how = (
+                "raised KeyboardInterrupt"
+                if data.get("type") == "KeyboardInterrupt"
+                else f"called sys.exit({data.get('message') or ''})"
             )
+            raise TargetUnusable(f"the target {how} during {during(op)}", op=op, kind="crash")
         if kind == "memory":
             self._kill()
             raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
@@ -196,14 +218,14 @@ class Child:
     def _garbage(self, op: str, shown: str) -> NoReturn:
         self._kill()
         raise TargetUnusable(
-            f"the target wrote into the protocol channel: {shown} (during {op})",
+            f"the target wrote into the protocol channel: {shown} (during {during(op)})",
             op=op,
             kind="protocol",
         )
 
     def _timed_out(self, op: str, limit: float) -> NoReturn:
         self._kill()
-        message = f"timed out: {op} did not return within {limit:g} s"
+        message = f"timed out: {during(op)} did not return within {limit:g} s"
         printed = self._process.output_size - self._printed
         if printed > OUTPUT_KEEP:
             message += f" (it printed {format_size(printed)} meanwhile)"
@@ -216,12 +238,14 @@ class Child:
         self._kill()
         if code is None or code == EXIT_CHANNEL_LOST:
             raise TargetUnusable(
-                f"the target closed the protocol channel during {op}", op=op, kind="protocol"
+                f"the target closed the protocol channel during {during(op)}",
+                op=op,
+                kind="protocol",
             )
         if ended == "memory":
             raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
         raise TargetUnusable(
-            f"the target's process died during {op} ({_how(code)}); it printed:\n"
+            f"the target's process died during {during(op)} ({_how(code)}); it printed:\n"
             f"{self.stderr_tail()}",
             op=op,
             kind="crash",
@@ -229,10 +253,9 @@ class Child:
 
     def _out_of_memory(self, op: str) -> str:
         if self.memory_limit is None:
-            return f"the target ran out of memory during {op}"
-        return (
-            f"the target exceeded the memory limit ({format_size(self.memory_limit)}) during {op}"
-        )
+            return f"the target ran out of memory during {during(op)}"
+        limit = format_size(self.memory_limit)
+        return f"the target exceeded the memory limit ({limit}) during {during(op)}"
 
     # -- state ------------------------------------------------------------------------------
 

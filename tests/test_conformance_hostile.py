@@ -189,7 +189,8 @@ def test_garbage_in_the_requests_is_named_by_the_worker():
             child.call("get")
         assert caught.value.kind == "protocol"
         assert caught.value.message == (
-            "the target wrote into the protocol channel: b'GARBAGE from the target\\n' (during get_messages)"
+            "the target wrote into the protocol channel: b'GARBAGE from the target\\n' "
+            "(during get_messages)"
         )
 
 

@@ -200,7 +200,7 @@ def run(
     try:
         spec, observes_events, probe = worker.start()
         if probe is not None:
-            return _broken_contract(spec, options, results, probe, started)
+            return _not_built(spec, options, results, probe, started)
         session = Session(
             child=worker.child,
             count_message=_cached(TokenCounter().count_message),
@@ -274,17 +274,22 @@ class _Worker:
             raise SetupError(loaded.message)
         return loaded.value
 
-    def start(self) -> tuple[str, bool, str | None]:
-        """Load the target and build it once: (spec, observes events, contract problem)."""
+    def start(self) -> tuple[str, bool, tuple[Status, str] | None]:
+        """Load the target and build it once: (spec, observes events, why it cannot be
+        checked: ``failed`` if it does not follow the contract, ``error`` if building it
+        hung or crashed)."""
         try:
             loaded = self._load()
-            self.spec = loaded["spec"]
-            assert self.child is not None
-            probe = self.child.call("build", timeout=min(self.options.timeout, self._allowance()))
         except TargetUnusable as exc:
             raise SetupError(f"{self.spec}: {exc.message}") from None
+        self.spec = loaded["spec"]
+        assert self.child is not None
+        try:
+            probe = self.child.call("build", timeout=min(self.options.timeout, self._allowance()))
+        except TargetUnusable as exc:
+            return self.spec, loaded["events"], ("error", exc.message)
         if not probe.ok and probe.kind == "contract":
-            return self.spec, loaded["events"], probe.message
+            return self.spec, loaded["events"], ("failed", probe.message)
         if not probe.ok:
             raise SetupError(f"{self.spec}: building the manager raised {probe.error}")
         return self.spec, loaded["events"], None
@@ -598,18 +603,26 @@ def _leaves(group: BaseExceptionGroup | None) -> list[BaseException]:
     return found
 
 
-def _broken_contract(
+def _not_built(
     spec: str,
     options: RunOptions,
     results: dict[str, PropertyResult],
-    message: str,
+    problem: tuple[Status, str],
     started: float,
 ) -> Report:
-    results["lifecycle"].status = "failed"
+    """The report for a target that could not be built: lifecycle says why, and nothing else
+    was checked."""
+    status, message = problem
+    results["lifecycle"].status = status
     results["lifecycle"].message = message
+    why = (
+        "the target does not follow the protocol"
+        if status == "failed"
+        else "no manager could be built"
+    )
     for result in results.values():
         if result.id != "lifecycle":
-            result.message = "not checked: the target does not follow the protocol"
+            result.message = f"not checked: {why}"
     return _report(spec, options, results, started)
 
 

@@ -166,11 +166,11 @@ class Conversation:
 
 @st.composite
 def conversation_plans(draw: st.DrawFn, max_turns: int = 6) -> Conversation:
-    """A system prompt, then turns with tool rounds, now and then led by a mid-conversation
-    system reminder."""
+    """A system prompt, then turns with tool rounds; one turn in four is led by a
+    mid-conversation system reminder, as agents inject them often."""
     parts: list[tuple[str, str] | RoundTemplate] = [("system", "You are a careful agent.")]
     for _ in range(draw(st.integers(0, max_turns))):
-        if draw(st.integers(0, 9)) == 0:
+        if draw(st.integers(0, 3)) == 0:
             parts.append(("system", "Reminder: " + draw(texts())))
         parts.append(("user", draw(texts())))
         parts.extend(draw(round_templates()) for _ in range(draw(st.integers(0, 2))))

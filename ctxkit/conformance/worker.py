@@ -81,6 +81,7 @@ class Worker:
         if op == "build":
             assert self.target is not None, "load first"
             await _close(self.manager)
+            await self.target.close(self.manager)  # the cleanups its mount() registered
             self.manager = None
             self.recorder = EventRecorder()
             self.sent_events = 0
@@ -205,6 +206,8 @@ async def serve(protocol: Any) -> None:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line:  # the parent is done: let the last manager release what it holds
             await _close(worker.manager)
+            if worker.target is not None:
+                await worker.target.close(worker.manager)  # the cleanups its mount() registered
             return
         request = json.loads(line)
         op = request["op"]

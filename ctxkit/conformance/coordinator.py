@@ -124,14 +124,9 @@ class RecordingHooks:
         await self._recorder.emit(event, data)
         return await self._registry.emit(event, data)
 
-    async def emit_and_collect(
-        self,
-        event: str,
-        data: Any,
-        timeout: float | None = None,  # noqa: ASYNC109 (amplifier-core's signature)
-    ) -> Any:
+    async def emit_and_collect(self, event: str, data: Any, *args: Any, **kwargs: Any) -> Any:
         await self._recorder.emit(event, data)
-        return await self._registry.emit_and_collect(event, data, timeout)
+        return await self._registry.emit_and_collect(event, data, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._registry, name)

@@ -112,6 +112,15 @@ def test_without_amplifier_core_auto_is_the_stand_in_and_asking_for_it_says_the_
         load_target(AMPLIFIER_SPEC)
 
 
+def test_a_broken_amplifier_core_is_said_not_quietly_replaced_by_the_stand_in(monkeypatch):
+    def broken() -> type:
+        raise RuntimeError("pydantic models failed to build")
+
+    monkeypatch.setattr(coordinators, "_amplifier_coordinator_class", broken)
+    with pytest.raises(CoordinatorUnavailable, match=f"set {ENV}=stand-in"):
+        coordinator_kind("auto")
+
+
 def test_an_unknown_choice_is_a_load_error_for_mount_targets_only(monkeypatch):
     monkeypatch.setenv(ENV, "rust")
     with pytest.raises(LoadError, match="use amplifier, stand-in or auto"):

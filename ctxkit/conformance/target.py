@@ -8,19 +8,30 @@ Forms of TARGET:
 * ``ep:NAME``: an installed ``amplifier.modules`` entry point;
 * ``path/to/file.py`` or ``path/to/file.py:attr``: a file, ``mount`` by default;
 * nothing: ctxkit's reference manager.
+
+A mount function gets the coordinator of :mod:`ctxkit.conformance.coordinator`: amplifier-core's
+real one when it is installed, a stand-in otherwise (``CTXKIT_COORDINATOR`` picks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
+
+from ctxkit.conformance.coordinator import (
+    CoordinatorUnavailable,
+    coordinator_kind,
+    make_coordinator,
+)
 
 __all__ = [
     "CONTRACT_METHODS",
@@ -31,6 +42,8 @@ __all__ = [
     "Target",
     "load_target",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET = "ctxkit.reference:mount"
 CONTRACT_METHODS = (
@@ -51,7 +64,9 @@ class ContractError(Exception):
 
 
 class EventRecorder:
-    """Stands in for Amplifier's ``coordinator.hooks``: records every ``emit``."""
+    """Every event the manager emits, as ``(name, data)`` in order: a mounted target's through
+    its coordinator's hooks (:mod:`ctxkit.conformance.coordinator`), a factory's as the
+    ``hooks`` keyword (this object itself)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
@@ -60,33 +75,24 @@ class EventRecorder:
         self.events.append((name, data))
 
 
-@dataclass
-class Coordinator:
-    """The least of Amplifier's coordinator a context module's ``mount`` needs."""
-
-    hooks: EventRecorder
-    mounted: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    session_id: str = "ctxkit-conformance"
-
-    async def mount(self, point: str, module: Any, name: str | None = None) -> None:
-        self.mounted[point] = module
-
-    def get(self, point: str) -> Any:
-        return self.mounted.get(point)
-
-
 Kind = Literal["factory", "mount"]
 
 
 @dataclass
 class Target:
-    """A loaded target: how to build a fresh manager, and whether its events can be seen."""
+    """A loaded target: how to build a fresh manager, and whether its events can be seen.
+
+    A mount target is mounted on the coordinator :mod:`ctxkit.conformance.coordinator` makes
+    (amplifier-core's when installed), as Amplifier's loader does: a truthy return of
+    ``mount()`` is registered as a cleanup, and the module's ``async on_session_ready
+    (coordinator)``, if it has one, runs after. :meth:`close` runs the cleanups.
+    """
 
     spec: str
     obj: Callable[..., Any]
     kind: Kind
     config: dict[str, Any]
+    _mounted: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def observes_events(self) -> bool:
@@ -96,25 +102,68 @@ class Target:
     async def build(self, recorder: EventRecorder) -> Any:
         """A fresh manager, checked against the protocol."""
         if self.kind == "mount":
-            coordinator = Coordinator(hooks=recorder)
-            result = self.obj(coordinator, dict(self.config))
-            if inspect.isawaitable(result):
-                await result
-            manager = coordinator.mounted.get("context")
+            return await self._mount(recorder)
+        kwargs = dict(self.config)
+        if _accepts(self.obj, "hooks"):
+            kwargs["hooks"] = recorder
+        manager = self.obj(**kwargs)
+        if inspect.isawaitable(manager):
+            manager = await manager
+        check_protocol(manager)
+        return manager
+
+    async def close(self, manager: Any) -> None:
+        """Run the cleanups of the mount that built ``manager`` (what ``mount()`` returned and
+        what it passed to ``register_cleanup``), newest first, once. A cleanup that raises is
+        logged, never raised: closing is no part of the contract. Does nothing for a manager
+        this target did not mount."""
+        _, coordinator = self._mounted.pop(id(manager), (None, None))
+        if coordinator is not None:
+            await coordinator.cleanup()
+
+    async def _mount(self, recorder: EventRecorder) -> Any:
+        coordinator = make_coordinator(recorder)
+        cleanup = self.obj(coordinator, dict(self.config))
+        if inspect.isawaitable(cleanup):
+            cleanup = await cleanup
+        if cleanup:
+            coordinator.register_cleanup(cleanup)
+        manager = coordinator.get("context")
+        try:
             if manager is None:
                 raise ContractError(
                     f"{self.spec}: mount() mounted nothing at 'context'; it should call "
                     "`await coordinator.mount('context', manager)`"
                 )
-        else:
-            kwargs = dict(self.config)
-            if _accepts(self.obj, "hooks"):
-                kwargs["hooks"] = recorder
-            manager = self.obj(**kwargs)
-            if inspect.isawaitable(manager):
-                manager = await manager
-        check_protocol(manager)
+            check_protocol(manager)
+        except ContractError:
+            await coordinator.cleanup()
+            raise
+        await _session_ready(self.obj, coordinator)
+        self._mounted[id(manager)] = (manager, coordinator)
         return manager
+
+
+async def _session_ready(mount: Callable[..., Any], coordinator: Any) -> None:
+    """Call the module's ``async on_session_ready(coordinator)`` as Amplifier's loader does:
+    found beside ``mount``, skipped with a warning if not async, and a failure logged and
+    emitted as ``module:on_session_ready_failed``, never raised."""
+    module = sys.modules.get(getattr(mount, "__module__", None) or "")
+    ready = getattr(module, "on_session_ready", None)
+    if ready is None:
+        return
+    module_id = module.__name__  # type: ignore[union-attr]
+    if not inspect.iscoroutinefunction(ready):
+        logger.warning("%s: on_session_ready() is sync, not async; skipped", module_id)
+        return
+    try:
+        await ready(coordinator)
+    except Exception as exc:
+        logger.warning("on_session_ready for %r raised: %s", module_id, exc, exc_info=True)
+        with contextlib.suppress(Exception):
+            await coordinator.hooks.emit(
+                "module:on_session_ready_failed", {"module_id": module_id, "error": str(exc)}
+            )
 
 
 def _accepts(obj: Callable[..., Any], name: str) -> bool:
@@ -241,7 +290,7 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
     config = dict(config or {})
     if spec.startswith("ep:"):
         obj = _entry_point(spec[3:], spec)
-        return Target(spec, obj, _kind(obj, spec), config)
+        return _target(spec, obj, config)
     path_part, _, attr = spec.partition(":")
     if path_part.endswith(".py"):
         module = _import_file(Path(path_part), spec)
@@ -260,4 +309,14 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
                 )
             attr = "mount"
     obj = _attribute(module, attr, spec)
-    return Target(spec, obj, _kind(obj, spec), config)
+    return _target(spec, obj, config)
+
+
+def _target(spec: str, obj: Any, config: dict[str, Any]) -> Target:
+    kind = _kind(obj, spec)
+    if kind == "mount":
+        try:
+            coordinator_kind()  # a bad CTXKIT_COORDINATOR is a load error, said once
+        except CoordinatorUnavailable as exc:
+            raise LoadError(f"{spec}: {exc}") from exc
+    return Target(spec, obj, kind, config)

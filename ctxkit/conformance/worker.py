@@ -94,6 +94,7 @@ class Worker:
         if op == "build":
             assert self.target is not None, "load first"
             await _close(self.manager)
+            await self.target.close(self.manager)  # the cleanups its mount() registered
             self.manager = None
             self.recorder = EventRecorder()
             self.sent_events = 0
@@ -274,6 +275,8 @@ async def serve(requests: Any, answers: Any) -> None:
             line = await loop.run_in_executor(None, requests.readline)
             if not line:  # the parent is done: let the last manager release what it holds
                 await _close(worker.manager)
+                if worker.target is not None:
+                    await worker.target.close(worker.manager)  # what its mount() registered
                 return
             if not line.startswith(prefix):
                 answer = _garbage(line, prefix)

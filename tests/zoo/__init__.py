@@ -129,4 +129,9 @@ ZOO: list[Member] = [
        "takes hooks, never emits: events is skipped (nothing observed), not passed"),
     _m("misc:OpenAIOnly", set(), "pass", "openai",
        "refuses Anthropic blocks: passes only if --format openai reaches every call"),
+    # Amplifier-style mount() (tests/zoo/amplifier.py): on amplifier-core's coordinator if installed
+    _m("amplifier:mount", set(), "pass", "both",
+       "context-simple's mount: hooks.register, capabilities, a cleanup; emits context:budget"),
+    _m("amplifier:mount_own_event", set(), "pass", "both",
+       "a post_compact handler emits the module's own zoo:compacted through the hooks"),
 ]  # fmt: skip

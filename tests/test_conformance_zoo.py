@@ -213,3 +213,20 @@ def test_every_reproducer_imports_only_the_public_api_and_fails_under_pytest(tmp
     )  # fmt: skip
     assert f"{len(scripts)} failed" in done.stdout, done.stdout[-3000:]
     assert " passed" not in done.stdout.splitlines()[-1]
+
+
+def test_a_call_slowed_once_is_repeated_with_more_time_and_not_charged():
+    report = run(
+        RunOptions(target="tests.zoo.misc:SlowFirstView", profile="quick", seed=1, timeout=1.0)
+    )
+    assert report.verdict == "pass", [(p.id, p.status, p.message) for p in report.properties]
+    assert not [p for p in report.properties if p.status == "error"]
+    assert report.depth["slow_calls"] == 1
+    assert report.depth["timeout_s"] == 3.0
+
+
+def test_a_hang_is_confirmed_before_it_is_charged():
+    (member,) = [m for m in ZOO if m.target.endswith(":Hangs")]
+    lifecycle = check(member, timeout=1.0)["properties"]["lifecycle"]
+    assert lifecycle.status == "error"
+    assert "did not return within 1 s, nor within 3 s when repeated" in lifecycle.message

@@ -141,6 +141,8 @@ class Session:
     steps: int = 0
     largest_history: int = 0
     compaction_events: int = 0
+    slow_calls: int = 0
+    """Calls that timed out and then finished when repeated with a longer timeout."""
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
         """One operation in the worker, within its timeout and the deadline."""

@@ -243,6 +243,8 @@ def run(
         "largest_history": session.largest_history,
         "searches": search.rounds,
         "ended": ended,
+        "slow_calls": session.slow_calls,
+        "timeout_s": session.timeout,
         "deadline_s": options.deadline,
     }
     return report
@@ -396,6 +398,16 @@ class _Search:
             if outcome == "deadline":
                 self._passed(remaining, self._depth_note())
                 return "deadline"
+            if outcome == "stopped" and not self._confirmed(self.stops[-1]):
+                self.stops.pop()
+                outcome = "slow"
+            if outcome == "slow":
+                try:
+                    session.child = self.worker.restart()
+                except (SetupError, TargetUnusable) as exc:
+                    self._not_checked(remaining, f"the worker could not be restarted: {exc}")
+                    return "target stopped"
+                continue
             if outcome == "stopped":
                 remaining -= self._charge(self.stops[-1], remaining)
                 if len(self.stops) >= MAX_STOPS:
@@ -463,6 +475,32 @@ class _Search:
             result.message = failure.message
             result.time_to_failure_s = self.session.first_failure.get(property_id)
         return found
+
+    def _confirmed(self, stop: TargetStopped) -> bool:
+        """Whether a call that timed out is a hang: the same calls on a fresh worker, each
+        given three times as long. One that finishes then was slowed by a busy machine: the
+        run goes on with the longer timeout, and nothing is charged."""
+        if stop.unusable.kind != "timeout":
+            return True
+        longer = self.session.timeout * 3
+        left = self.deadline - time.monotonic()
+        if left < longer:
+            return True
+        self.say(f"{stop.unusable.message}: repeating the calls with {longer:g} s each")
+        try:
+            child = self.worker.restart()
+            child.call("build", timeout=longer)
+            for call in stop.calls:
+                op, args = call.request()
+                child.call(op, timeout=longer, **args)
+        except TargetUnusable as exc:
+            if exc.kind == "timeout":
+                stop.unusable.message += f", nor within {longer:g} s when repeated"
+            return True
+        self.session.timeout = longer
+        self.session.slow_calls += 1
+        self.say(f"they finished: the machine is slow; each call now gets {longer:g} s")
+        return False
 
     def _charge(self, stop: TargetStopped, remaining: set[str]) -> set[str]:
         """A hang or crash costs the property its call was made for, if still unjudged."""

@@ -86,6 +86,16 @@ class Call:
     timeout: float | None = None
     name: str = "view"
 
+    def request(self) -> tuple[str, dict[str, Any]]:
+        """The worker operation that makes this call, and its arguments."""
+        if self.op in ("add", "add_then_edit", "add_bad"):
+            return self.op, {"message": self.value}
+        if self.op in ("add_concurrently", "set", "set_then_edit"):
+            return self.op, {"messages": self.value}
+        if self.op in ("request", "request_then_edit"):
+            return self.op, self.value.args
+        return self.op, {}
+
 
 CheckKind = Literal[
     "raises",  # the last call raised on valid input (the script fails there by itself)

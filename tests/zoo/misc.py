@@ -7,6 +7,7 @@
 - NeverEmits: correct, takes hooks, but never emits an event.
 - SlowViews: correct, but each view takes ``delay`` seconds (3 by default).
 - OpenAIOnly: correct for OpenAI-shaped messages, refuses Anthropic blocks.
+- SlowFirstView: correct, but the first view of each process takes ``delay`` seconds.
 """
 
 from __future__ import annotations
@@ -114,3 +115,23 @@ class OpenAIOnly(GoodManager):
         content = message.get("content")
         if isinstance(content, list) and any(b.get("type") != "text" for b in content):
             raise ValueError("this manager takes OpenAI-shaped messages only")
+
+
+class SlowFirstView(GoodManager):
+    """Correct, but the first view a process serves takes ``delay`` seconds (a cold cache, a
+    busy machine). Past --timeout once, it finishes when the calls are repeated with a longer
+    timeout: slowness, not a hang, so nothing may be charged for it."""
+
+    served = False
+
+    def __init__(self, *, delay: float = 2.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        if not SlowFirstView.served:
+            SlowFirstView.served = True
+            await asyncio.sleep(self.delay)
+        return await super().get_messages_for_request(token_budget, provider)

@@ -67,7 +67,7 @@ def test_output_without_end_is_a_timeout_that_says_how_much_was_printed(marker):
     reason = lifecycle_reason(done)
     assert "timed out: get_messages_for_request did not return within 5 s (it printed " in reason
     assert "meanwhile)" in reason
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 45  # 5 s, repeated with 15 s, then 5 s twice
 
 
 # -- hostile ----------------------------------------------------------------------------------

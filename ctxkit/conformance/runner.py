@@ -344,6 +344,7 @@ class _Search:
         self.deadline = deadline
         self.failures: dict[str, PropertyFailure] = {}
         self.stops: list[TargetStopped] = []
+        self.confirmed_once = False
         self.rounds = 0
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
@@ -479,9 +480,11 @@ class _Search:
     def _confirmed(self, stop: TargetStopped) -> bool:
         """Whether a call that timed out is a hang: the same calls on a fresh worker, each
         given three times as long. One that finishes then was slowed by a busy machine: the
-        run goes on with the longer timeout, and nothing is charged."""
-        if stop.unusable.kind != "timeout":
+        run goes on with the longer timeout, and nothing is charged. Only the first timeout of
+        a run is repeated: after it, the timeout is known to be long enough."""
+        if stop.unusable.kind != "timeout" or self.confirmed_once:
             return True
+        self.confirmed_once = True
         longer = self.session.timeout * 3
         left = self.deadline - time.monotonic()
         if left < longer:

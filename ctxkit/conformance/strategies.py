@@ -166,11 +166,13 @@ class Conversation:
 
 @st.composite
 def conversation_plans(draw: st.DrawFn, max_turns: int = 6) -> Conversation:
-    """A system prompt, then turns with tool rounds; one turn in four is led by a
-    mid-conversation system reminder, as agents inject them often."""
+    """A system prompt, then turns with tool rounds. Some conversations have no
+    mid-conversation system reminders, some one turn in ten, some one in three (agents that
+    inject them often): a run meets few and many system messages alike."""
     parts: list[tuple[str, str] | RoundTemplate] = [("system", "You are a careful agent.")]
+    every = draw(st.sampled_from([0, 10, 3]))
     for _ in range(draw(st.integers(0, max_turns))):
-        if draw(st.integers(0, 3)) == 0:
+        if every and draw(st.integers(0, every - 1)) == 0:
             parts.append(("system", "Reminder: " + draw(texts())))
         parts.append(("user", draw(texts())))
         parts.extend(draw(round_templates()) for _ in range(draw(st.integers(0, 2))))

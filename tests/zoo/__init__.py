@@ -124,7 +124,7 @@ ZOO: list[Member] = [
        "set_messages keeps the caller's list: a later append or edit changes history"),
     _m("views:WrongFallbackBudget", {"budget"}, "fail", "both",
        "needs a request with no budget and no provider: plans for 4x max_tokens",
-       max_tokens=300),
+       max_tokens=1000),
     _m("misc:NeverEmits", set(), "pass", "both",
        "takes hooks, never emits: events is skipped (nothing observed), not passed"),
     _m("misc:OpenAIOnly", set(), "pass", "openai",

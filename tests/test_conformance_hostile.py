@@ -162,29 +162,29 @@ def test_a_bad_memory_limit_is_bad_usage(capsys, value, fragment):
 
 def loaded(name: str, **options: object) -> Child:
     child = Child(timeout=5, **options)  # type: ignore[arg-type]
-    assert child.call("load", target=f"tests.zoo.hostile:{name}", config={}).ok
-    assert child.call("build").ok
+    assert child.hello(f"tests.zoo.hostile:{name}").ok
+    assert child.call("reset").ok
     return child
 
 
 def test_a_view_that_is_not_a_list_reaches_the_parent_as_data():
     with loaded("ReturnsFortyTwo") as child:
-        reply = child.call("request", budget=1000, defaults=None)
+        reply = child.call("view", token_budget=1000)
         assert (reply.ok, reply.value) == (True, 42)
-        assert child.call("request_then_edit", budget=1000, defaults=None).value["view"] == 42
+        assert child.call("view", token_budget=1000, edit_after=True).value == 42
 
 
 def test_garbage_raises_target_unusable_of_kind_protocol():
     with loaded("WritesIntoProtocol") as child:
         with pytest.raises(TargetUnusable) as caught:
-            child.call("request", budget=1000, defaults=None)
+            child.call("view", token_budget=1000)
         assert caught.value.kind == "protocol"
         assert not child.alive
 
 
 def test_garbage_in_the_requests_is_named_by_the_worker():
     with loaded("WritesIntoRequests") as child:
-        assert child.call("request", budget=1000, defaults=None).ok
+        assert child.call("view", token_budget=1000).ok
         with pytest.raises(TargetUnusable) as caught:
             child.call("get")
         assert caught.value.kind == "protocol"
@@ -204,7 +204,7 @@ def test_garbage_in_the_requests_is_named_by_the_worker():
 def test_running_out_of_memory_raises_target_unusable_of_kind_memory(name, limit, shown):
     with loaded(name, memory_limit=limit) as child:
         with pytest.raises(TargetUnusable) as caught:
-            child.call("request", budget=1000, defaults=None)
+            child.call("view", token_budget=1000)
         assert caught.value.kind == "memory"
         assert caught.value.message == (
             f"the target exceeded the memory limit ({shown}) during get_messages_for_request"
@@ -217,7 +217,7 @@ def test_restart_ends_the_old_worker_and_starts_a_fresh_one():
         child.restart()
         assert child.pid != old
         assert not alive(old)
-        assert child.call("load", target="tests.zoo.base:GoodManager", config={}).ok
+        assert child.hello("tests.zoo.base:GoodManager").ok
 
 
 def test_a_hanging_constructor_gets_the_timeout_not_the_import_allowance():

@@ -22,9 +22,11 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ctxkit.conformance.protocol import FDS_VARIABLE, PROTOCOL_VERSION
 from ctxkit.conformance.sandbox import (
     DEFAULT_MEMORY_LIMIT,
     OUTPUT_KEEP,
@@ -33,21 +35,19 @@ from ctxkit.conformance.sandbox import (
 )
 from ctxkit.conformance.worker import EXIT_CHANNEL_LOST
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "Child", "Reply", "TargetUnusable", "during"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "PYTHON_WORKER", "Child", "Reply", "TargetUnusable", "during"]
+
+PYTHON_WORKER = (sys.executable, "-m", "ctxkit.conformance.worker")
+"""The implementation for Python targets."""
 
 _CALLS = {
-    "load": "loading the target",
-    "build": "building the manager",
+    "hello": "loading the target",
+    "reset": "building the manager",
     "add": "add_message",
-    "add_then_edit": "add_message",
-    "add_concurrently": "concurrent add_message calls",
-    "add_bad": "add_message of a bad message",
-    "request": "get_messages_for_request",
-    "request_then_edit": "get_messages_for_request",
+    "add_many": "concurrent add_message calls",
+    "view": "get_messages_for_request",
     "get": "get_messages",
-    "get_then_edit": "get_messages",
     "set": "set_messages",
-    "set_then_edit": "set_messages",
     "clear": "clear",
 }
 
@@ -76,7 +76,8 @@ class TargetUnusable(BaseException):
 
 @dataclass
 class Reply:
-    """One answer: a value, or what the target raised; plus events and the history digest."""
+    """One answer: a value, or what the target raised; plus events, the history's digest and,
+    after an ``edit_after`` call, the history before the edit."""
 
     ok: bool
     value: Any = None
@@ -86,22 +87,59 @@ class Reply:
     traceback: str = ""
     events: list[Any] = field(default_factory=list)
     digest: str | None = None
+    before: Any = None
 
     @property
     def error(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
 
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> Reply:
+        """An answer as the protocol writes it. Raises ValueError naming what is malformed."""
+        ok = data.get("ok")
+        if not isinstance(ok, bool):
+            raise ValueError("an answer needs 'ok': true or false")
+        error = data.get("error") or {}
+        if not isinstance(error, dict):
+            raise ValueError("'error' must be an object {type, message}")
+        events = data.get("events") or []
+        if not isinstance(events, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("name"), str) for e in events
+        ):
+            raise ValueError("'events' must be a list of {name, data} objects")
+        found = data.get("digest")
+        return cls(
+            ok=ok,
+            value=data.get("value"),
+            kind=str(data.get("kind") or ""),
+            type=str(error.get("type") or ("" if ok else "Error")),
+            message=str(error.get("message") or ""),
+            traceback=str(error.get("traceback") or ""),
+            events=[[e["name"], e.get("data")] for e in events],
+            digest=found if isinstance(found, str) else None,
+            before=data.get("before"),
+        )
+
 
 class Child:
-    """A running worker process holding one target.
+    """A running implementation of the protocol, holding one target.
 
-    ``timeout`` is the default seconds per operation; ``memory_limit`` caps the target's
-    address space in bytes (None: no cap).
+    ``command``: the program and its arguments (default: the Python worker). ``timeout`` is
+    the default seconds per operation; ``memory_limit`` caps the target's address space in
+    bytes (None: no cap). Call :meth:`hello` first.
     """
 
-    def __init__(self, *, timeout: float, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
+    def __init__(
+        self,
+        command: Sequence[str] = PYTHON_WORKER,
+        *,
+        timeout: float,
+        memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    ) -> None:
+        self.command = tuple(command)
         self.timeout = timeout
         self.memory_limit = memory_limit
+        self.implementation: dict[str, Any] = {}
         self._start()
 
     def _start(self) -> None:
@@ -109,56 +147,101 @@ class Child:
         self._buffer = bytearray()
         self._scanned = 0
         self._closed = False
-        worker_requests, self._requests = os.pipe()
-        self._answers, worker_answers = os.pipe()
+        self._greeted = False
+        theirs_requests, self._requests = os.pipe()
+        self._answers, theirs_answers = os.pipe()
         try:
-            worker = [sys.executable, "-m", "ctxkit.conformance.worker"]
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            env[FDS_VARIABLE] = f"{theirs_requests},{theirs_answers}"
             self._process = Contained(
-                [*worker, str(worker_requests), str(worker_answers)],
+                self.command,
                 memory_limit=self.memory_limit,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                pass_fds=(worker_requests, worker_answers),
+                env=env,
+                pass_fds=(theirs_requests, theirs_answers),
             )
         except BaseException:
             os.close(self._requests)
             os.close(self._answers)
             raise
         finally:
-            os.close(worker_requests)
-            os.close(worker_answers)
+            os.close(theirs_requests)
+            os.close(theirs_answers)
         os.set_blocking(self._requests, False)
         self._printed = 0
-        self._send(self._token + b"\n", "start", time.monotonic() + self.timeout, self.timeout)
 
     # -- one operation ----------------------------------------------------------------------
 
+    def hello(
+        self,
+        target: str | None,
+        config: dict[str, Any] | None = None,
+        ignore: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> Reply:
+        """Load the target: the protocol's first request. A ``load`` kind of failure is the
+        user's (a bad target); the value names the implementation and the resolved target."""
+        args = {
+            "protocol": PROTOCOL_VERSION,
+            "token": self._token.decode(),
+            "target": target,
+            "config": dict(config or {}),
+            "ignore": sorted(ignore),
+        }
+        reply = self._exchange("hello", args, timeout, framed=False)
+        if reply.ok:
+            value = reply.value if isinstance(reply.value, dict) else {}
+            if value.get("protocol") != PROTOCOL_VERSION:
+                self._garbage("hello", f"an answer for protocol {value.get('protocol')!r}")
+            self.implementation = dict(value.get("implementation") or {})
+        self._greeted = True
+        return reply
+
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
-        """Run one operation in the worker. Raises :class:`TargetUnusable` when the target
-        hangs, dies, runs out of memory or writes into the protocol channel."""
+        """Make one request (after :meth:`hello`). Raises :class:`TargetUnusable` when the
+        target hangs, dies, runs out of memory or writes into the protocol channel."""
+        if not self._greeted:
+            raise RuntimeError(f"{op}: hello() must come first")
+        return self._exchange(op, args, timeout)
+
+    def _exchange(
+        self, op: str, args: dict[str, Any], timeout: float | None, framed: bool = True
+    ) -> Reply:
         if self._closed:
             raise RuntimeError(f"{op}: the worker has ended; restart() starts a fresh one")
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         self._printed = self._process.output_size
         request = json.dumps({"op": op, "args": args}, ensure_ascii=False)
-        line = self._token + b" " + request.encode("utf-8", "surrogatepass") + b"\n"
-        self._send(line, op, deadline, limit)
+        line = request.encode("utf-8", "surrogatepass") + b"\n"
+        self._send(self._token + b" " + line if framed else line, op, deadline, limit)
         data = self._receive(op, deadline, limit)
-        kind = data.get("kind")
-        if kind == "exit":
+        try:
+            reply = Reply.read(data)
+        except ValueError as exc:
+            self._garbage(op, f"a malformed answer ({exc})")
+        if reply.kind == "exit":
             self._kill()
             how = (
                 "raised KeyboardInterrupt"
-                if data.get("type") == "KeyboardInterrupt"
-                else f"called sys.exit({data.get('message') or ''})"
+                if reply.type == "KeyboardInterrupt"
+                else f"called sys.exit({reply.message})"
+                if reply.type == "SystemExit"
+                else f"tried to exit ({reply.error})"
             )
             raise TargetUnusable(f"the target {how} during {during(op)}", op=op, kind="crash")
-        if kind == "memory":
+        if reply.kind == "memory":
             self._kill()
             raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
-        if kind == "protocol":
-            self._garbage(op, data.get("message", ""))
-        return Reply(**{k: v for k, v in data.items() if k in Reply.__dataclass_fields__})
+        if reply.kind == "protocol" and reply.type == "Garbage":
+            self._garbage(op, reply.message)
+        if reply.kind == "protocol":
+            self._kill()
+            raise TargetUnusable(
+                f"the implementation could not read the {op!r} request: {reply.error}",
+                op=op,
+                kind="protocol",
+            )
+        return reply
 
     def _send(self, data: bytes, op: str, deadline: float, limit: float) -> None:
         pending = memoryview(data)
@@ -290,7 +373,8 @@ class Child:
         self._release()
 
     def restart(self) -> None:
-        """End the worker as :meth:`close` does and start a fresh one (``load`` it again)."""
+        """End the worker as :meth:`close` does and start a fresh one (:meth:`hello` it
+        again)."""
         self.close()
         self._start()
 

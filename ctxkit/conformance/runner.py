@@ -46,6 +46,7 @@ from ctxkit.conformance.machine import (
 )
 from ctxkit.conformance.minimize import minimize
 from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.routes import RouteError, route_for
 from ctxkit.conformance.script import Reproduction, render_script, render_steps
 from ctxkit.conformance.steps import Check
 from ctxkit.conformance.target import DEFAULT_TARGET
@@ -149,11 +150,16 @@ class RunOptions:
     """Run each reproducer in a fresh process to check that it fails."""
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
     """Bytes of address space the target may use (None: no cap)."""
+    implementation: str | None = None
+    """``--command``: the program that speaks the protocol for the target (None: chosen by
+    the target, see :mod:`ctxkit.conformance.routes`)."""
 
     @property
     def command(self) -> str:
         """The command line that repeats this run."""
         parts = ["ctxkit", "conformance"]
+        if self.implementation:
+            parts += ["--command", self.implementation]
         if self.target:
             parts.append(self.target)
         if self.config:
@@ -258,22 +264,32 @@ class _Worker:
         self.deadline = deadline
         self.child: Child | None = None
         self.spec = options.target or DEFAULT_TARGET
+        try:
+            self.route = route_for(options.target, options.implementation)
+        except RouteError as exc:
+            raise SetupError(str(exc)) from None
 
     def _allowance(self) -> float:
         """Loading imports the target and its libraries: at least 60 s, within the deadline."""
         return max(1.0, min(max(self.options.timeout, 60.0), self.deadline - time.monotonic()))
 
     def _load(self) -> Any:
-        self.child = Child(timeout=self.options.timeout, memory_limit=self.options.memory_limit)
-        loaded = self.child.call(
-            "load",
+        try:
+            self.child = Child(
+                self.route.command,
+                timeout=self.options.timeout,
+                memory_limit=self.options.memory_limit,
+            )
+        except OSError as exc:
+            raise SetupError(f"{self.spec}: {self.route.cannot_start(exc)}") from None
+        loaded = self.child.hello(
+            self.route.target,
+            self.options.config,
+            ANNOTATION_KEYS,
             timeout=self._allowance(),
-            target=self.options.target,
-            config=self.options.config,
-            ignore=sorted(ANNOTATION_KEYS),
         )
         if not loaded.ok:
-            raise SetupError(loaded.message)
+            raise SetupError(loaded.message or loaded.error)
         return loaded.value
 
     def start(self) -> tuple[str, bool, tuple[Status, str] | None]:
@@ -284,10 +300,10 @@ class _Worker:
             loaded = self._load()
         except TargetUnusable as exc:
             raise SetupError(f"{self.spec}: {exc.message}") from None
-        self.spec = loaded["spec"]
+        self.spec = str(loaded.get("target") or self.spec)
         assert self.child is not None
         try:
-            probe = self.child.call("build", timeout=min(self.options.timeout, self._allowance()))
+            probe = self.child.call("reset", timeout=min(self.options.timeout, self._allowance()))
         except TargetUnusable as exc:
             return self.spec, loaded["events"], ("error", exc.message)
         if not probe.ok and probe.kind == "contract":
@@ -492,7 +508,7 @@ class _Search:
         self.say(f"{stop.unusable.message}: repeating the calls with {longer:g} s each")
         try:
             child = self.worker.restart()
-            child.call("build", timeout=longer)
+            child.call("reset", timeout=longer)
             for call in stop.calls:
                 op, args = call.request()
                 child.call(op, timeout=longer, **args)
@@ -514,6 +530,9 @@ class _Search:
         if property_id is None:
             return set()
         result = self.results[property_id]
+        if kind == "unsupported":
+            result.status, result.message = "skipped", stop.unusable.message
+            return {property_id}
         result.status = "error"
         result.message = what
         check = Check("returns" if kind == "timeout" else "crashes")

@@ -23,8 +23,8 @@ class Request:
 
     @property
     def args(self) -> dict[str, Any]:
-        """The worker's ``request`` arguments."""
-        return {"budget": self.token_budget, "defaults": self.defaults}
+        """The protocol's ``view`` arguments."""
+        return {"token_budget": self.token_budget, "provider": self.defaults}
 
     def describe(self) -> str:
         """The call's arguments as a person reads them: ``token_budget=120``,
@@ -87,13 +87,18 @@ class Call:
     name: str = "view"
 
     def request(self) -> tuple[str, dict[str, Any]]:
-        """The worker operation that makes this call, and its arguments."""
+        """The protocol request that makes this call, and its arguments."""
+        edit = {"edit_after": True} if self.op.endswith("_then_edit") else {}
         if self.op in ("add", "add_then_edit", "add_bad"):
-            return self.op, {"message": self.value}
-        if self.op in ("add_concurrently", "set", "set_then_edit"):
-            return self.op, {"messages": self.value}
+            return "add", {"message": self.value, **edit}
+        if self.op == "add_concurrently":
+            return "add_many", {"messages": self.value}
+        if self.op in ("set", "set_then_edit"):
+            return "set", {"messages": self.value, **edit}
         if self.op in ("request", "request_then_edit"):
-            return self.op, self.value.args
+            return "view", {**self.value.args, **edit}
+        if self.op == "get_then_edit":
+            return "get", edit
         return self.op, {}
 
 

@@ -1,21 +1,18 @@
-"""The process that holds the target: ``python -m ctxkit.conformance.worker REQUESTS ANSWERS``.
+"""The Python implementation of the conformance protocol: ``python -m ctxkit.conformance.worker``.
 
 The suite never runs a target in its own process: a hang, a crash or ``sys.exit`` in the
-target must cost one verdict, not the run. It runs contained (see
-:mod:`ctxkit.conformance.sandbox`): stdin is ``/dev/null``, stdout and stderr are captured,
-and the protocol has two pipes of its own, passed as the descriptors ``REQUESTS`` and
-``ANSWERS``, so neither the target's prints nor a closed fd 0 reach it. The first line on
-``REQUESTS`` is a random token; every later line is ``<token> <JSON request>`` and every
-answer ``<token> <JSON answer>``, so bytes a target writes into the channel (any inherited
-pipe) are recognised as such rather than read as an answer. Each answer carries the events
-emitted since the last one and a digest of ``get_messages()``, so the parent can check
+target must cost one verdict, not the run. This worker holds a Python target and answers the
+runner's requests as ``conformance/PROTOCOL.md`` specifies: on two pipes of its own (named by
+``CTXKIT_PROTOCOL_FDS``), so neither the target's prints nor a closed fd 0 reach them, each line
+framed by the token ``hello`` gave, so bytes a target writes into the channel (any inherited
+pipe) are recognised as such rather than read as a request. Each answer carries the events
+emitted since the last one and a digest of ``get_messages()``, so the runner can check
 non-destructiveness after every step cheaply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import json
 import os
@@ -23,6 +20,7 @@ import sys
 import traceback
 from typing import Any
 
+from ctxkit.conformance.protocol import PROTOCOL_VERSION, digest, protocol_fds
 from ctxkit.conformance.replay import edit_in_place
 from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
 
@@ -63,123 +61,139 @@ def _fallback(value: Any) -> Any:
     return repr(value)
 
 
-def digest(messages: Any, ignore: frozenset[str]) -> str:
-    """A fingerprint of a history, annotation keys left out."""
-    if isinstance(messages, list):
-        messages = [
-            {k: v for k, v in m.items() if k not in ignore} if isinstance(m, dict) else m
-            for m in messages
-        ]
-    text = json.dumps(messages, sort_keys=True, default=_fallback, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 class Worker:
+    """Protocol version 1 (``conformance/PROTOCOL.md``) for a Python target."""
+
     def __init__(self) -> None:
         self.target: Target | None = None
         self.manager: Any = None
         self.recorder = EventRecorder()
         self.ignore: frozenset[str] = frozenset()
         self.sent_events = 0
+        self.before: Any = None
 
-    async def handle(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        if op == "load":
-            self.target = load_target(args.get("target"), args.get("config"))
-            self.ignore = frozenset(args.get("ignore", ()))
-            return {
-                "spec": self.target.spec,
-                "kind": self.target.kind,
-                "events": self.target.observes_events,
-            }
-        if op == "build":
-            assert self.target is not None, "load first"
-            await _close(self.manager)
-            await self.target.close(self.manager)  # the cleanups its mount() registered
-            self.manager = None
-            self.recorder = EventRecorder()
-            self.sent_events = 0
-            self.manager = await self.target.build(self.recorder)
-            return {}
-        return await getattr(self, f"op_{op}")(**args)
+    async def handle(self, op: str, args: dict[str, Any]) -> Any:
+        if op == "hello":
+            return self.hello(**args)
+        if op == "reset":
+            return await self.reset()
+        if self.manager is None:
+            raise ProtocolMisuse(f"{op!r} before reset: no manager is built yet")
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            raise ProtocolMisuse(f"unknown op {op!r}")
+        return await method(**args)
 
-    # Each op returns the value the parent needs; the digest and events are added after.
+    def hello(
+        self,
+        protocol: int,
+        token: str = "",
+        target: str | None = None,
+        config: dict[str, Any] | None = None,
+        ignore: list[str] | tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        if protocol != PROTOCOL_VERSION:
+            raise ProtocolVersion(f"this worker speaks protocol {PROTOCOL_VERSION}, not {protocol}")
+        self.target = load_target(target, config)
+        self.ignore = frozenset(ignore)
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "implementation": {
+                "name": "ctxkit-python-worker",
+                "version": _version(),
+                "language": "python",
+            },
+            "target": self.target.spec,
+            "events": self.target.observes_events,
+        }
 
-    async def op_add(self, message: Any) -> None:
+    async def reset(self) -> None:
+        if self.target is None:
+            raise ProtocolMisuse("reset before hello: no target is loaded")
+        await _close(self.manager)
+        await self.target.close(self.manager)  # the cleanups its mount() registered
+        self.manager = None
+        self.recorder = EventRecorder()
+        self.sent_events = 0
+        self.manager = await self.target.build(self.recorder)
+
+    async def _edited(self, value: Any, edit_after: bool) -> None:
+        """With ``edit_after``: note the history, then scribble over ``value`` as a careless
+        caller would (:func:`ctxkit.conformance.replay.edit_in_place`)."""
+        if edit_after:
+            self.before = to_json(await self.manager.get_messages())
+            edit_in_place(value)
+
+    async def op_add(self, message: Any, edit_after: bool = False) -> None:
         await self.manager.add_message(message)
+        await self._edited(message, edit_after)
 
-    async def op_add_then_edit(self, message: Any) -> str:
-        """Returns the history's digest before the edit, to tell a bad add from a leak."""
-        await self.manager.add_message(message)
-        before = digest(to_json(await self.manager.get_messages()), self.ignore)
-        edit_in_place(message)
-        return before
-
-    async def op_add_concurrently(self, messages: list[Any]) -> None:
+    async def op_add_many(self, messages: list[Any]) -> None:
         await asyncio.gather(*(self.manager.add_message(m) for m in messages))
 
-    async def op_add_bad(self, message: Any) -> dict[str, str] | None:
-        try:
-            await self.manager.add_message(message)
-        except MemoryError:
-            raise
-        except Exception as exc:
-            return {"type": type(exc).__name__, "message": _text(exc)[:300]}
-        return None
-
-    async def op_request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
-        return to_json(await self._request(budget, defaults))
-
-    async def op_request_then_edit(
-        self, budget: int | None, defaults: dict[str, Any] | None
+    async def op_view(
+        self,
+        token_budget: int | None = None,
+        provider: dict[str, Any] | None = None,
+        edit_after: bool = False,
     ) -> Any:
-        """The view as returned, and the history's digest before the caller's edit."""
-        view = await self._request(budget, defaults)
+        """With a provider, with a budget, or with neither (the manager's own fallback)."""
+        if provider is not None:
+            view = await self.manager.get_messages_for_request(provider=_Provider(provider))
+        elif token_budget is not None:
+            view = await self.manager.get_messages_for_request(token_budget=token_budget)
+        else:
+            view = await self.manager.get_messages_for_request()
         snapshot = to_json(view)
-        before = digest(to_json(await self.manager.get_messages()), self.ignore)
-        edit_in_place(view)
-        return {"view": snapshot, "before": before}
-
-    async def _request(self, budget: int | None, defaults: dict[str, Any] | None) -> Any:
-        """With a budget, with a provider, or with neither (the manager's own fallback)."""
-        if defaults is not None:
-            return await self.manager.get_messages_for_request(provider=_Provider(defaults))
-        if budget is not None:
-            return await self.manager.get_messages_for_request(token_budget=budget)
-        return await self.manager.get_messages_for_request()
-
-    async def op_get(self) -> Any:
-        return to_json(await self.manager.get_messages())
-
-    async def op_get_then_edit(self) -> Any:
-        history = await self.manager.get_messages()
-        snapshot = to_json(history)
-        edit_in_place(history)
+        await self._edited(view, edit_after)
         return snapshot
 
-    async def op_set(self, messages: list[Any]) -> None:
-        await self.manager.set_messages(messages)
+    async def op_get(self, edit_after: bool = False) -> Any:
+        history = await self.manager.get_messages()
+        snapshot = to_json(history)
+        await self._edited(history, edit_after)
+        return snapshot
 
-    async def op_set_then_edit(self, messages: list[Any]) -> str:
-        """Returns the history's digest before the caller edits the list it passed."""
+    async def op_set(self, messages: list[Any], edit_after: bool = False) -> None:
         await self.manager.set_messages(messages)
-        before = digest(to_json(await self.manager.get_messages()), self.ignore)
-        edit_in_place(messages)
-        return before
+        await self._edited(messages, edit_after)
 
     async def op_clear(self) -> None:
         await self.manager.clear()
 
     async def state(self) -> dict[str, Any]:
-        """The events since the last answer and the history's digest."""
+        """The events since the last answer, the history's digest, and ``before``."""
         events = self.recorder.events[self.sent_events :]
         self.sent_events = len(self.recorder.events)
+        answer: dict[str, Any] = {
+            "events": [{"name": str(name), "data": to_json(data)} for name, data in events]
+        }
         try:
-            history_digest = digest(to_json(await self.manager.get_messages()), self.ignore)
+            answer["digest"] = digest(to_json(await self.manager.get_messages()), self.ignore)
         except MemoryError:
             raise
-        except Exception as exc:
-            history_digest = f"get_messages() raised {type(exc).__name__}: {_text(exc)}"
-        return {"events": to_json(events), "digest": history_digest}
+        except Exception:
+            pass  # no digest: the runner asks with get and sees what get_messages() does
+        if self.before is not None:
+            answer["before"], self.before = self.before, None
+        return answer
+
+
+class ProtocolMisuse(Exception):
+    """A request this worker cannot read: a bug in the runner, never in the target."""
+
+
+class ProtocolVersion(Exception):
+    """The runner speaks a protocol version this worker does not."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxkit")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 class _Provider:
@@ -216,23 +230,26 @@ def _error(exc: BaseException) -> dict[str, Any]:
         kind = "load"
     elif isinstance(exc, ContractError):
         kind = "contract"
+    elif isinstance(exc, ProtocolMisuse | ProtocolVersion):
+        kind = "protocol"
     else:
         kind = "raised"  # any other exception, asyncio.CancelledError included
-    answer = {"ok": False, "kind": kind, "type": type(exc).__name__}
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": ""}
     try:
-        answer["message"] = _text(exc)[:2000]
-        answer["traceback"] = "".join(traceback.format_exception(exc))[-6000:]
+        error["message"] = _text(exc)[:2000]
+        error["traceback"] = "".join(traceback.format_exception(exc))[-6000:]
     except MemoryError:
         pass  # a short answer is better than none
-    return answer
+    return {"ok": False, "kind": kind, "error": error}
 
 
 async def respond(worker: Worker, op: str, args: dict[str, Any]) -> dict[str, Any]:
     """The answer to one request: a value or what was raised, then events and digest."""
+    worker.before = None
     try:
         value = await worker.handle(op, args)
         answer: dict[str, Any] = {"ok": True, "value": value}
-        if op not in ("load", "build") and worker.manager is not None:
+        if op != "hello" and worker.manager is not None:
             answer.update(await worker.state())
         return answer
     except BaseException as exc:
@@ -250,58 +267,73 @@ def encode(answer: dict[str, Any], prefix: bytes) -> bytes:
     try:
         text = json.dumps(answer, default=_fallback)
     except MemoryError:
-        text = json.dumps({"ok": False, "kind": "memory", "type": "MemoryError"})
+        text = json.dumps({"ok": False, "kind": "memory", "error": {"type": "MemoryError"}})
     except Exception as exc:
-        text = json.dumps(
-            {"ok": False, "kind": "raised", "type": "UnserialisableAnswer", "message": _text(exc)}
-        )
+        error = {"type": "UnserialisableAnswer", "message": _text(exc)}
+        text = json.dumps({"ok": False, "kind": "raised", "error": error})
     return prefix + text.encode("utf-8", "surrogatepass") + b"\n"
 
 
-def _garbage(line: bytes, prefix: bytes) -> dict[str, Any]:
-    """The answer to a request line that is not ours: the target wrote into the channel.
-    The message shows what it wrote, up to where a request of ours begins."""
-    ours = line.find(prefix)
-    return {"ok": False, "kind": "protocol", "message": repr(line[: ours if ours > 0 else 60][:60])}
+def _request(line: bytes) -> tuple[str, dict[str, Any]]:
+    request = json.loads(line.decode("utf-8", "surrogatepass"))
+    op, args = request["op"], request.get("args") or {}
+    if not isinstance(op, str) or not isinstance(args, dict):
+        raise TypeError("op must be a string and args an object")
+    return op, args
 
 
 async def serve(requests: Any, answers: Any) -> None:
-    """Answer requests until the parent closes the channel (or the target breaks it)."""
+    """Answer requests until the runner closes the channel (or the target breaks it)."""
     worker = Worker()
     loop = asyncio.get_running_loop()
     try:
-        prefix = requests.readline().rstrip(b"\n") + b" "
+        try:
+            op, args = _request(requests.readline())
+            if op != "hello":
+                raise ValueError(f"the first request must be hello, not {op!r}")
+            prefix = str(args["token"]).encode() + b" "
+        except (ValueError, KeyError, TypeError) as exc:
+            sys.stderr.write(f"ctxkit worker: no hello: {exc}\n")
+            os._exit(EXIT_CHANNEL_LOST)
+        answer = await respond(worker, op, args)
         while True:
+            answers.write(encode(answer, prefix))
+            answers.flush()
+            if answer.get("kind") in ("exit", "memory"):
+                os._exit(3)
             line = await loop.run_in_executor(None, requests.readline)
-            if not line:  # the parent is done: let the last manager release what it holds
+            if not line:  # the runner is done: let the last manager release what it holds
                 await _close(worker.manager)
                 if worker.target is not None:
                     await worker.target.close(worker.manager)  # what its mount() registered
                 return
             if not line.startswith(prefix):
                 answer = _garbage(line, prefix)
+                continue
+            try:
+                op, args = _request(line[len(prefix) :])
+            except (ValueError, KeyError, TypeError):
+                answer = _garbage(line, prefix)
             else:
-                try:
-                    request = json.loads(line[len(prefix) :].decode("utf-8", "surrogatepass"))
-                    op, args = request["op"], request.get("args", {})
-                except (ValueError, KeyError, TypeError):
-                    answer = _garbage(line, prefix)
-                else:
-                    answer = await respond(worker, op, args)
-            answers.write(encode(answer, prefix))
-            answers.flush()
-            if answer.get("kind") in ("exit", "memory"):
-                os._exit(3)
+                answer = await respond(worker, op, args)
     except (OSError, ValueError) as exc:  # the target closed or replaced our descriptors
         sys.stderr.write(f"ctxkit worker: the protocol channel is gone: {exc}\n")
         os._exit(EXIT_CHANNEL_LOST)
 
 
+def _garbage(line: bytes, prefix: bytes) -> dict[str, Any]:
+    """The answer to a request line that is not ours: the target wrote into the channel.
+    The message shows what it wrote, up to where a request of ours begins."""
+    ours = line.find(prefix)
+    shown = repr(line[: ours if ours > 0 else 60][:60])
+    return {"ok": False, "kind": "protocol", "error": {"type": "Garbage", "message": shown}}
+
+
 def main() -> None:
     try:
-        requests, answers = (int(fd) for fd in sys.argv[1:3])
-    except ValueError:
-        sys.exit("usage: python -m ctxkit.conformance.worker REQUESTS_FD ANSWERS_FD")
+        requests, answers = protocol_fds()
+    except ValueError as exc:
+        sys.exit(f"ctxkit worker: {exc}")
     for fd in (requests, answers):
         os.set_inheritable(fd, False)  # the target's own children do not get the channel
     asyncio.run(serve(os.fdopen(requests, "rb"), os.fdopen(answers, "wb")))

@@ -1,0 +1,58 @@
+"""The wire protocol between the runner and an implementation, version 1: its constants, the
+digest of a history, and how descriptors are passed. ``conformance/PROTOCOL.md`` is the
+specification; ``conformance/protocol.schema.json`` its schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Collection, Mapping
+from typing import Any
+
+__all__ = [
+    "FDS_VARIABLE",
+    "OPS",
+    "PROTOCOL_VERSION",
+    "canonical_json",
+    "digest",
+    "protocol_fds",
+]
+
+PROTOCOL_VERSION = 1
+
+FDS_VARIABLE = "CTXKIT_PROTOCOL_FDS"
+"""The environment variable that names the request and answer descriptors: ``"R,W"``."""
+
+OPS = ("hello", "reset", "add", "add_many", "view", "get", "set", "clear")
+
+
+def protocol_fds(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """The (requests, answers) descriptors the runner passed. Raises ValueError if unset."""
+    value = environ.get(FDS_VARIABLE, "")
+    try:
+        requests, answers = (int(part) for part in value.split(","))
+    except ValueError:
+        raise ValueError(
+            f"{FDS_VARIABLE} is {value!r}; it must name two descriptors as 'REQUESTS,ANSWERS'. "
+            "This program is started by `ctxkit conformance`, not by hand"
+        ) from None
+    return requests, answers
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys, no whitespace and no ASCII escaping: the digest's input."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(messages: Any, ignore: Collection[str] = ()) -> str:
+    """The protocol's digest of a history: SHA-256 of its canonical JSON, the ``ignore`` keys
+    left out of every message object."""
+    if isinstance(messages, list):
+        messages = [
+            {k: v for k, v in m.items() if k not in ignore} if isinstance(m, dict) else m
+            for m in messages
+        ]
+    text = canonical_json(messages)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

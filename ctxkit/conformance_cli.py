@@ -32,7 +32,15 @@ TARGET is one of:
   module              a module with a mount() function
   ep:NAME             an installed amplifier.modules entry point
   path/to/file.py[:attr]
+  path/to/manager.mjs[:Export]
+                      a JavaScript class or factory, run by ctxkit's Node harness
+                      (default export without :Export; .js and .cjs too; Node.js 18+)
   (nothing)           ctxkit's reference manager
+
+Any other language: --command "PROGRAM ARGS" starts a program that speaks ctxkit's
+conformance protocol (JSON lines on two pipes; see PROTOCOL.md in the installed
+ctxkit/conformance/spec/ folder, or conformance/PROTOCOL.md in the repository); TARGET, if
+given, is passed to it in the handshake.
 """
 
 EPILOG = """\
@@ -66,6 +74,8 @@ examples:
   ctxkit conformance mypkg.context:SlidingWindow --config '{"max_tokens": 8000}'
   ctxkit conformance ep:context-simple --profile thorough --report-json report.json
   ctxkit conformance ./my_manager.py --seed 42 --format anthropic --junit junit.xml
+  ctxkit conformance ./manager.mjs:SlidingWindow --config '{"maxTokens": 8000}'
+  ctxkit conformance --command "./my-manager-harness --mode=strict"
 """
 
 
@@ -79,6 +89,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     parser.add_argument("target", nargs="?", metavar="TARGET", help="what to check (see above)")
+    parser.add_argument(
+        "--command",
+        metavar="CMD",
+        help="a program that speaks the conformance protocol, with its arguments (one "
+        "string, split as a shell would); it holds the manager, in any language",
+    )
     parser.add_argument(
         "--config", default="{}", metavar="JSON", help="keyword arguments or mount() config"
     )
@@ -183,6 +199,7 @@ def run_conformance(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(
         target=args.target,
+        implementation=args.command,
         config=config,
         seed=seed,
         profile=args.profile,
@@ -198,7 +215,11 @@ def run_conformance(args: argparse.Namespace) -> int:
         ),
     )
     ticker = _Ticker(live=sys.stderr.isatty())
-    name = args.target or "ctxkit.reference:mount (the reference manager)"
+    name = args.target or (
+        f"the target of {args.command!r}"
+        if args.command
+        else "ctxkit.reference:mount (the reference manager)"
+    )
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
     try:
         report = run(options, progress=lambda line: _line(f"  {line}", ticker), tick=ticker)

@@ -34,6 +34,16 @@ class Route:
     target: str | None
     kind: str = "python"
 
+    @property
+    def hint(self) -> str:
+        """What to check when the program did not get through ``hello``."""
+        if self.kind != "command":
+            return ""
+        return (
+            "\n  (does it speak ctxkit's conformance protocol? It must answer the hello "
+            "request on the descriptors named by CTXKIT_PROTOCOL_FDS; see PROTOCOL.md)"
+        )
+
     def cannot_start(self, exc: OSError) -> str:
         """Why the program did not start, as a sentence that says what to do."""
         if self.kind == "node":

@@ -263,11 +263,11 @@ class _Worker:
         self.options = options
         self.deadline = deadline
         self.child: Child | None = None
-        self.spec = options.target or DEFAULT_TARGET
         try:
             self.route = route_for(options.target, options.implementation)
         except RouteError as exc:
             raise SetupError(str(exc)) from None
+        self.spec = options.target or options.implementation or DEFAULT_TARGET
 
     def _allowance(self) -> float:
         """Loading imports the target and its libraries: at least 60 s, within the deadline."""
@@ -299,7 +299,7 @@ class _Worker:
         try:
             loaded = self._load()
         except TargetUnusable as exc:
-            raise SetupError(f"{self.spec}: {exc.message}") from None
+            raise SetupError(f"{self.spec}: {exc.message}{self.route.hint}") from None
         self.spec = str(loaded.get("target") or self.spec)
         assert self.child is not None
         try:

@@ -49,11 +49,24 @@ class Provider:
 
 
 async def open_manager(
-    target: str | None, config: Mapping[str, Any] | None = None
+    target: str | None,
+    config: Mapping[str, Any] | None = None,
+    *,
+    command: str | None = None,
 ) -> tuple[Any, list[tuple[str, Any]]]:
     """A fresh manager built from a TARGET string exactly as ``ctxkit conformance`` builds it,
     and the list its events are recorded into. Targets import from the current directory, as
-    they do for the command."""
+    they do for the command. A target in another language (a JavaScript module, or any
+    ``command`` that speaks the protocol) runs in its own process behind a
+    :class:`~ctxkit.conformance.remote.RemoteManager`."""
+    from ctxkit.conformance.routes import route_for
+
+    route = route_for(target, command)
+    if route.kind != "python":
+        from ctxkit.conformance.remote import RemoteManager
+
+        remote = RemoteManager.start(route, config)
+        return remote, remote.events
     from ctxkit.conformance.target import EventRecorder, load_target
 
     if os.getcwd() not in sys.path:

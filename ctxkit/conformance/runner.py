@@ -586,8 +586,9 @@ class _Search:
                 result.message = failure.message
             if failure.note:
                 result.message += f" ({failure.note})"
+            route = self.worker.route
             repro = Reproduction(
-                target=spec,
+                target=spec if route.kind == "python" else route.target,
                 config=self.options.config,
                 property_id=property_id,
                 level=result.level,
@@ -595,6 +596,8 @@ class _Search:
                 calls=failure.calls,
                 check=failure.check,
                 command=self.options.command,
+                implementation=self.options.implementation,
+                remote=route.kind != "python",
             )
             result.counterexample = {
                 "messages": failure.history,

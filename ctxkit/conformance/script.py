@@ -123,7 +123,7 @@ def _depth(value: Any, limit: int = _NESTING + 1) -> int:
 class Reproduction:
     """What a reproducer reproduces: the target as the run loaded it, and the failure."""
 
-    target: str
+    target: str | None
     config: Mapping[str, Any]
     property_id: str
     level: str
@@ -133,6 +133,11 @@ class Reproduction:
     command: str
     """The ``ctxkit conformance ...`` command line that found it."""
     ignore: frozenset[str] = ANNOTATION_KEYS
+    implementation: str | None = None
+    """``--command``: the program that speaks the protocol for the target."""
+    remote: bool = False
+    """The target runs in another process (another language): the caller's edits and
+    concurrent adds happen there, through the protocol."""
 
 
 def render_script(repro: Reproduction) -> str:
@@ -161,6 +166,7 @@ def render_script(repro: Reproduction) -> str:
             "",
             f"TARGET = {literal(repro.target)}",
             f"CONFIG = {literal(dict(repro.config))}",
+            *([f"COMMAND = {literal(repro.implementation)}"] if repro.implementation else []),
             "",
             "",
             "async def reproduce() -> None:",
@@ -223,8 +229,10 @@ class _Body:
         self.names = {"open_manager"}
         self.requests: list[Request] = []
         events = repro.check.kind == "events"
+        command = ", command=COMMAND" if repro.implementation else ""
         self.lines.append(
-            f"manager, {'events' if events else '_events'} = await open_manager(TARGET, CONFIG)"
+            f"manager, {'events' if events else '_events'} = "
+            f"await open_manager(TARGET, CONFIG{command})"
         )
 
     def use(self, name: str) -> str:
@@ -255,8 +263,15 @@ class _Body:
             method = "add_message" if op == "add_then_edit" else "set_messages"
             name = "message" if op == "add_then_edit" else "messages"
             self.add(f"{name} = {self.value(call.value, name + ' = ')}")
-            self.add(self.awaited(call, f"manager.{method}({name})"))
-            self.add(f"{self.use('edit_in_place')}({name})  # the caller reuses what it passed")
+            if self.repro.remote:
+                self.add(self.awaited(call, f"manager.{method}({name}, edit_after=True)"))
+                self.add("# the caller reused what it passed: edited in the target's process")
+            else:
+                self.add(self.awaited(call, f"manager.{method}({name})"))
+                self.add(f"{self.use('edit_in_place')}({name})  # the caller reuses what it passed")
+        elif op == "add_concurrently" and self.repro.remote:
+            head = "await manager.add_concurrently("
+            self.add(f"{head}{self.value(call.value, head)})")
         elif op == "add_concurrently":
             head = "await asyncio.gather(*(manager.add_message(m) for m in "
             self.add(f"{head}{self.value(call.value, head)}))")
@@ -269,17 +284,30 @@ class _Body:
         elif op in ("request", "request_then_edit"):
             request: Request = call.value
             self.requests.append(request)
-            expression = f"manager.get_messages_for_request({self._request_args(request)})"
+            arguments = self._request_args(request)
+            edits = op == "request_then_edit"
+            if edits and self.repro.remote:
+                arguments += ", edit_after=True" if arguments else "edit_after=True"
+            expression = f"manager.get_messages_for_request({arguments})"
             self.add(f"{call.name} = {self.awaited(call, expression)}")
-            if op == "request_then_edit":
-                self.add(f"{self.use('edit_in_place')}({call.name})  # the caller edits its view")
+            if edits:
+                self.edited(call.name, "the caller edits its view")
         elif op == "get_then_edit":
-            self.add(f"stored = {self.awaited(call, 'manager.get_messages()')}")
-            self.add(f"{self.use('edit_in_place')}(stored)  # the caller edits what it got")
+            arguments = "edit_after=True" if self.repro.remote else ""
+            self.add(f"stored = {self.awaited(call, f'manager.get_messages({arguments})')}")
+            self.edited("stored", "the caller edits what it got")
         elif op == "clear":
             self.add(self.awaited(call, "manager.clear()"))
         else:  # pragma: no cover - every op is rendered above
             raise ValueError(f"no rendering for op {op!r}")
+
+    def edited(self, name: str, why: str) -> None:
+        """The caller's edit of ``name``: here, or (remote) already made in the target's
+        process by ``edit_after=True``."""
+        if self.repro.remote:
+            self.add(f"# {why}: edited in the target's process")
+        else:
+            self.add(f"{self.use('edit_in_place')}({name})  # {why}")
 
     def send(self, call: Call, method: str) -> None:
         """``await manager.<method>(<the call's value>)``, guarded as the run found it."""

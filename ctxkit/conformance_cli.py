@@ -7,6 +7,7 @@ runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -91,6 +92,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", metavar="TARGET", help="what to check (see above)")
     parser.add_argument(
         "--command",
+        dest="implementation",  # `command` is the CLI's subcommand
         metavar="CMD",
         help="a program that speaks the conformance protocol, with its arguments (one "
         "string, split as a shell would); it holds the manager, in any language",
@@ -147,6 +149,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="write each failure's reproducer script into DIR (reproduce_<property>.py)",
     )
     parser.add_argument(
+        "--protocol-log",
+        type=Path,
+        metavar="PATH",
+        help="write every protocol request and answer to PATH as JSON lines, for authors of "
+        "implementations in other languages",
+    )
+    parser.add_argument(
         "--no-verify",
         dest="verify",
         action="store_false",
@@ -183,12 +192,15 @@ def run_conformance(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     if args.fallback_budget is not None and args.fallback_budget < 1:
         raise UsageError(f"--fallback-budget must be at least 1, got {args.fallback_budget}")
-    for option, path in (("--report-json", args.report_json), ("--junit", args.junit)):
+    for option, path in (
+        ("--report-json", args.report_json),
+        ("--junit", args.junit),
+        ("--protocol-log", args.protocol_log),
+    ):
         if path is not None:
             _check_writable(option, path)
 
-    from ctxkit.conformance.report import summary, write_json, write_junit
-    from ctxkit.conformance.runner import RunOptions, SetupError, run
+    from ctxkit.conformance.runner import RunOptions
     from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, SandboxUnavailable, require_linux
 
     try:
@@ -199,7 +211,7 @@ def run_conformance(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     options = RunOptions(
         target=args.target,
-        implementation=args.command,
+        implementation=args.implementation,
         config=config,
         seed=seed,
         profile=args.profile,
@@ -214,10 +226,22 @@ def run_conformance(args: argparse.Namespace) -> int:
             DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
         ),
     )
+    with contextlib.ExitStack() as stack:
+        if args.protocol_log is not None:
+            options.transcript = stack.enter_context(args.protocol_log.open("w", encoding="utf-8"))
+        return _run(options, args)
+
+
+def _run(options: Any, args: argparse.Namespace) -> int:
+    """Run the suite with its progress on stderr, then print and write the report."""
+    from ctxkit.conformance.report import summary, write_json, write_junit
+    from ctxkit.conformance.runner import SetupError, run
+
+    seed = options.seed
     ticker = _Ticker(live=sys.stderr.isatty())
     name = args.target or (
-        f"the target of {args.command!r}"
-        if args.command
+        f"the target of {args.implementation!r}"
+        if args.implementation
         else "ctxkit.reference:mount (the reference manager)"
     )
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)

@@ -177,7 +177,9 @@ def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
 
 
 def test_only_recommended_failures_exit_0():
-    done = conformance("tests.zoo.views:IgnoresBudget", "--profile", "quick", "--seed", "4")
+    done = conformance(
+        "tests.zoo.views:IgnoresBudget", "--profile", "quick", "--seed", "4", "--deadline", "12"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "budget               recommended  FAIL" in done.stdout
     assert "recommended properties failing: budget" in done.stdout
@@ -318,7 +320,8 @@ def test_a_plugin_failure_shows_what_the_command_shows(tmp_path: Path):
 
 def test_the_strict_flag_fails_recommended_properties_too(tmp_path: Path):
     base = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
-            "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q"]  # fmt: skip
+            "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q",
+            "--ctxkit-deadline", "12"]  # fmt: skip
     assert "1 xfailed" in _pytest(tmp_path, *base).stdout
     strict = _pytest(tmp_path, *base, "--ctxkit-strict")
     assert strict.returncode == 1

@@ -39,7 +39,14 @@ def deep(member: Member) -> dict[str, Any]:
 @functools.cache
 def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """One run per target and options, shared by the tests that look at it."""
-    options = RunOptions(target=target, profile="quick", seed=20261121, timeout=3.0, max_rounds=2)
+    options = RunOptions(
+        target=target,
+        profile="quick",
+        seed=20261121,
+        timeout=3.0,
+        max_rounds=2,
+        shrink_seconds=6.0,  # the minimizer's own pass goes on from there
+    )
     for key, value in overrides:
         setattr(options, key, dict(value) if key == "config" else value)
     report = run(options)

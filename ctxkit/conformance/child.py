@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from ctxkit.conformance.protocol import FDS_VARIABLE, PROTOCOL_VERSION
 from ctxkit.conformance.sandbox import (
@@ -126,7 +126,8 @@ class Child:
 
     ``command``: the program and its arguments (default: the Python worker). ``timeout`` is
     the default seconds per operation; ``memory_limit`` caps the target's address space in
-    bytes (None: no cap). Call :meth:`hello` first.
+    bytes (None: no cap); ``transcript``, if given, gets every request and answer as a JSON
+    line ``{"request": ...}`` or ``{"answer": ...}``. Call :meth:`hello` first.
     """
 
     def __init__(
@@ -135,8 +136,10 @@ class Child:
         *,
         timeout: float,
         memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+        transcript: TextIO | None = None,
     ) -> None:
         self.command = tuple(command)
+        self.transcript = transcript
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.implementation: dict[str, Any] = {}
@@ -213,8 +216,10 @@ class Child:
         self._printed = self._process.output_size
         request = json.dumps({"op": op, "args": args}, ensure_ascii=False)
         line = request.encode("utf-8", "surrogatepass") + b"\n"
+        self._note("request", request)
         self._send(self._token + b" " + line if framed else line, op, deadline, limit)
         data = self._receive(op, deadline, limit)
+        self._note("answer", json.dumps(data, ensure_ascii=False))
         try:
             reply = Reply.read(data)
         except ValueError as exc:
@@ -242,6 +247,11 @@ class Child:
                 kind="protocol",
             )
         return reply
+
+    def _note(self, direction: str, text: str) -> None:
+        if self.transcript is not None:
+            self.transcript.write(f'{{"{direction}": {text}}}\n')
+            self.transcript.flush()
 
     def _send(self, data: bytes, op: str, deadline: float, limit: float) -> None:
         pending = memoryview(data)

@@ -205,8 +205,27 @@ class _Reader:
         return found
 
 
+_READ: dict[tuple[str, frozenset[str]], Semantic] = {}
+_READ_KEEP = 50_000
+"""Messages read before, by their exact JSON: a run checks every view against the same
+history, so each history message would otherwise be read again for every view."""
+
+
 def semantic(message: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEYS) -> Semantic:
     """``message`` as a provider reads it (see the module's rules)."""
+    try:
+        exact = (json.dumps(message, sort_keys=True), ignore)
+    except (TypeError, ValueError):  # not JSON (a cycle, odd keys): read it every time
+        return _semantic(message, ignore)
+    found = _READ.get(exact)
+    if found is None:
+        if len(_READ) >= _READ_KEEP:
+            _READ.clear()
+        found = _READ[exact] = _semantic(message, ignore)
+    return found
+
+
+def _semantic(message: Mapping[str, Any], ignore: frozenset[str]) -> Semantic:
     reader = _Reader(ignore)
     known = reader.message(message)
     openai, anthropic = calls(message)

@@ -37,6 +37,8 @@ __all__ = ["ConformanceSuite"]
 OPTIONS = {
     "target": "the context manager to check (module:attr, module, ep:NAME, file.py)",
     "config": "JSON object: the target's keyword arguments or mount() config",
+    "command": "a program that speaks the conformance protocol and holds the manager (any "
+    "language; see PROTOCOL.md)",
     "profile": "how hard to search: quick, default or thorough",
     "seed": "Hypothesis seed (default 0, so runs repeat)",
     "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
@@ -95,7 +97,12 @@ def pytest_collection_modifyitems(
         suite = getattr(item, "cls", None)
         if suite is None or not issubclass(suite, ConformanceSuite):
             continue
-        if not (getattr(suite, "target", None) or option(config, "target")):
+        if not (
+            getattr(suite, "target", None)
+            or getattr(suite, "command", None)
+            or option(config, "target")
+            or option(config, "command")
+        ):
             raise pytest.UsageError(
                 f"ctxkit conformance: {suite.__name__} has no target: set `target` on the "
                 "class, or pass --ctxkit-target (or CTXKIT_TARGET), e.g. "
@@ -122,6 +129,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     suite = request.cls
     config = request.config
     target = getattr(suite, "target", None) or option(config, "target")
+    command = getattr(suite, "command", None) or option(config, "command")
     try:
         settings = dict(
             getattr(suite, "config", None) or json.loads(option(config, "config") or "{}")
@@ -133,10 +141,20 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
     allow = [a for a in (option(config, "allow") or "").split(",") if a]
-    key = (target, json.dumps(settings, sort_keys=True), seed, profile, tuple(allow))
+    key = (
+        target,
+        command,
+        json.dumps(settings, sort_keys=True),
+        seed,
+        profile,
+        tuple(allow),
+        timeout,
+        deadline,
+    )
     if key not in _REPORTS:
         options = RunOptions(
             target=target,
+            implementation=command,
             config=settings,
             seed=seed,
             profile=profile,
@@ -147,7 +165,8 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         try:
             _REPORTS[key] = run(options)
         except SetupError as exc:
-            _REPORTS[key] = _CannotCheck(f"ctxkit conformance: cannot check {target}: {exc}")
+            what = target or command
+            _REPORTS[key] = _CannotCheck(f"ctxkit conformance: cannot check {what}: {exc}")
     return _REPORTS[key]
 
 
@@ -168,9 +187,11 @@ def _detail(report: Any, result: Any) -> str:
 
 
 class ConformanceSuite:
-    """Subclass with ``target`` (and optionally ``config``, ``profile``) set."""
+    """Subclass with ``target`` (and optionally ``config``, ``profile``, and ``command`` for a
+    manager in another language) set."""
 
     target: ClassVar[str | None] = None
+    command: ClassVar[str | None] = None
     config: ClassVar[dict[str, Any] | None] = None
     profile: ClassVar[str | None] = None
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -153,6 +153,8 @@ class RunOptions:
     implementation: str | None = None
     """``--command``: the program that speaks the protocol for the target (None: chosen by
     the target, see :mod:`ctxkit.conformance.routes`)."""
+    transcript: TextIO | None = None
+    """``--protocol-log``: gets every protocol request and answer as a JSON line."""
 
     @property
     def command(self) -> str:
@@ -279,6 +281,7 @@ class _Worker:
                 self.route.command,
                 timeout=self.options.timeout,
                 memory_limit=self.options.memory_limit,
+                transcript=self.options.transcript,
             )
         except OSError as exc:
             raise SetupError(f"{self.spec}: {self.route.cannot_start(exc)}") from None

@@ -1,0 +1,166 @@
+"""The conformance protocol (conformance/PROTOCOL.md): every message the runner and the Python
+worker exchange fits the schema; the digest matches its test vectors; ``--command`` judges a
+target exactly as the direct route does; programs that do not speak it get a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ctxkit.conformance.protocol import canonical_json, digest
+from ctxkit.conformance.replay import open_manager
+from ctxkit.conformance.runner import RunOptions, SetupError, run
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "conformance"
+WORKER = f"{sys.executable} -m ctxkit.conformance.worker"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    found = json.loads((SPEC / "protocol.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(found)
+    return found
+
+
+def validator(schema: dict, name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{name}"})
+
+
+def transcript_of(tmp_path: Path, target: str, **options: object) -> list[dict]:
+    path = tmp_path / f"{target.replace(':', '_')}.jsonl"
+    with path.open("w", encoding="utf-8") as log:
+        run(RunOptions(target=target, profile="quick", seed=3, transcript=log, **options))
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "tests.zoo.base:GoodManager",  # every op, edit_after, add_many, bad messages refused
+        "tests.zoo.history:LeaksReferences",  # answers that show a caller's edits
+        "tests.zoo.misc:SyncMethods",  # a contract error on reset
+        "tests.zoo.amplifier:mount_own_event",  # events
+    ],
+)
+def test_every_request_and_answer_fits_the_schema(tmp_path, schema, target):
+    lines = transcript_of(tmp_path, target)
+    requests = [line["request"] for line in lines if "request" in line]
+    answers = [line["answer"] for line in lines if "answer" in line]
+    assert len(requests) == len(answers) > 1
+    for request in requests:
+        validator(schema, "request").validate(request)
+    for answer in answers:
+        validator(schema, "answer").validate(answer)
+    assert requests[0]["op"] == "hello"
+    validator(schema, "hello_value").validate(answers[0]["value"])
+    assert {r["op"] for r in requests} <= {
+        "hello", "reset", "add", "add_many", "view", "get", "set", "clear"
+    }  # fmt: skip
+
+
+def test_a_run_exercises_every_op_and_answer_field(tmp_path):
+    lines = transcript_of(tmp_path, "tests.zoo.amplifier:mount_own_event")
+    requests = [line["request"] for line in lines if "request" in line]
+    answers = [line["answer"] for line in lines if "answer" in line]
+    assert {r["op"] for r in requests} == {
+        "hello", "reset", "add", "add_many", "view", "get", "set", "clear"
+    }  # fmt: skip
+    assert any(r["args"].get("edit_after") for r in requests)
+    assert any(r["args"].get("provider") for r in requests if r["op"] == "view")
+    assert any(a.get("events") for a in answers)
+    assert any("before" in a for a in answers)
+    assert any(a["ok"] is False and a["kind"] == "raised" for a in answers)  # bad messages
+
+
+def test_the_digest_matches_its_test_vectors():
+    cases = json.loads((SPEC / "digest_cases.json").read_text(encoding="utf-8"))["cases"]
+    assert len(cases) >= 5
+    for case in cases:
+        kept = [{k: v for k, v in m.items() if k not in case["ignore"]} for m in case["history"]]
+        assert canonical_json(kept) == case["canonical"], case["name"]
+        assert digest(case["history"], case["ignore"]) == case["digest"], case["name"]
+
+
+@pytest.mark.parametrize(
+    ("target", "failing"),
+    [
+        ("tests.zoo.base:GoodManager", set()),
+        ("tests.zoo.pairs:SplitsPairsOpenAI", {"tool_pair_integrity"}),
+        ("tests.zoo.history:LeaksReferences", {"isolation"}),
+    ],
+)
+def test_a_command_is_judged_as_the_direct_route_and_its_reproducer_verified(target, failing):
+    """The Python worker started as a --command: the same verdicts, and reproducers that
+    reach the target through the protocol (edits made in its process) still fail."""
+    short = {"profile": "quick", "seed": 5, "max_examples": 10, "shrink_seconds": 4.0}
+    direct = run(RunOptions(target=target, **short))
+    command = run(RunOptions(target=target, implementation=WORKER, **short))
+    for report in (direct, command):
+        assert {p.id for p in report.properties if p.status == "failed"} == failing
+    for result in command.properties:
+        if result.status == "failed":
+            assert "open_manager(TARGET, CONFIG, command=COMMAND)" in result.reproducer
+            assert result.verified, result.verification
+
+
+def test_open_manager_reaches_a_remote_target_through_the_protocol():
+    asyncio.run(remote_calls())
+
+
+async def remote_calls() -> None:
+    manager, events = await open_manager("tests.zoo.amplifier:mount_own_event", command=WORKER)
+    message = {"role": "user", "content": "hello"}
+    await manager.add_message(message, edit_after=True)
+    assert message == {"role": "user", "content": "hello"}  # edited there, not here
+    assert await manager.get_messages() == [{"role": "user", "content": "hello"}]
+    view = await manager.get_messages_for_request(token_budget=1000)
+    assert view == [{"role": "user", "content": "hello"}]
+    await manager.clear()
+    assert await manager.get_messages() == []
+    assert isinstance(events, list)
+    manager.close()
+
+
+SILENT = f"{sys.executable} -c 'import time; time.sleep(30)'"
+DIES = f"{sys.executable} -c 'raise SystemExit(4)'"
+WRONG_VERSION = (
+    f"{sys.executable} -c \"import json,os,sys; r,w=map(int,os.environ['CTXKIT_PROTOCOL_FDS']"
+    f".split(',')); hello=json.loads(os.fdopen(r).readline()); out=os.fdopen(w,'w'); "
+    "out.write(hello['args']['token']+' '+json.dumps({'ok':False,'kind':'protocol','error':"
+    "{'type':'ProtocolVersion','message':'speaks 2'}})+chr(10)); out.flush()\""
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        ("no-such-program-ctxkit --x", "no program 'no-such-program-ctxkit' on PATH"),
+        ("'unbalanced", "is not a command line"),
+        (DIES, "died during loading the target (exit code 4)"),
+        (WRONG_VERSION, "could not read the 'hello' request: ProtocolVersion: speaks 2"),
+    ],
+)
+def test_a_program_that_does_not_speak_the_protocol_is_a_setup_error(command, fragment):
+    with pytest.raises(SetupError) as caught:
+        run(RunOptions(implementation=command, profile="quick", timeout=2.0))
+    assert fragment in str(caught.value)
+
+
+def test_a_silent_program_times_out_at_hello_and_the_cli_says_what_to_check():
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "--command", SILENT, "--deadline", "5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "does it speak ctxkit's conformance protocol?" in done.stderr
+    assert "Traceback" not in done.stderr

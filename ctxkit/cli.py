@@ -111,11 +111,18 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo(commands, common)
     _add_inspect(commands, common)
     _add_contexts(commands, common)
+    _add_survey(commands, common)
     return parser
 
 
 def _add_conformance(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.conformance_cli import add_parser
+
+    add_parser(commands, common)
+
+
+def _add_survey(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.survey.cli import add_parser
 
     add_parser(commands, common)
 

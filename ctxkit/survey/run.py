@@ -1,0 +1,155 @@
+"""Run the suite on many targets at once: each target in a ``ctxkit conformance`` process of its
+own (so one target's hang, crash or memory cannot touch another's verdict), at most ``jobs``
+at a time, with a progress bar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ctxkit.survey.matrix import Finding, Row, row_from_report
+
+__all__ = ["Progress", "Subject", "survey"]
+
+EXIT_CANNOT_LOAD = 2
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One target to survey, with what the matrix shows about it."""
+
+    target: str
+    library: str | None = None
+    version: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    findings: dict[str, Finding] = field(default_factory=dict)
+
+
+class Progress:
+    """A bar on a terminal (redrawn), else a line per finished target."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total = total
+        self.stream = stream
+        self.live = stream.isatty()
+        self.done = 0
+        self.running: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+
+    def start(self, target: str) -> None:
+        with self.lock:
+            self.running[target] = time.monotonic()
+            self._draw()
+
+    def finish(self, target: str, outcome: str) -> None:
+        with self.lock:
+            began = self.running.pop(target, time.monotonic())
+            self.done += 1
+            if self.live:
+                self.stream.write("\r\033[K")
+            self.stream.write(
+                f"  [{self.done}/{self.total}] {target}: {outcome} "
+                f"({time.monotonic() - began:.0f} s)\n"
+            )
+            self._draw()
+
+    def _draw(self) -> None:
+        if not self.live:
+            self.stream.flush()
+            return
+        width = 24
+        filled = width * self.done // max(1, self.total)
+        now = time.monotonic()
+        running = ", ".join(f"{t} {now - s:.0f} s" for t, s in list(self.running.items())[:3])
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
+        if running:
+            line += f"  running: {running}"
+        self.stream.write("\r\033[K" + line[:150])
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _check(subject: Subject, options: Sequence[str], folder: Path, timeout: float) -> Row:
+    """One ``ctxkit conformance`` process; its JSON report becomes the row."""
+    report_path = folder / "report.json"
+    command = [
+        sys.executable,
+        "-m",
+        "ctxkit",
+        "conformance",
+        subject.target,
+        "--report-json",
+        str(report_path),
+        *options,
+    ]
+    if subject.config:
+        command += ["--config", json.dumps(subject.config)]
+    env = dict(os.environ, CTXKIT_SURVEY="1")
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return Row(subject.target, subject.library, subject.version, problem="the run overran")
+    if done.returncode == EXIT_CANNOT_LOAD or not report_path.exists():
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1].removeprefix("ctxkit: ") if lines else f"exit {done.returncode}"
+        return Row(subject.target, subject.library, subject.version, problem=reason)
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    return row_from_report(
+        subject.target,
+        report,
+        library=subject.library,
+        version=subject.version,
+        findings=subject.findings,
+    )
+
+
+def survey(
+    subjects: Sequence[Subject],
+    *,
+    jobs: int,
+    options: Sequence[str] = (),
+    deadline: float = 300.0,
+    progress: Progress | None = None,
+    on_row: Callable[[Row], None] | None = None,
+) -> list[Row]:
+    """A row per subject, in the subjects' order; ``options`` go to every run."""
+    rows: dict[int, Row] = {}
+    with tempfile.TemporaryDirectory(prefix="ctxkit-survey-") as scratch:
+
+        def one(number: int, subject: Subject) -> None:
+            folder = Path(scratch) / str(number)
+            folder.mkdir()
+            if progress is not None:
+                progress.start(subject.target)
+            row = _check(subject, [*options, "--deadline", f"{deadline:g}"], folder, deadline + 120)
+            rows[number] = row
+            if progress is not None:
+                outcome = row.verdict if row.problem is None else "not checked"
+                progress.finish(subject.target, outcome)
+            if on_row is not None:
+                on_row(row)
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for future in [pool.submit(one, n, s) for n, s in enumerate(subjects)]:
+                future.result()
+    if progress is not None:
+        progress.close()
+    return [rows[n] for n in range(len(subjects))]

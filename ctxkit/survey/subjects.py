@@ -1,0 +1,68 @@
+"""What a survey checks by default (every adapter whose library is installed), and the
+upstream bug reports for what it finds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from ctxkit.survey.matrix import Row, slug
+from ctxkit.survey.run import Subject
+
+__all__ = ["adapter_subjects", "bug_reports"]
+
+
+def _version(distribution: str | None) -> str | None:
+    if not distribution:
+        return None
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def adapter_subjects() -> list[Subject]:
+    """A subject per registered adapter whose library is installed, with its known findings."""
+    try:
+        from ctxkit.adapters import ADAPTERS
+    except ImportError:
+        return []
+    found = []
+    for adapter in ADAPTERS:
+        installed = _version(adapter.distribution)
+        if installed is None:
+            continue
+        found.append(
+            Subject(
+                adapter.name,
+                library=adapter.distribution,
+                version=installed,
+                findings=dict(getattr(adapter, "findings", {}) or {}),
+            )
+        )
+    return found
+
+
+def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) -> list[Path]:
+    """For each failure known as a real bug, the adapter's upstream report (its reproducer
+    in the library's own types, no ctxkit), written into ``folder``."""
+    try:
+        from ctxkit.adapters import by_name
+    except ImportError:
+        return []
+    written = []
+    for subject, row in zip(subjects, rows, strict=True):
+        adapter = by_name(subject.target)
+        render = getattr(adapter, "bug_report", None) if adapter is not None else None
+        for property_id, cell in row.cells.items():
+            if cell.finding is None or cell.finding.kind != "bug" or render is None:
+                continue
+            text = render(property_id, cell)
+            if not text:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{slug(row.target)}-{property_id}.md"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written

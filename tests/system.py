@@ -1,5 +1,5 @@
-"""System programs the tests need (promtool, prometheus, tmux): skipped on a developer's machine
-that lacks them, a failure under CI, where a silent skip would hide an untested feature."""
+"""System programs the tests need (promtool, prometheus, tmux, chromium, node): skipped on a
+developer's machine that lacks them, a failure under CI, where a silent skip would hide an untested feature."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import shutil
 
 import pytest
 
-DEBIAN_PACKAGES = {"prometheus": "prometheus", "promtool": "prometheus", "tmux": "tmux"}
+DEBIAN_PACKAGES = {
+    "prometheus": "prometheus",
+    "promtool": "prometheus",
+    "tmux": "tmux",
+    "chromium": "chromium",
+    "chromedriver": "chromium-driver",
+    "node": "nodejs",
+}
 """The Debian package that installs each program, for the message."""
 
 

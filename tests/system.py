@@ -1,5 +1,6 @@
 """System programs the tests need (promtool, prometheus, tmux, chromium, node): skipped on a
-developer's machine that lacks them, a failure under CI, where a silent skip would hide an untested feature."""
+developer's machine that lacks them, a failure under CI, where a silent skip would hide an
+untested feature."""
 
 from __future__ import annotations
 

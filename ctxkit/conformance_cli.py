@@ -33,6 +33,8 @@ TARGET is one of:
   module              a module with a mount() function
   ep:NAME             an installed amplifier.modules entry point
   path/to/file.py[:attr]
+  ADAPTER             a popular library's trimmer by short name, e.g. langchain:trim_messages
+                      (see --list-adapters)
   path/to/manager.mjs[:Export]
                       a JavaScript class or factory, run by ctxkit's Node harness
                       (default export without :Export; .js and .cjs too; Node.js 18+)
@@ -149,6 +151,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="write each failure's reproducer script into DIR (reproduce_<property>.py)",
     )
     parser.add_argument(
+        "--list-adapters",
+        action="store_true",
+        help="list the adapters for popular libraries (TARGET short names) and exit",
+    )
+    parser.add_argument(
         "--protocol-log",
         type=Path,
         metavar="PATH",
@@ -180,9 +187,28 @@ def _memory_limit(text: str) -> int:
     return size
 
 
+def list_adapters() -> int:
+    """Each adapter's short name, library (installed version, or how to install it) and what
+    it calls."""
+    from ctxkit.adapters import ADAPTERS, installed_version
+
+    width = max(len(a.name) for a in ADAPTERS)
+    for adapter in ADAPTERS:
+        found = installed_version(adapter)
+        library = (
+            f"{adapter.distribution} {found}"
+            if found
+            else f"{adapter.distribution} not installed ({adapter.install})"
+        )
+        print(f"{adapter.name:<{width}}  {library}\n{'':<{width}}  {adapter.description}")
+    return EXIT_PASS
+
+
 def run_conformance(args: argparse.Namespace) -> int:
     from ctxkit.cli import UsageError, config_from_json
 
+    if args.list_adapters:
+        return list_adapters()
     config = config_from_json(args.config)
     for name in ("timeout", "deadline"):
         value = getattr(args, name)

@@ -7,6 +7,7 @@ Forms of TARGET:
 * ``module``: a module with a ``mount`` function;
 * ``ep:NAME``: an installed ``amplifier.modules`` entry point;
 * ``path/to/file.py`` or ``path/to/file.py:attr``: a file, ``mount`` by default;
+* an adapter's short name (``langchain:trim_messages``; see :mod:`ctxkit.adapters`);
 * nothing: ctxkit's reference manager.
 
 A mount function gets the coordinator of :mod:`ctxkit.conformance.coordinator`: amplifier-core's
@@ -288,6 +289,10 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
     """Resolve a TARGET string (see the module docstring). Raises :class:`LoadError`."""
     spec = spec or DEFAULT_TARGET
     config = dict(config or {})
+    adapted = _adapter(spec)
+    if adapted is not None:
+        module_name, attr = adapted.split(":")
+        return _target(spec, _attribute(_import(module_name, spec), attr, spec), config)
     if spec.startswith("ep:"):
         obj = _entry_point(spec[3:], spec)
         return _target(spec, obj, config)
@@ -310,6 +315,19 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
             attr = "mount"
     obj = _attribute(module, attr, spec)
     return _target(spec, obj, config)
+
+
+def _adapter(spec: str) -> str | None:
+    """The factory of the adapter named ``spec``, if one is; a LoadError if its library is
+    not installed."""
+    from ctxkit.adapters import by_name, installed_version
+
+    adapter = by_name(spec)
+    if adapter is None:
+        return None
+    if installed_version(adapter) is None:
+        raise LoadError(f"{spec} needs {adapter.distribution}: {adapter.install}")
+    return adapter.factory
 
 
 def _target(spec: str, obj: Any, config: dict[str, Any]) -> Target:

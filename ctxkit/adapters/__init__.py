@@ -1,0 +1,94 @@
+"""Adapters: popular libraries' own trimming code behind the context contract, so that
+``ctxkit conformance langchain:trim_messages`` checks the library with no glue of the user's.
+
+Each adapter stores the history itself, correctly, and on every request converts it to the
+library's message types, calls the library's code with the budget, and converts the result
+back, repairing nothing: what the suite finds is the library's behaviour. A library is
+imported only when its adapter is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+
+from ctxkit.survey.matrix import Finding
+
+__all__ = ["ADAPTERS", "Adapter", "by_name", "installed_version"]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A short name for a library's trimmer, and what the survey knows of its findings."""
+
+    name: str
+    factory: str
+    """``module:attr`` of the contract class."""
+    distribution: str
+    extra: str
+    description: str
+    findings: Mapping[str, Finding] = field(default_factory=dict)
+    """Known failures by property id: a real bug, a design choice, an adapter limitation."""
+    bug_report: str | None = None
+    """``module:attr`` of a function (property id, cell) -> upstream report text."""
+
+    @property
+    def install(self) -> str:
+        return f"pip install 'ctxkit[{self.extra}]'"
+
+
+_SPLITS = Finding(
+    "bug",
+    "trims message by message: a view can start with tool results whose call was dropped, "
+    "which providers reject",
+)
+
+ADAPTERS: tuple[Adapter, ...] = (
+    Adapter(
+        "langchain:trim_messages",
+        "ctxkit.adapters.langchain:TrimMessagesLast",
+        "langchain-core",
+        "langchain",
+        "langchain_core.messages.trim_messages, strategy 'last' (keep the newest), "
+        "include_system, start_on 'human'",
+        findings={
+            "preservation": Finding(
+                "design",
+                "start_on='human' makes a view start at a user message: when the newest "
+                "user message and what follows it do not fit, the view keeps only what "
+                "follows, without the question",
+            ),
+        },
+        bug_report="ctxkit.adapters.langchain:bug_report_last",
+    ),
+    Adapter(
+        "langchain:trim_messages:first",
+        "ctxkit.adapters.langchain:TrimMessagesFirst",
+        "langchain-core",
+        "langchain",
+        "langchain_core.messages.trim_messages, strategy 'first' (keep the oldest)",
+        findings={
+            "tool_pair_integrity": _SPLITS,
+            "preservation": Finding(
+                "design",
+                "keeps the oldest messages, so the newest user message is dropped when the "
+                "budget is tight: the strategy's purpose, not an accident",
+            ),
+        },
+        bug_report="ctxkit.adapters.langchain:bug_report",
+    ),
+)
+
+
+def by_name(name: str | None) -> Adapter | None:
+    """The adapter registered under ``name``, if any."""
+    return next((a for a in ADAPTERS if a.name == name), None)
+
+
+def installed_version(adapter: Adapter) -> str | None:
+    """The installed version of the adapter's library, or None."""
+    try:
+        return version(adapter.distribution)
+    except PackageNotFoundError:
+        return None

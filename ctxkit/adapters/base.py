@@ -1,0 +1,67 @@
+"""What every adapter shares: a correct store of the history, and the budget of a request.
+
+The store is ctxkit's part and must never be what the suite finds: messages are validated
+and copied on the way in and out, so a caller's edits never reach it. The view is the
+library's part (:meth:`TrimmingAdapter.trim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxkit.messages import copy_message, inspect_message, validate_history
+
+__all__ = ["DEFAULT_MAX_TOKENS", "TrimmingAdapter"]
+
+DEFAULT_MAX_TOKENS = 128_000
+"""The budget of a request that names neither a budget nor a provider (config ``max_tokens``)."""
+
+
+class TrimmingAdapter:
+    """The context contract over a library's trimmer. Subclasses implement :meth:`trim`.
+
+    ``max_tokens``: the fallback budget; ``hooks``: where events would go (adapters emit
+    none: the libraries have no compaction events).
+    """
+
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        self.max_tokens = max_tokens
+        self.hooks = hooks
+        self._history: list[dict[str, Any]] = []
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        inspect_message(message)
+        self._history.append(copy_message(message))
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        return copy_message(self._history)
+
+    async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
+        validate_history(list(messages))
+        self._history = [copy_message(m) for m in messages]
+
+    async def clear(self) -> None:
+        self._history = []
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict[str, Any]]:
+        budget = self.budget(token_budget, provider)
+        return self.trim(copy_message(self._history), budget)
+
+    def budget(self, token_budget: int | None, provider: Any) -> int:
+        """``token_budget``; else the provider's context window minus its output tokens;
+        else ``max_tokens``."""
+        if token_budget is not None:
+            return token_budget
+        defaults = getattr(getattr(provider, "get_info", lambda: None)(), "defaults", None)
+        if isinstance(defaults, dict) and "context_window" in defaults:
+            return int(defaults["context_window"]) - int(defaults.get("max_output_tokens", 0))
+        return self.max_tokens
+
+    def trim(self, history: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+        """The view: the library's answer for ``history`` (a copy) under ``budget``."""
+        raise NotImplementedError

@@ -606,6 +606,7 @@ class _Search:
                 "messages": failure.history,
                 "calls": len(failure.calls),
                 "steps": render_steps(repro),
+                "trace": [call.as_data() for call in failure.calls],
             }
             result.reproducer = render_script(repro)
         if self.options.verify:

@@ -86,6 +86,12 @@ class Call:
     timeout: float | None = None
     name: str = "view"
 
+    def as_data(self) -> dict[str, Any]:
+        """The call as JSON data, for reports and tools that replay it in other terms (an
+        upstream bug report in a library's own types)."""
+        value = self.value.args if isinstance(self.value, Request) else self.value
+        return {"op": self.op, "value": value, "tolerated": self.tolerated}
+
     def request(self) -> tuple[str, dict[str, Any]]:
         """The protocol request that makes this call, and its arguments."""
         edit = {"edit_after": True} if self.op.endswith("_then_edit") else {}

@@ -42,6 +42,8 @@ class Cell:
     finding: Finding | None = None
     reproducer_path: str | None = None
     """Where the survey wrote the reproducer, relative to its output folder."""
+    trace: list[dict[str, Any]] | None = None
+    """The counterexample's calls as data (for reports in a library's own types)."""
 
 
 @dataclass
@@ -115,6 +117,7 @@ def row_from_report(
             verification=result.get("verification"),
             messages=counterexample.get("messages"),
             finding=findings.get(result["id"]) if failed else None,
+            trace=counterexample.get("trace"),
         )
     return Row(
         target=target,

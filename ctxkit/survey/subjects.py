@@ -3,7 +3,8 @@ upstream bug reports for what it finds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def adapter_subjects() -> list[Subject]:
     return found
 
 
+def _function(path: str) -> Callable[..., str]:
+    module_name, name = path.split(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
 def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) -> list[Path]:
     """For each failure known as a real bug, the adapter's upstream report (its reproducer
     in the library's own types, no ctxkit), written into ``folder``."""
@@ -54,7 +60,7 @@ def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) 
     written = []
     for subject, row in zip(subjects, rows, strict=True):
         adapter = by_name(subject.target)
-        render = getattr(adapter, "bug_report", None) if adapter is not None else None
+        render = _function(adapter.bug_report) if adapter and adapter.bug_report else None
         for property_id, cell in row.cells.items():
             if cell.finding is None or cell.finding.kind != "bug" or render is None:
                 continue

@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             results["zoo"].append(row)
             ttf = "-" if result.time_to_failure_s is None else f"{result.time_to_failure_s:.2f}"
             name = member.target.split(":")[-1]
+            verified = "-" if result.status != "failed" else "yes" if result.verified else "no"
             print(
                 f"{name:<28} {result.id:<20} {ttf:>15} {_dash(row['messages']):>9} "
-                f"{_dash(row['calls']):>6}  {'yes' if result.verified else 'no'}",
+                f"{_dash(row['calls']):>6}  {verified}",
                 flush=True,
             )
     _summarize(results["zoo"])

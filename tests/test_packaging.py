@@ -36,6 +36,8 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
     assert tops == {"ctxkit"}
     assert "ctxkit/conformance/spec/properties.json" in names
     assert "ctxkit/conformance/spec/comes_from.json" in names
+    for shipped in ("PROTOCOL.md", "protocol.schema.json", "harnesses/node/harness.mjs"):
+        assert f"ctxkit/conformance/spec/{shipped}" in names
     assert "ctxkit/conformance/worker.py" in names
     assert "ctxkit/tui/inspector.tcss" in names
 

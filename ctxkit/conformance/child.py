@@ -231,6 +231,8 @@ class Child:
                 if reply.type == "KeyboardInterrupt"
                 else f"called sys.exit({reply.message})"
                 if reply.type == "SystemExit"
+                else f"called {reply.message}"
+                if reply.type == "TargetExit"  # the Node harness's name for process.exit
                 else f"tried to exit ({reply.error})"
             )
             raise TargetUnusable(f"the target {how} during {during(op)}", op=op, kind="crash")

@@ -1,0 +1,117 @@
+"""The Node harness (conformance/harnesses/node/harness.mjs): JavaScript twins of the zoo's
+core members are judged exactly as their Python twins, property by property and for the same
+reason, with verified reproducers; the harness's digest matches the protocol's vectors; bad
+targets get clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxkit.conformance.child import Child
+from ctxkit.conformance.routes import RouteError, route_for
+from ctxkit.conformance.runner import RunOptions, run
+from tests.system import require_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+JS = "tests/zoo_js/managers.mjs"
+SHORT = {"profile": "quick", "seed": 7, "max_examples": 12, "shrink_seconds": 4.0}
+TWINS = [
+    ("GoodManager", "tests.zoo.base:GoodManager"),
+    ("SplitsPairsOpenAI", "tests.zoo.pairs:SplitsPairsOpenAI"),
+    ("DestructiveCompaction", "tests.zoo.history:DestructiveCompaction"),
+    ("ReordersView", "tests.zoo.views:ReordersView"),
+]
+
+
+@pytest.fixture(autouse=True)
+def node() -> str:
+    return require_binary("node")
+
+
+def outcome(target: str) -> dict[str, tuple[str, str]]:
+    report = run(RunOptions(target=target, **SHORT))
+    return {p.id: (p.status, p.message.split(":")[0]) for p in report.properties}
+
+
+@pytest.mark.parametrize(("export", "python"), TWINS, ids=[t[0] for t in TWINS])
+def test_a_javascript_twin_is_judged_as_its_python_twin(export, python):
+    report = run(RunOptions(target=f"{JS}:{export}", **SHORT))
+    javascript = {p.id: (p.status, p.message.split(":")[0]) for p in report.properties}
+    assert javascript == outcome(python)
+    for result in report.properties:
+        if result.status == "failed":
+            assert "open_manager(TARGET, CONFIG)" in result.reproducer
+            assert result.verified, result.verification
+
+
+def test_the_harness_digest_matches_the_protocol_vectors():
+    cases = json.loads((ROOT / "conformance" / "digest_cases.json").read_text())["cases"]
+    command = route_for(f"{JS}:GoodManager").command
+    for case in cases:
+        with Child(command, timeout=10) as child:
+            assert child.hello(f"{JS}:GoodManager", {}, case["ignore"]).ok
+            assert child.call("reset").ok
+            answer = child.call("set", messages=case["history"])
+            assert answer.ok, answer.error
+            assert answer.digest == case["digest"], case["name"]
+
+
+def test_edit_after_edits_in_the_harness_and_returns_the_history_before():
+    with Child(route_for(JS).command, timeout=10) as child:
+        assert child.hello(JS).value["target"] == f"{JS}:default"  # the default export
+        assert child.call("reset").ok
+        message = {"role": "user", "content": "hi"}
+        answer = child.call("add", message=message, edit_after=True)
+        assert answer.before == [message]
+        assert child.call("get").value == [message]  # the manager kept its own copy
+
+
+@pytest.mark.parametrize(
+    ("export", "status", "fragment"),
+    [
+        ("Exits", "error", "the target called process.exit(7) during add_message"),
+        ("NoClear", "failed", "lacks clear"),
+    ],
+)
+def test_a_target_that_exits_or_breaks_the_contract_gets_a_verdict(export, status, fragment):
+    report = run(RunOptions(target=f"{JS}:{export}", **SHORT))
+    found = [p for p in report.properties if p.status == status]
+    assert found
+    assert fragment in found[0].message
+
+
+def test_printing_json_to_stdout_changes_nothing():
+    report = run(RunOptions(target=f"{JS}:Noisy", **SHORT))
+    assert report.verdict == "pass"
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [
+        (f"{JS}:Nope", "has no export Nope; it exports: DestructiveCompaction"),
+        (f"{JS}:notAClass", "notAClass is a number, not a class or a factory function"),
+        ("tests/zoo_js/no_such_file.mjs", "no such file"),
+    ],
+)
+def test_a_bad_javascript_target_exits_2_with_a_sentence(target, fragment):
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", target],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_node_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr("ctxkit.conformance.routes.shutil.which", lambda _name: None)
+    with pytest.raises(RouteError, match=r"`node` is not on PATH\. Install Node\.js 18 or newer"):
+        route_for("manager.mjs")

@@ -16,6 +16,7 @@ DEBIAN_PACKAGES = {
     "chromium": "chromium",
     "chromedriver": "chromium-driver",
     "node": "nodejs",
+    "perl": "perl",
 }
 """The Debian package that installs each program, for the message."""
 

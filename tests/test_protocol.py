@@ -16,6 +16,7 @@ import pytest
 from ctxkit.conformance.protocol import canonical_json, digest
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import RunOptions, SetupError, run
+from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "conformance"
@@ -164,3 +165,22 @@ def test_a_silent_program_times_out_at_hello_and_the_cli_says_what_to_check():
     assert done.returncode == 2, done.stderr
     assert "does it speak ctxkit's conformance protocol?" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_minimal_implementation_in_perl_written_from_the_document_passes():
+    """conformance/examples/minimal.pl: the protocol in a third language, core Perl only."""
+    perl = require_binary("perl")
+    example = SPEC / "examples" / "minimal.pl"
+    vectors = subprocess.run(
+        [perl, str(example), "--self-test", str(SPEC / "digest_cases.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert vectors.returncode == 0, vectors.stdout + vectors.stderr
+    assert "not ok" not in vectors.stdout
+    report = run(
+        RunOptions(implementation=f"{perl} {example}", profile="quick", seed=2, max_examples=15)
+    )
+    assert report.verdict == "pass", [(p.id, p.status, p.message) for p in report.properties]
+    assert {p.id for p in report.properties if p.status == "failed"} == set()

@@ -190,17 +190,15 @@ def _memory_limit(text: str) -> int:
 def list_adapters() -> int:
     """Each adapter's short name, library (installed version, or how to install it) and what
     it calls."""
-    from ctxkit.adapters import ADAPTERS, installed_version
+    from ctxkit.adapters import ADAPTERS, JS_ADAPTERS, installed_version, npm_version
 
-    width = max(len(a.name) for a in ADAPTERS)
-    for adapter in ADAPTERS:
-        found = installed_version(adapter)
-        library = (
-            f"{adapter.distribution} {found}"
-            if found
-            else f"{adapter.distribution} not installed ({adapter.install})"
-        )
-        print(f"{adapter.name:<{width}}  {library}\n{'':<{width}}  {adapter.description}")
+    rows = [
+        (a.name, a.distribution, installed_version(a), a.install, a.description) for a in ADAPTERS
+    ] + [(a.name, a.package, npm_version(a.package), a.install, a.description) for a in JS_ADAPTERS]
+    width = max(len(row[0]) for row in rows)
+    for name, library, found, install, description in rows:
+        state = f"{library} {found}" if found else f"{library} not installed ({install})"
+        print(f"{name:<{width}}  {state}\n{'':<{width}}  {description}")
     return EXIT_PASS
 
 

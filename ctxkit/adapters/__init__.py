@@ -9,13 +9,23 @@ imported only when its adapter is used.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from ctxkit.survey.matrix import Finding
 
-__all__ = ["ADAPTERS", "Adapter", "by_name", "installed_version"]
+__all__ = [
+    "ADAPTERS",
+    "JS_ADAPTERS",
+    "Adapter",
+    "JavaScriptAdapter",
+    "by_name",
+    "installed_version",
+    "npm_version",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,56 @@ ADAPTERS: tuple[Adapter, ...] = (
         bug_report="ctxkit.adapters.langchain:bug_report",
     ),
 )
+
+
+@dataclass(frozen=True)
+class JavaScriptAdapter:
+    """An adapter run by the Node harness (conformance/harnesses/node/adapters); its library
+    comes from the npm packages of the directory ctxkit runs in."""
+
+    name: str
+    package: str
+    description: str
+    findings: Mapping[str, Finding] = field(default_factory=dict)
+
+    @property
+    def install(self) -> str:
+        return f"npm install {self.package} (in the directory you run ctxkit from)"
+
+
+JS_ADAPTERS: tuple[JavaScriptAdapter, ...] = (
+    JavaScriptAdapter(
+        "js:@langchain/core:trimMessages",
+        "@langchain/core",
+        "LangChain.js trimMessages, strategy 'last', includeSystem, startOn 'human'",
+        findings={
+            "lifecycle": Finding(
+                "bug",
+                "with a history of only system messages, trimMessages returns [undefined]",
+            ),
+        },
+    ),
+    JavaScriptAdapter(
+        "js:@langchain/core:trimMessages:first",
+        "@langchain/core",
+        "LangChain.js trimMessages, strategy 'first'",
+        findings={"tool_pair_integrity": _SPLITS},
+    ),
+)
+
+
+def npm_version(package: str, start: Path | None = None) -> str | None:
+    """The version of an npm package installed for the directory ``start`` (default: the
+    current one), found as Node finds it: node_modules here or in a parent."""
+    folder = (start or Path.cwd()).resolve()
+    for place in (folder, *folder.parents):
+        manifest = place / "node_modules" / package / "package.json"
+        if manifest.is_file():
+            try:
+                return str(json.loads(manifest.read_text(encoding="utf-8"))["version"])
+            except (OSError, ValueError, KeyError):
+                return None
+    return None
 
 
 def by_name(name: str | None) -> Adapter | None:

@@ -68,7 +68,7 @@ def route_for(target: str | None, command: str | None = None) -> Route:
         if shutil.which(argv[0]) is None:
             raise RouteError(f"--command: no program {argv[0]!r} on PATH (or it is not executable)")
         return Route(argv, target, "command")
-    if target is not None and _is_javascript(target):
+    if target is not None and (_is_javascript(target) or target.startswith("js:")):
         node = shutil.which("node")
         if node is None:
             raise RouteError(

@@ -4,6 +4,7 @@ upstream bug reports for what it finds."""
 from __future__ import annotations
 
 import importlib
+import shutil
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,7 +30,15 @@ def adapter_subjects() -> list[Subject]:
         from ctxkit.adapters import ADAPTERS
     except ImportError:
         return []
-    found = []
+    from ctxkit.adapters import JS_ADAPTERS, npm_version
+
+    found = [
+        Subject(
+            a.name, library=a.package, version=npm_version(a.package), findings=dict(a.findings)
+        )
+        for a in JS_ADAPTERS
+        if shutil.which("node") and npm_version(a.package)
+    ]
     for adapter in ADAPTERS:
         installed = _version(adapter.distribution)
         if installed is None:

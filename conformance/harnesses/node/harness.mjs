@@ -87,7 +87,20 @@ function editInPlace(value) {
 
 // -- the target --------------------------------------------------------------------------------
 
+// Adapters for JavaScript libraries, by the short name after `js:` (ctxkit/adapters lists them).
+const ADAPTERS = {
+  "@langchain/core:trimMessages": ["adapters/langchain-trim-messages.mjs", "TrimMessagesLast"],
+  "@langchain/core:trimMessages:first": ["adapters/langchain-trim-messages.mjs", "TrimMessagesFirst"],
+};
+
 function splitSpec(spec) {
+  if (spec?.startsWith("js:")) {
+    const adapter = ADAPTERS[spec.slice(3)];
+    if (!adapter) {
+      throw new LoadError(`${spec}: no such JavaScript adapter; there are: ${Object.keys(ADAPTERS).map((k) => `js:${k}`).join(", ")}`);
+    }
+    return { file: new URL(adapter[0], import.meta.url).pathname, name: adapter[1], short: spec };
+  }
   const match = /^(.*\.(?:mjs|cjs|js))(?::([A-Za-z_$][\w$.]*))?$/.exec(spec ?? "");
   if (!match) {
     throw new LoadError(
@@ -98,7 +111,7 @@ function splitSpec(spec) {
 }
 
 async function loadTarget(spec) {
-  const { file, name } = splitSpec(spec);
+  const { file, name, short } = splitSpec(spec);
   const path = resolve(process.cwd(), file);
   let module;
   try {
@@ -107,7 +120,8 @@ async function loadTarget(spec) {
     if (error?.code === "ERR_MODULE_NOT_FOUND" && String(error.message).includes(path)) {
       throw new LoadError(`${spec}: no such file ${path}`);
     }
-    throw new LoadError(`${spec}: importing ${file} failed: ${error?.name}: ${error?.message}`);
+    const where = spec?.startsWith("js:") ? "" : `importing ${file} failed: `;
+    throw new LoadError(`${spec}: ${where}${error?.name}: ${error?.message}`);
   }
   let found = module;
   for (const part of name.split(".")) found = found?.[part];
@@ -118,7 +132,7 @@ async function loadTarget(spec) {
   if (typeof found !== "function") {
     throw new LoadError(`${spec}: ${name} is a ${typeof found}, not a class or a factory function`);
   }
-  return { spec: `${file}:${name}`, make: found };
+  return { spec: short ?? `${file}:${name}`, make: found };
 }
 
 async function build(target, config, hooks) {

@@ -1,0 +1,217 @@
+// @langchain/core's trimMessages behind the context contract, for `ctxkit conformance
+// js:@langchain/core:trimMessages` (strategy "last") and `...:trimMessages:first`.
+//
+// The library is resolved from the current directory (`npm install @langchain/core` there).
+// The history is stored here, copied in and out; every view converts it to LangChain.js
+// messages, calls trimMessages with the budget and converts the answer back, repairing
+// nothing. Each LangChain message carries the index of the history message it came from, so
+// the way back restores each message's shape; an Anthropic user message with tool_result
+// blocks becomes one ToolMessage per result (and a HumanMessage for its other blocks) and comes
+// back as one message. Tokens: ctxkit's exact counter is Python's, so this counts on the high
+// side (bytes of JSON / 2 + 8 a message, plus 3 for the reply): views fit, perhaps with room.
+
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+
+async function library() {
+  const require = createRequire(`${process.cwd()}/`);
+  let path;
+  try {
+    path = require.resolve("@langchain/core/messages");
+  } catch {
+    throw new Error(
+      `@langchain/core is not installed where ctxkit runs (${process.cwd()}): ` +
+        "run `npm install @langchain/core` in this directory",
+    );
+  }
+  return import(pathToFileURL(path).href);
+}
+
+const lc = await library();
+
+const MODELLED = new Set(["role", "content", "tool_calls", "tool_call_id", "name"]);
+const extras = (m) => Object.fromEntries(Object.entries(m).filter(([k]) => !MODELLED.has(k)));
+const isBlock = (b, type) => b !== null && typeof b === "object" && b.type === type;
+
+function shapeOf(message) {
+  const content = message?.content;
+  return Array.isArray(content) && content.some((b) => isBlock(b, "tool_use") || isBlock(b, "tool_result"))
+    ? "anthropic"
+    : "openai";
+}
+
+/** LangChain.js messages for a JSON history; ids "<index>" or "<index>.<part>". */
+export function toLangChain(history) {
+  const found = [];
+  history.forEach((message, index) => {
+    const { role, content } = message;
+    const common = { additional_kwargs: extras(message), ...(message.name ? { name: message.name } : {}) };
+    if (role === "system" || role === "developer") {
+      found.push(new lc.SystemMessage({ content: content ?? "", id: `${index}`, ...common }));
+    } else if (role === "assistant") {
+      const calls = [];
+      let text = content ?? "";
+      if (Array.isArray(content)) {
+        for (const b of content) if (isBlock(b, "tool_use")) calls.push({ id: b.id, name: b.name ?? "", args: b.input ?? {}, type: "tool_call" });
+        text = content.filter((b) => !isBlock(b, "tool_use"));
+      }
+      for (const call of message.tool_calls ?? []) {
+        let args;
+        try {
+          args = JSON.parse(call.function?.arguments || "{}");
+        } catch {
+          args = { __unparsed__: call.function?.arguments };
+        }
+        calls.push({ id: call.id, name: call.function?.name ?? "", args, type: "tool_call" });
+      }
+      found.push(new lc.AIMessage({ content: text, tool_calls: calls, id: `${index}`, ...common }));
+    } else if (role === "tool") {
+      found.push(new lc.ToolMessage({ content: content ?? "", tool_call_id: message.tool_call_id, id: `${index}`, ...common }));
+    } else if (Array.isArray(content) && content.some((b) => isBlock(b, "tool_result"))) {
+      const results = content.filter((b) => isBlock(b, "tool_result"));
+      const rest = content.filter((b) => !isBlock(b, "tool_result"));
+      results.forEach((block, part) => {
+        const { content: output, ...kept } = block;
+        found.push(
+          new lc.ToolMessage({
+            content: output ?? "",
+            tool_call_id: block.tool_use_id,
+            id: `${index}.${part}`,
+            additional_kwargs: { block: kept },
+          }),
+        );
+      });
+      if (rest.length) found.push(new lc.HumanMessage({ content: rest, id: `${index}.${results.length}`, ...common }));
+    } else {
+      found.push(new lc.HumanMessage({ content: content ?? "", id: `${index}`, ...common }));
+    }
+  });
+  return found;
+}
+
+function toJSON(message, shape) {
+  const kind = message._getType();
+  const { block, ...kwargs } = message.additional_kwargs ?? {};
+  const named = message.name ? { name: message.name } : {};
+  if (kind === "system") return { role: "system", content: message.content, ...named, ...kwargs };
+  if (kind === "tool" && block) return { role: "user", content: [{ ...block, content: message.content }] };
+  if (kind === "tool") return { role: "tool", tool_call_id: message.tool_call_id, content: message.content, ...named, ...kwargs };
+  if (kind === "ai" && shape === "anthropic") {
+    const text = Array.isArray(message.content) ? message.content : message.content ? [{ type: "text", text: message.content }] : [];
+    const uses = message.tool_calls.map((c) => ({ type: "tool_use", id: c.id, name: c.name, input: c.args }));
+    return { role: "assistant", content: [...text, ...uses], ...named, ...kwargs };
+  }
+  if (kind === "ai") {
+    const converted = { role: "assistant", content: message.content || null };
+    if (message.tool_calls?.length) {
+      converted.tool_calls = message.tool_calls.map((c) => ({
+        id: c.id,
+        type: "function",
+        function: {
+          name: c.name,
+          arguments: "__unparsed__" in c.args ? c.args.__unparsed__ : JSON.stringify(c.args),
+        },
+      }));
+    }
+    return { ...converted, ...named, ...kwargs };
+  }
+  return { role: "user", content: message.content, ...named, ...kwargs };
+}
+
+/** JSON messages for what toLangChain made from `history`, each in its original shape. */
+export function fromLangChain(messages, history) {
+  const found = [];
+  let previous = null;
+  for (const message of messages) {
+    if (typeof message?._getType !== "function") {
+      found.push(message ?? null); // not a message: shown as the library returned it
+      previous = null;
+      continue;
+    }
+    const id = String(message.id ?? "");
+    const origin = id.split(".")[0];
+    const converted = toJSON(message, shapeOf(history[Number(origin)]));
+    if (id.includes(".") && origin === previous && found.length) {
+      found[found.length - 1].content = [...found[found.length - 1].content, ...converted.content];
+    } else {
+      found.push(converted);
+    }
+    previous = id.includes(".") ? origin : null;
+  }
+  return found;
+}
+
+const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
+
+/** The adapter's own part: refuse what no provider accepts, before it is stored. */
+function validate(m) {
+  if (m === null || typeof m !== "object" || Array.isArray(m)) throw new TypeError("a message must be an object");
+  if (!ROLES.has(m.role)) throw new TypeError(`unknown role ${JSON.stringify(m.role)}`);
+  if (m.content !== undefined && m.content !== null && typeof m.content !== "string" && !Array.isArray(m.content)) {
+    throw new TypeError("content must be a string, a list of blocks or null");
+  }
+  if (m.role === "tool" && !m.tool_call_id) throw new TypeError("a tool message needs tool_call_id");
+  if (m.tool_calls !== undefined && (!Array.isArray(m.tool_calls) || m.tool_calls.some((c) => !c?.id))) {
+    throw new TypeError("tool_calls must be a list of calls with ids");
+  }
+  for (const b of Array.isArray(m.content) ? m.content : []) {
+    if (b === null || typeof b !== "object" || typeof b.type !== "string") throw new TypeError("a content block needs a type");
+    if (b.type === "tool_use" && !b.id) throw new TypeError("a tool_use block needs an id");
+    if (b.type === "tool_result" && !b.tool_use_id) throw new TypeError("a tool_result block needs tool_use_id");
+  }
+}
+
+const estimate = (m) => Math.floor(Buffer.byteLength(JSON.stringify(m), "utf8") / 2) + 8;
+
+class TrimMessages {
+  constructor(config = {}, hooks = null, strategy = "last") {
+    this.maxTokens = config.max_tokens ?? 128000;
+    this.options =
+      strategy === "last"
+        ? { strategy, includeSystem: config.includeSystem ?? true, startOn: config.startOn ?? "human" }
+        : { strategy };
+    this.hooks = hooks;
+    this.history = [];
+  }
+
+  async addMessage(message) {
+    validate(message);
+    this.history.push(structuredClone(message));
+  }
+
+  async getMessages() {
+    return structuredClone(this.history);
+  }
+
+  async setMessages(messages) {
+    messages.forEach(validate);
+    this.history = structuredClone(messages);
+  }
+
+  async clear() {
+    this.history = [];
+  }
+
+  async getMessagesForRequest({ tokenBudget, provider } = {}) {
+    const defaults = provider?.getInfo()?.defaults;
+    const budget =
+      tokenBudget ?? (defaults ? defaults.context_window - (defaults.max_output_tokens ?? 0) : this.maxTokens);
+    const history = structuredClone(this.history);
+    const counted = (messages) =>
+      fromLangChain(messages, history).reduce((sum, m) => sum + estimate(m), 0) + (messages.length ? 3 : 0);
+    const kept = await lc.trimMessages(toLangChain(history), { maxTokens: budget, tokenCounter: counted, ...this.options });
+    return fromLangChain(kept, history);
+  }
+}
+
+export class TrimMessagesLast extends TrimMessages {
+  constructor(config, hooks) {
+    super(config, hooks, "last");
+  }
+}
+
+export class TrimMessagesFirst extends TrimMessages {
+  constructor(config, hooks) {
+    super(config, hooks, "first");
+  }
+}

@@ -1,0 +1,99 @@
+"""JavaScript adapters through the Node harness (@langchain/core's trimMessages): messages
+cross to LangChain.js and back faithfully in both shapes; the adapter's own part passes; the
+library's split pair is found with a verified reproducer; a missing library says what to run.
+The library comes from tests/js (installed by `npm ci` in .ci/run; no network at test time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from ctxkit.conformance.matching import equivalent
+from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.strategies import conversations
+from tests.system import require_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "js"
+SHORT = {"profile": "quick", "seed": 1, "max_examples": 12, "shrink_seconds": 4.0}
+ADAPTER_PART = {"non_destructive", "isolation", "robustness", "concurrency"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed() -> None:
+    require_binary("node")
+    if not (FIXTURES / "node_modules" / "@langchain" / "core").is_dir():
+        reason = "tests/js has no node_modules: run `npm ci --prefix tests/js`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI=true, so .ci/run must install it", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def roundtrip():
+    process = subprocess.Popen(
+        ["node", "roundtrip.mjs"],
+        cwd=FIXTURES,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def cross(history: list[dict]) -> list[dict]:
+        process.stdin.write(json.dumps(history) + "\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+
+    yield cross
+    process.stdin.close()
+    process.wait(timeout=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversations(shapes=("openai",)) | conversations(shapes=("anthropic",)) | conversations())
+def test_a_history_crosses_to_langchain_js_and_back_unchanged(roundtrip, history):
+    back = roundtrip(history)
+    assert len(back) == len(history)
+    for got, want in zip(back, history, strict=True):
+        assert equivalent(got, want), (got, want)
+
+
+@pytest.mark.parametrize("strategy", ["", ":first"])
+def test_the_adapters_own_part_passes(monkeypatch, strategy):
+    monkeypatch.chdir(FIXTURES)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # reproducers import this ctxkit
+    report = run(RunOptions(target=f"js:@langchain/core:trimMessages{strategy}", **SHORT))
+    statuses = {p.id: p.status for p in report.properties}
+    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
+    for result in report.properties:
+        if result.status == "failed":
+            assert result.verified, result.verification
+
+
+def test_keeping_the_oldest_messages_splits_a_tool_pair_in_langchain_js_too(monkeypatch):
+    monkeypatch.chdir(FIXTURES)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    report = run(RunOptions(target="js:@langchain/core:trimMessages:first", **SHORT))
+    (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
+    assert pairs.status == "failed"
+    assert "no result for it follows at once" in pairs.message
+    assert pairs.verified
+
+
+def test_a_missing_library_says_what_to_install(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "js:@langchain/core:trimMessages"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "run `npm install @langchain/core` in this directory" in done.stderr

@@ -87,3 +87,13 @@ def test_conformance_benchmark_reports_sizes_and_verified_reproducers(tmp_path: 
     assert row["messages"] <= 6
     assert "counterexample messages: median" in done.stdout
     assert "reproducers verified in a fresh process: 1 of 1" in done.stdout
+
+
+def test_protocol_overhead_benchmark_times_every_route(tmp_path: Path):
+    done, results = run_benchmark(
+        "protocol_overhead.py", "--messages", "20", "--repeat", "1", out=tmp_path / "r.json"
+    )
+    routes = [row["route"] for row in results["routes"]]
+    assert routes[:2] == ["direct (no protocol)", "Python worker"]
+    assert "vs Python worker" in done.stdout
+    assert all(row["us_per_call"] > 0 for row in results["routes"])

@@ -50,8 +50,21 @@ class Adapter:
 
 _SPLITS = Finding(
     "bug",
-    "trims message by message: a view can start with tool results whose call was dropped, "
-    "which providers reject",
+    "trims message by message: a view can keep a tool call without its results, or results "
+    "without their call, which providers reject",
+)
+_OLDEST = Finding(
+    "design",
+    "keeps the oldest messages, so the newest user message is dropped when the budget is "
+    "tight: the strategy's purpose, not an accident",
+)
+_STARTS_ON_HUMAN = Finding(
+    "design",
+    "start_on='human' makes a view start at a user message: when the newest user message and "
+    "what follows it do not fit, the view keeps only what follows, without the question",
+)
+_UNDEFINED = Finding(
+    "bug", "with a history of only system messages, trimMessages returns [undefined]"
 )
 
 ADAPTERS: tuple[Adapter, ...] = (
@@ -62,14 +75,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "langchain",
         "langchain_core.messages.trim_messages, strategy 'last' (keep the newest), "
         "include_system, start_on 'human'",
-        findings={
-            "preservation": Finding(
-                "design",
-                "start_on='human' makes a view start at a user message: when the newest "
-                "user message and what follows it do not fit, the view keeps only what "
-                "follows, without the question",
-            ),
-        },
+        findings={"preservation": _STARTS_ON_HUMAN},
         bug_report="ctxkit.adapters.langchain:bug_report_last",
     ),
     Adapter(
@@ -78,14 +84,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "langchain-core",
         "langchain",
         "langchain_core.messages.trim_messages, strategy 'first' (keep the oldest)",
-        findings={
-            "tool_pair_integrity": _SPLITS,
-            "preservation": Finding(
-                "design",
-                "keeps the oldest messages, so the newest user message is dropped when the "
-                "budget is tight: the strategy's purpose, not an accident",
-            ),
-        },
+        findings={"tool_pair_integrity": _SPLITS, "preservation": _OLDEST},
         bug_report="ctxkit.adapters.langchain:bug_report",
     ),
 )
@@ -112,17 +111,16 @@ JS_ADAPTERS: tuple[JavaScriptAdapter, ...] = (
         "@langchain/core",
         "LangChain.js trimMessages, strategy 'last', includeSystem, startOn 'human'",
         findings={
-            "lifecycle": Finding(
-                "bug",
-                "with a history of only system messages, trimMessages returns [undefined]",
-            ),
+            "lifecycle": _UNDEFINED,
+            "tool_pair_integrity": _UNDEFINED,
+            "preservation": _STARTS_ON_HUMAN,
         },
     ),
     JavaScriptAdapter(
         "js:@langchain/core:trimMessages:first",
         "@langchain/core",
         "LangChain.js trimMessages, strategy 'first'",
-        findings={"tool_pair_integrity": _SPLITS},
+        findings={"tool_pair_integrity": _SPLITS, "preservation": _OLDEST},
     ),
 )
 

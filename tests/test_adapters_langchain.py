@@ -4,6 +4,7 @@ with verified reproducers; a missing library is a clear load error."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations, plain_messages
 from ctxkit.conformance.target import LoadError, load_target
 
@@ -81,9 +82,15 @@ def test_langchain_types_carry_what_langchain_models():
     assert equivalent(back[1], history[1])  # the arguments re-serialized, JSON-equal
 
 
+@functools.cache
+def checked(adapter: str) -> Report:
+    """One short run per adapter, shared by the tests that look at it."""
+    return run(RunOptions(target=adapter, **SHORT))
+
+
 @pytest.mark.parametrize("adapter", [a.name for a in ADAPTERS if a.extra == "langchain"])
 def test_the_adapters_own_part_passes_and_findings_are_verified(adapter):
-    report = run(RunOptions(target=adapter, **SHORT))
+    report = checked(adapter)
     statuses = {p.id: p.status for p in report.properties}
     assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
     for result in report.properties:
@@ -94,7 +101,7 @@ def test_the_adapters_own_part_passes_and_findings_are_verified(adapter):
 def test_keeping_the_oldest_messages_splits_a_tool_pair_and_the_upstream_report_shows_it(
     tmp_path,
 ):
-    report = run(RunOptions(target="langchain:trim_messages:first", **SHORT))
+    report = checked("langchain:trim_messages:first")
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
     assert "no result for it follows at once" in pairs.message

@@ -268,7 +268,7 @@ def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ctxkit-seed", "4",
-         str(tmp_path / "test_mine.py")],
+         "--ctxkit-deadline", "15", str(tmp_path / "test_mine.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
     )  # fmt: skip

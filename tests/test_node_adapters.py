@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 
 from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
 from tests.system import require_binary
 
@@ -64,11 +64,21 @@ def test_a_history_crosses_to_langchain_js_and_back_unchanged(roundtrip, history
         assert equivalent(got, want), (got, want)
 
 
+_REPORTS: dict[str, Report] = {}
+
+
+def checked(monkeypatch: pytest.MonkeyPatch, target: str) -> Report:
+    """One short run per adapter, from tests/js (where the library is), shared by the tests."""
+    if target not in _REPORTS:
+        monkeypatch.chdir(FIXTURES)
+        monkeypatch.setenv("PYTHONPATH", str(ROOT))  # reproducers import this ctxkit
+        _REPORTS[target] = run(RunOptions(target=target, **SHORT))
+    return _REPORTS[target]
+
+
 @pytest.mark.parametrize("strategy", ["", ":first"])
 def test_the_adapters_own_part_passes(monkeypatch, strategy):
-    monkeypatch.chdir(FIXTURES)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # reproducers import this ctxkit
-    report = run(RunOptions(target=f"js:@langchain/core:trimMessages{strategy}", **SHORT))
+    report = checked(monkeypatch, f"js:@langchain/core:trimMessages{strategy}")
     statuses = {p.id: p.status for p in report.properties}
     assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
     for result in report.properties:
@@ -77,9 +87,7 @@ def test_the_adapters_own_part_passes(monkeypatch, strategy):
 
 
 def test_keeping_the_oldest_messages_splits_a_tool_pair_in_langchain_js_too(monkeypatch):
-    monkeypatch.chdir(FIXTURES)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    report = run(RunOptions(target="js:@langchain/core:trimMessages:first", **SHORT))
+    report = checked(monkeypatch, "js:@langchain/core:trimMessages:first")
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
     assert "no result for it follows at once" in pairs.message

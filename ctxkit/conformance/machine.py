@@ -140,6 +140,9 @@ class Session:
     examples: int = 0
     steps: int = 0
     largest_history: int = 0
+    unsupported: dict[str, int] = field(default_factory=dict)
+    """Calls the implementation could not make (what its transport cannot carry), by reason:
+    the examples that needed them were dropped."""
     compaction_events: int = 0
     slow_calls: int = 0
     """Calls that timed out and then finished when repeated with a longer timeout."""
@@ -158,12 +161,10 @@ class Session:
             if exc.kind == "timeout" and left < limit:
                 raise DeadlineReached from None
             raise
-        if reply.kind == "unsupported":
-            raise TargetUnusable(
-                f"the implementation does not support {during(op)}: {reply.error}",
-                op=op,
-                kind="unsupported",
-            )
+        if reply.kind == "unsupported":  # the call cannot be made: drop the example
+            reason = f"{during(op)}: {reply.message or reply.error}"
+            self.unsupported[reason] = self.unsupported.get(reason, 0) + 1
+            reject()
         return reply
 
     def saw(self, failure: PropertyFailure) -> None:
@@ -561,7 +562,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             before=before,
             added=messages,
         )
-        self._set_model(before + [dict(m) for m in messages])
+        self._set_model(before + _in_stored_order(messages, stored.value[len(before) :]))
         self._events(reply)
 
     @precondition(_checking("robustness"))
@@ -644,6 +645,19 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._changed(
             reply, "isolation", "editing what get_messages() returned changed the history"
         )
+
+
+def _in_stored_order(added: list[dict[str, Any]], stored: list[Any]) -> list[dict[str, Any]]:
+    """The messages added concurrently, in the order the manager stored them: any order is
+    right for concurrent adds, and the history is judged against that order from then on."""
+    left = [dict(m) for m in added]
+    ordered = []
+    for message in stored:
+        found = next((m for m in left if m.get("content") == message.get("content")), None)
+        if found is not None:
+            left.remove(found)
+            ordered.append(found)
+    return ordered + left
 
 
 def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@ def summary(report: Report) -> str:
                 else ""
             )
         )
+        for reason, count in (depth.get("not_sent") or {}).items():
+            lines.append(f"  {count} call(s) could not be made, their examples dropped: {reason}")
     lines += [
         "",
         f"  {'property':<{width}}  {'level':<11}  result",

@@ -254,6 +254,7 @@ def run(
         "slow_calls": session.slow_calls,
         "timeout_s": session.timeout,
         "deadline_s": options.deadline,
+        "not_sent": dict(session.unsupported),
     }
     return report
 
@@ -533,9 +534,6 @@ class _Search:
         if property_id is None:
             return set()
         result = self.results[property_id]
-        if kind == "unsupported":
-            result.status, result.message = "skipped", stop.unusable.message
-            return {property_id}
         result.status = "error"
         result.message = what
         check = Check("returns" if kind == "timeout" else "crashes")

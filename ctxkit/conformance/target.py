@@ -289,6 +289,8 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
     """Resolve a TARGET string (see the module docstring). Raises :class:`LoadError`."""
     spec = spec or DEFAULT_TARGET
     config = dict(config or {})
+    if spec.startswith("grpc://"):
+        return _grpc(spec, config)
     adapted = _adapter(spec)
     if adapted is not None:
         module_name, attr = adapted.split(":")
@@ -315,6 +317,27 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
             attr = "mount"
     obj = _attribute(module, attr, spec)
     return _target(spec, obj, config)
+
+
+def _grpc(spec: str, config: dict[str, Any]) -> Target:
+    """A ``ContextService`` served over gRPC (:mod:`ctxkit.conformance.grpc_target`)."""
+    import functools
+
+    try:
+        import grpc  # noqa: F401
+        from amplifier_core._grpc_gen import amplifier_module_pb2_grpc  # noqa: F401
+    except ImportError:
+        raise LoadError(
+            f"{spec}: checking a gRPC module needs grpcio and amplifier-core: "
+            "pip install 'ctxkit[grpc]'"
+        ) from None
+    from ctxkit.conformance.grpc_target import GrpcContextManager, address_of
+
+    try:
+        address = address_of(spec)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    return Target(spec, functools.partial(GrpcContextManager, address), "factory", config)
 
 
 def _adapter(spec: str) -> str | None:

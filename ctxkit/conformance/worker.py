@@ -20,6 +20,7 @@ import sys
 import traceback
 from typing import Any
 
+from ctxkit.conformance.grpc_messages import CannotCross
 from ctxkit.conformance.protocol import PROTOCOL_VERSION, digest, protocol_fds
 from ctxkit.conformance.replay import edit_in_place
 from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
@@ -232,6 +233,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
         kind = "contract"
     elif isinstance(exc, ProtocolMisuse | ProtocolVersion):
         kind = "protocol"
+    elif isinstance(exc, CannotCross):  # what a transport (gRPC) cannot carry
+        kind = "unsupported"
     else:
         kind = "raised"  # any other exception, asyncio.CancelledError included
     error: dict[str, Any] = {"type": type(exc).__name__, "message": ""}

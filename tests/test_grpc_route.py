@@ -1,0 +1,113 @@
+"""``ctxkit conformance grpc://HOST:PORT``: context modules served through amplifier-core's
+gRPC ContextService (real servers on 127.0.0.1) are judged like any target; messages cross
+the proto faithfully both ways, and what it cannot carry is named, never guessed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
+
+from ctxkit.conformance.grpc_messages import CannotCross, Crossing  # noqa: E402
+from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
+from ctxkit.conformance.strategies import conversations, plain_messages  # noqa: E402
+from tests.grpc_modules import served  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT = {"profile": "quick", "seed": 3, "max_examples": 10, "shrink_seconds": 4.0}
+OPENAI = {**SHORT, "shapes": ("openai",)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations() | st.lists(plain_messages(), max_size=5))
+def test_a_history_crosses_the_proto_and_comes_back_equal(history):
+    crossing = Crossing()
+    if any(b.get("is_error") for m in history for b in _blocks(m)):
+        with pytest.raises(CannotCross, match="'is_error'"):  # the proto has no such field
+            [crossing.to_proto(m) for m in history]
+        return
+    sent = [crossing.to_proto(m) for m in history]
+    assert [crossing.from_proto(m) for m in sent] == history
+
+
+def _blocks(message: dict) -> list[dict]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ({"role": "wizard", "content": "x"}, "role 'wizard'"),
+        ({"role": "user", "content": "x", "cache": 1}, "the key(s) 'cache'"),
+        (
+            {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {}}]},
+            "block",
+        ),
+        ({"role": "user", "content": 42}, "content that is a int"),
+        ("not a message", "not an object"),
+    ],
+)
+def test_what_the_proto_cannot_carry_is_named(message, named):
+    with pytest.raises(CannotCross, match=named.replace("(", r"\(").replace(")", r"\)")):
+        Crossing().to_proto(message)
+
+
+def test_a_correct_module_served_over_grpc_passes():
+    with served("all") as target:
+        report = run(RunOptions(target=target, **OPENAI))
+    statuses = {p.id: p.status for p in report.properties}
+    assert report.verdict == "pass", statuses
+    assert statuses["events"] == "skipped"  # the proto carries no events
+
+
+def test_a_pair_splitting_module_is_caught_with_a_verified_reproducer():
+    with served("newest") as target:
+        report = run(RunOptions(target=target, **OPENAI))
+    (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
+    assert pairs.status == "failed"
+    assert pairs.verified, pairs.verification
+    assert f'TARGET = "{target}"' in pairs.reproducer
+
+
+def test_what_cannot_cross_is_reported_as_not_checked_not_as_a_failure():
+    """Anthropic tool results marked is_error have no field in the proto."""
+    with served("all") as target:
+        report = run(RunOptions(target=target, **{**SHORT, "shapes": ("anthropic",)}))
+    assert report.verdict == "pass"  # keep_all ignores budgets: only recommended ones fail
+    reasons = [r for r in report.depth["not_sent"] if "is_error" in r]
+    assert "add_message: the proto cannot carry the key(s) 'is_error' of a tool_result block" in (
+        reasons
+    )
+
+
+def test_an_address_nobody_serves_is_a_setup_error():
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "grpc://127.0.0.1:9", "--timeout", "8"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no gRPC service answers at 127.0.0.1:9" in done.stderr
+
+
+def test_a_malformed_address_says_what_a_good_one_looks_like():
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "grpc://nohost"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "is not grpc://HOST:PORT (e.g. grpc://127.0.0.1:50051)" in done.stderr

@@ -233,6 +233,16 @@ def _print_usage(s: dict[str, Any]) -> None:
         print(f"  {name:<{width}}  {tokens:>9,}  {share:6.1%}")
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush into a closed pipe does
+    not print a second error."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = _parser()
@@ -250,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ctxkit: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `ctxkit ... | head`: the reader has all it wanted
+        _quiet_stdout()
+        return EXIT_OK
     except UsageError as exc:
         if args.debug:
             raise

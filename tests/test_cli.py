@@ -114,3 +114,16 @@ def test_python_dash_m_runs_the_cli():
     )
     assert done.returncode == 0
     assert "examples:" in done.stdout
+
+
+def test_a_reader_that_stops_early_is_no_error(monkeypatch, capsys):
+    """`ctxkit ... | head`: a closed pipe ends the command quietly, exit 0, not exit 3."""
+    from ctxkit import conformance_cli
+
+    def closed(_args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(conformance_cli, "run_conformance", closed)
+    monkeypatch.setattr("ctxkit.cli._quiet_stdout", lambda: None)
+    assert main(["conformance", "--list-adapters"]) == EXIT_OK
+    assert "internal error" not in capsys.readouterr().err

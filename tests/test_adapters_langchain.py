@@ -25,7 +25,7 @@ from ctxkit.adapters.langchain import bug_report, from_langchain, to_langchain
 from ctxkit.survey.matrix import row_from_report
 
 ROOT = Path(__file__).resolve().parent.parent
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 12, "shrink_seconds": 4.0}
+SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 
 

@@ -21,7 +21,7 @@ from ctxkit.conformance.strategies import conversations, plain_messages  # noqa:
 from tests.grpc_modules import served  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SHORT = {"profile": "quick", "seed": 3, "max_examples": 10, "shrink_seconds": 4.0}
+SHORT = {"profile": "quick", "seed": 3, "max_examples": 6, "shrink_seconds": 3.0}
 OPENAI = {**SHORT, "shapes": ("openai",)}
 
 

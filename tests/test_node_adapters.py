@@ -21,7 +21,7 @@ from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "js"
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 12, "shrink_seconds": 4.0}
+SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"non_destructive", "isolation", "robustness", "concurrency"}
 
 

@@ -19,7 +19,7 @@ from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 JS = "tests/zoo_js/managers.mjs"
-SHORT = {"profile": "quick", "seed": 7, "max_examples": 12, "shrink_seconds": 4.0}
+SHORT = {"profile": "quick", "seed": 7, "max_examples": 8, "shrink_seconds": 3.0}
 TWINS = [
     ("GoodManager", "tests.zoo.base:GoodManager"),
     ("SplitsPairsOpenAI", "tests.zoo.pairs:SplitsPairsOpenAI"),

@@ -83,3 +83,16 @@ def start_conformance(*args: str, marker: str) -> subprocess.Popen[str]:
         cwd=ROOT,
         env=marked_environment(marker),
     )
+
+
+def ctxkit(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m ctxkit ARGS`` as a user runs it, this checkout first on the import path."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxkit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=timeout,
+        check=False,
+    )

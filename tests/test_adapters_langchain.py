@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -23,8 +22,8 @@ pytest.importorskip("langchain_core", reason="pip install 'ctxkit[langchain]'")
 from ctxkit.adapters import ADAPTERS, Adapter
 from ctxkit.adapters.langchain import bug_report, from_langchain, to_langchain
 from ctxkit.survey.matrix import row_from_report
+from tests.processes import ctxkit
 
-ROOT = Path(__file__).resolve().parent.parent
 SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 
@@ -127,13 +126,7 @@ def test_a_missing_library_is_a_load_error_that_says_how_to_install_it(monkeypat
 
 
 def test_list_adapters_names_each_with_its_library():
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "--list-adapters"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    done = ctxkit("conformance", "--list-adapters")
     assert done.returncode == 0, done.stderr
     for adapter in ADAPTERS:
         assert adapter.name in done.stdout

@@ -4,11 +4,6 @@ the proto faithfully both ways, and what it cannot carry is named, never guessed
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,8 +14,8 @@ from ctxkit.conformance.grpc_messages import CannotCross, Crossing  # noqa: E402
 from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
 from ctxkit.conformance.strategies import conversations, plain_messages  # noqa: E402
 from tests.grpc_modules import served  # noqa: E402
+from tests.processes import ctxkit  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SHORT = {"profile": "quick", "seed": 3, "max_examples": 6, "shrink_seconds": 3.0}
 OPENAI = {**SHORT, "shapes": ("openai",)}
 
@@ -89,25 +84,12 @@ def test_what_cannot_cross_is_reported_as_not_checked_not_as_a_failure():
 
 
 def test_an_address_nobody_serves_is_a_setup_error():
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "grpc://127.0.0.1:9", "--timeout", "8"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        timeout=120,
-    )
+    done = ctxkit("conformance", "grpc://127.0.0.1:9", "--timeout", "8")
     assert done.returncode == 2, done.stderr
     assert "no gRPC service answers at 127.0.0.1:9" in done.stderr
 
 
 def test_a_malformed_address_says_what_a_good_one_looks_like():
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "grpc://nohost"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    done = ctxkit("conformance", "grpc://nohost")
     assert done.returncode == 2
     assert "is not grpc://HOST:PORT (e.g. grpc://127.0.0.1:50051)" in done.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import given, settings
 from ctxkit.conformance.matching import equivalent
 from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
+from tests.processes import ctxkit
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,13 +95,6 @@ def test_keeping_the_oldest_messages_splits_a_tool_pair_in_langchain_js_too(monk
 
 
 def test_a_missing_library_says_what_to_install(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", "js:@langchain/core:trimMessages"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        timeout=120,
-    )
+    done = ctxkit("conformance", "js:@langchain/core:trimMessages", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "run `npm install @langchain/core` in this directory" in done.stderr

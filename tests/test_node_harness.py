@@ -6,8 +6,6 @@ targets get clear errors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from ctxkit.conformance.child import Child
 from ctxkit.conformance.routes import RouteError, route_for
 from ctxkit.conformance.runner import RunOptions, run
+from tests.processes import ctxkit
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,13 +98,7 @@ def test_printing_json_to_stdout_changes_nothing():
     ],
 )
 def test_a_bad_javascript_target_exits_2_with_a_sentence(target, fragment):
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", target],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    done = ctxkit("conformance", target)
     assert done.returncode == 2, done.stderr
     assert fragment in done.stderr
     assert "Traceback" not in done.stderr

@@ -433,13 +433,15 @@ class ConformanceMachine(RuleBasedStateMachine):
         if reply.digest is not None and reply.digest == self._model_digest():
             return
         stored = self._call("get", "lifecycle")
-        if stored.ok and not checks.history(
-            stored.value, self.model, property_id, self.session.ignore
-        ):
+        found = (
+            checks.history(stored.value, self.model, property_id, self.session.ignore)
+            if stored.ok
+            else []
+        )
+        if stored.ok and not found:
             return  # the digest differed in form only
         if not edited:
-            found = checks.history(stored.value, self.model, property_id, self.session.ignore)
-            shared = found[0].message if stored.ok and found else ""
+            shared = found[0].message if found else ""
         else:
             shared = checks.shared_part(self.model, stored.value) if stored.ok else ""
         self._fail(

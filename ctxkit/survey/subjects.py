@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import shutil
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ctxkit.survey.matrix import Row, slug
@@ -15,22 +14,9 @@ from ctxkit.survey.run import Subject
 __all__ = ["adapter_subjects", "bug_reports"]
 
 
-def _version(distribution: str | None) -> str | None:
-    if not distribution:
-        return None
-    try:
-        return version(distribution)
-    except PackageNotFoundError:
-        return None
-
-
 def adapter_subjects() -> list[Subject]:
     """A subject per registered adapter whose library is installed, with its known findings."""
-    try:
-        from ctxkit.adapters import ADAPTERS
-    except ImportError:
-        return []
-    from ctxkit.adapters import JS_ADAPTERS, npm_version
+    from ctxkit.adapters import ADAPTERS, JS_ADAPTERS, installed_version, npm_version
 
     found = [
         Subject(
@@ -40,7 +26,7 @@ def adapter_subjects() -> list[Subject]:
         if shutil.which("node") and npm_version(a.package)
     ]
     for adapter in ADAPTERS:
-        installed = _version(adapter.distribution)
+        installed = installed_version(adapter)
         if installed is None:
             continue
         found.append(

@@ -82,6 +82,14 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
     assert exit_code(outcome["verdict"]) == 0
 
 
+def test_a_refusal_that_edits_history_is_charged_to_non_destructive_alone():
+    """Once non_destructive has failed, later searches must not blame what a refused view
+    did to the history on whichever property looks next (robustness, isolation)."""
+    result = check(_member("DropsThenRefuses"))
+    assert result["failed"] == {"non_destructive"}
+    assert "raised" in result["properties"]["non_destructive"].message
+
+
 def test_a_hang_is_an_error_that_says_timed_out():
     (member,) = [m for m in ZOO if m.target.endswith(":Hangs")]
     outcome = check(member, timeout=1.0)

@@ -19,10 +19,11 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
-from hypothesis import reject
+from hypothesis import currently_in_test_context, reject
 from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from ctxkit.conformance import checks
@@ -87,6 +88,15 @@ class PropertyFailure(AssertionError):
     def size(self) -> tuple[int, int]:
         """How big the counterexample is: messages in the history, then calls."""
         return (self.history, len(self.calls))
+
+
+def _abandon() -> NoReturn:
+    """Drop the example: inside a Hypothesis test as a rejection it counts, outside one (a
+    minimizer's or a reproducer's replay) as the same exception, without Hypothesis' warning
+    about ``reject`` outside a test."""
+    if currently_in_test_context():
+        reject()
+    raise UnsatisfiedAssumption("the example was abandoned")
 
 
 def _failure_type(property_id: str) -> type[PropertyFailure]:
@@ -164,7 +174,7 @@ class Session:
         if reply.kind == "unsupported":  # the call cannot be made: drop the example
             reason = f"{during(op)}: {reply.message or reply.error}"
             self.unsupported[reason] = self.unsupported.get(reason, 0) + 1
-            reject()
+            _abandon()
         return reply
 
     def saw(self, failure: PropertyFailure) -> None:
@@ -234,7 +244,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         property. ``kept``: the failure leaves the history as it was (a view that raised)."""
         if property_id not in self.session.checking:
             if kind in ("history", "raises") and not kept:
-                reject()
+                _abandon()
             return
         failure = FAILURES[property_id](
             property_id,
@@ -388,13 +398,23 @@ class ConformanceMachine(RuleBasedStateMachine):
                     "raises",
                     kept=True,
                 )
-            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+            self._refused(reply, request)
             return None
         self._check_view(reply.value, request, tokens if feasible else None)
         self._history(
             reply.digest, "non_destructive", f"after get_messages_for_request({request.describe()})"
         )
         return reply.value, request
+
+    def _refused(self, reply: Reply, request: Request) -> None:
+        """A view refused fairly: the reproducer tolerates it, but the history must still be
+        whole, since a manager may edit it on the way to giving up."""
+        self.calls[-1] = replace(self.calls[-1], tolerated=True)
+        self._history(
+            reply.digest,
+            "non_destructive",
+            f"after get_messages_for_request({request.describe()}) raised",
+        )
 
     def _check_view(self, view: Any, request: Request, fits_in: int | None) -> None:
         """Every view: a list, tool pairs whole, history order kept; where a fitting view
@@ -623,7 +643,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         request, _tokens = self._request_of(budget)
         reply = self._do(Call("request_then_edit", request), "isolation")
         if not reply.ok:
-            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+            self._refused(reply, request)
             return
         self._stored(
             reply.before,
@@ -633,7 +653,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._changed(reply, "isolation", "editing a returned view changed the history")
         again = self._do(Call("request", request, name="again"), "isolation")
         if not again.ok:
-            self.calls[-1] = replace(self.calls[-1], tolerated=True)
+            self._refused(again, request)
         elif again.value != reply.value:
             self._violated(checks.not_edited(again.value), "not_edited")
 

@@ -7,6 +7,7 @@
 - LeaksReferences: stores the caller's dicts and hands out its internal list.
 - LosesConcurrentAdds: add_message copies, awaits, then writes back, losing concurrent adds.
 - SetMessagesKeepsList: set_messages keeps the caller's list, so later edits change history.
+- DropsThenRefuses: a view that cannot fit deletes the oldest message, then refuses anyway.
 """
 
 from __future__ import annotations
@@ -95,3 +96,20 @@ class SetMessagesKeepsList(GoodManager):
             self._validate(message)
         messages[:] = [self._stored(m) for m in messages]
         self._messages = messages
+
+
+class DropsThenRefuses(GoodManager):
+    """Fault (non_destructive), and only when refusing: a budget under 6 tokens, which no
+    message fits (3 tokens prime the reply, 3 more frame a message), first makes it delete the
+    oldest stored message (trying to make room), then raise. Every other view leaves the
+    history alone, so only a refused request shows the fault."""
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        budget = self._budget(token_budget, provider)
+        if budget < 6 and self._messages:
+            if len(self._messages) > 1:
+                del self._messages[0]
+            raise ValueError(f"no message fits a budget of {budget} tokens")
+        return await super().get_messages_for_request(token_budget, provider)

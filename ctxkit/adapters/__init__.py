@@ -67,6 +67,34 @@ _UNDEFINED = Finding(
     "bug", "with a history of only system messages, trimMessages returns [undefined]"
 )
 
+_IN_PLACE = Finding(
+    "design",
+    "Strands' conversation managers edit Agent.messages in place: what a view trims, "
+    "truncates or summarizes is gone from the history, by design",
+)
+_STARTS_WITH_USER = Finding(
+    "design",
+    "a Strands view must start with a user message (Bedrock's rule): when no user message is "
+    "left to start from, the manager refuses the request instead of cutting elsewhere",
+)
+_TRIMS_TO_A_USER_TURN = Finding(
+    "design",
+    "trims the oldest messages up to a user turn it can start from, even when that drops the "
+    "question the agent is still working on",
+)
+_KEEPS_RECENT = Finding(
+    "design",
+    "never summarizes the newest preserve_recent_messages (10), and re-summarizing only its "
+    "previous summary makes the request no smaller: then it refuses (the agent loop would "
+    "retry without end); lower preserve_recent_messages with --config",
+)
+_REMINDERS = Finding(
+    "adapter",
+    "Strands has no system role inside a conversation: the adapter passes a mid-conversation "
+    "system message as a user message, which the manager may summarize away",
+    allow="dropped-system",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -86,6 +114,31 @@ ADAPTERS: tuple[Adapter, ...] = (
         "langchain_core.messages.trim_messages, strategy 'first' (keep the oldest)",
         findings={"tool_pair_integrity": _SPLITS, "preservation": _OLDEST},
         bug_report="ctxkit.adapters.langchain:bug_report",
+    ),
+    Adapter(
+        "strands:sliding_window",
+        "ctxkit.adapters.strands:SlidingWindow",
+        "strands-agents",
+        "strands",
+        "strands SlidingWindowConversationManager (window_size 40), reducing on overflow as "
+        "the agent loop does",
+        findings={
+            "non_destructive": _IN_PLACE,
+            "lifecycle": _STARTS_WITH_USER,
+            "preservation": _TRIMS_TO_A_USER_TURN,
+        },
+    ),
+    Adapter(
+        "strands:summarizing",
+        "ctxkit.adapters.strands:Summarizing",
+        "strands-agents",
+        "strands",
+        "strands SummarizingConversationManager (defaults), summaries by a local recap model",
+        findings={
+            "non_destructive": _IN_PLACE,
+            "lifecycle": _KEEPS_RECENT,
+            "preservation": _REMINDERS,
+        },
     ),
 )
 

@@ -17,11 +17,11 @@ from ctxkit.conformance.strategies import conversations
 pytest.importorskip("strands", reason="pip install 'ctxkit[strands]'")
 
 from ctxkit.adapters import ADAPTERS, by_name
+from ctxkit.adapters.base import split_system
 from ctxkit.adapters.strands import (
     SlidingWindow,
     Summarizing,
     from_strands,
-    split_system,
     to_strands,
 )
 

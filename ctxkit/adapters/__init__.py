@@ -95,6 +95,22 @@ _REMINDERS = Finding(
     allow="dropped-system",
 )
 
+_NEWEST_ALONE = Finding(
+    "design",
+    "when not even the newest message fits, get() returns that message alone, on purpose "
+    "(so that the model raises); when it is a tool result, it comes without its call",
+)
+_COUNTS_TEXT = Finding(
+    "design",
+    "counts only the messages' text (not tool calls, not per-message framing), so a view can "
+    "exceed a budget counted in full",
+)
+_DROPS_OLDEST = Finding(
+    "design",
+    "drops the oldest messages first, and a view may not start at an assistant or tool message, "
+    "so the question of a tool-heavy turn goes before its tool rounds do",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -138,6 +154,19 @@ ADAPTERS: tuple[Adapter, ...] = (
             "non_destructive": _IN_PLACE,
             "lifecycle": _KEEPS_RECENT,
             "preservation": _REMINDERS,
+        },
+    ),
+    Adapter(
+        "llama_index:chat_memory_buffer",
+        "ctxkit.adapters.llama_index:ChatMemoryBuffer",
+        "llama-index-core",
+        "llama-index",
+        "llama_index.core.memory.ChatMemoryBuffer, token_limit set to the budget, the system "
+        "prompt counted in",
+        findings={
+            "tool_pair_integrity": _NEWEST_ALONE,
+            "budget": _COUNTS_TEXT,
+            "preservation": _DROPS_OLDEST,
         },
     ),
 )

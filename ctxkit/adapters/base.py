@@ -12,10 +12,19 @@ from typing import Any
 
 from ctxkit.messages import copy_message, inspect_message, validate_history
 
-__all__ = ["DEFAULT_MAX_TOKENS", "TrimmingAdapter"]
+__all__ = ["DEFAULT_MAX_TOKENS", "TrimmingAdapter", "split_system"]
 
 DEFAULT_MAX_TOKENS = 128_000
 """The budget of a request that names neither a budget nor a provider (config ``max_tokens``)."""
+
+
+def split_system(history: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The leading system messages and the rest: libraries whose agents hold the system
+    prompt apart from the conversation (Strands, llama-index) get the rest only."""
+    lead = 0
+    while lead < len(history) and history[lead]["role"] in ("system", "developer"):
+        lead += 1
+    return list(history[:lead]), list(history[lead:])
 
 
 class TrimmingAdapter:

@@ -26,7 +26,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, split_system
 from ctxkit.messages import copy_message, inspect_message, validate_history
 from ctxkit.tokens import TokenCounter
 
@@ -134,14 +134,6 @@ def _content(sources: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def _strands_message(sources: list[dict[str, Any]]) -> dict[str, Any]:
     role = "assistant" if sources[0]["role"] == "assistant" else "user"
     return {"role": role, "content": _content(sources), SOURCE: sources}
-
-
-def split_system(history: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The leading system messages (the agent's system prompt) and the rest."""
-    lead = 0
-    while lead < len(history) and history[lead]["role"] in ("system", "developer"):
-        lead += 1
-    return list(history[:lead]), list(history[lead:])
 
 
 def to_strands(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -111,6 +111,20 @@ _DROPS_OLDEST = Finding(
     "so the question of a tool-heavy turn goes before its tool rounds do",
 )
 
+_REDUCES_IN_PLACE = Finding(
+    "design",
+    "the reducer is the ChatHistory itself: reduce() cuts the stored messages, by design",
+)
+_COUNTS_MESSAGES = Finding(
+    "design",
+    "counts messages (target_count), not tokens: the request's budget plays no part",
+)
+_FIRST_SYSTEM_ONLY = Finding(
+    "design",
+    "keeps the first system message only; later ones are cut like any other message",
+    allow="dropped-system",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -167,6 +181,19 @@ ADAPTERS: tuple[Adapter, ...] = (
             "tool_pair_integrity": _NEWEST_ALONE,
             "budget": _COUNTS_TEXT,
             "preservation": _DROPS_OLDEST,
+        },
+    ),
+    Adapter(
+        "semantic_kernel:truncation_reducer",
+        "ctxkit.adapters.semantic_kernel:TruncationReducer",
+        "semantic-kernel",
+        "semantic-kernel",
+        "semantic_kernel ChatHistoryTruncationReducer (target_count 10), reduced before every "
+        "request",
+        findings={
+            "non_destructive": _REDUCES_IN_PLACE,
+            "budget": _COUNTS_MESSAGES,
+            "preservation": _FIRST_SYSTEM_ONLY,
         },
     ),
 )

@@ -1,0 +1,104 @@
+"""The Semantic Kernel adapter: messages cross to ChatMessageContent (text, function calls,
+function results, in both shapes) and back unchanged; the reducer cuts by message count and
+keeps pairs whole; each failure the suite finds is verified and classified."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import pytest
+from hypothesis import given, settings
+
+from ctxkit.conformance.runner import Report, RunOptions, run
+from ctxkit.conformance.strategies import conversations
+
+pytest.importorskip("semantic_kernel", reason="pip install 'ctxkit[semantic-kernel]'")
+
+from ctxkit.adapters import by_name
+from ctxkit.adapters.semantic_kernel import (
+    TruncationReducer,
+    from_semantic_kernel,
+    to_semantic_kernel,
+)
+
+SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
+ADAPTER_PART = {"lifecycle", "isolation", "robustness", "concurrency"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations(shapes=("openai",)) | conversations(shapes=("anthropic",)) | conversations())
+def test_a_history_crosses_to_semantic_kernel_and_back_unchanged(history):
+    assert from_semantic_kernel(to_semantic_kernel(history)) == history
+
+
+def test_semantic_kernel_messages_carry_what_the_reducer_reads():
+    from semantic_kernel.contents import FunctionCallContent, FunctionResultContent
+
+    history = [
+        {"role": "user", "content": "list"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "b"}]},
+    ]
+    user, call, result, use, answer = to_semantic_kernel(history)
+    assert (user.role.value, user.content) == ("user", "list")
+    assert [type(i) for i in call.items] == [FunctionCallContent]
+    assert call.items[0].id == "c1"
+    assert result.role.value == "tool"
+    assert isinstance(result.items[0], FunctionResultContent)
+    assert use.items[0].id == "t1"
+    assert answer.role.value == "tool"  # as Semantic Kernel's connectors hold tool results
+    assert answer.items[0].id == "t1"
+
+
+def test_the_reducer_cuts_to_target_count_without_orphaning_a_result():
+    manager = TruncationReducer(target_count=2)
+    history = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+
+    async def scenario() -> tuple[list[dict], list[dict]]:
+        await manager.set_messages(history)
+        view = await manager.get_messages_for_request(token_budget=100_000)
+        return view, await manager.get_messages()
+
+    view, stored = asyncio.run(scenario())
+    assert view == history[3:]  # two messages: the call with its result, never one of them
+    assert stored == view  # reduce() cuts the history itself
+
+
+@functools.cache
+def checked(adapter: str) -> Report:
+    return run(RunOptions(target=adapter, **SHORT))
+
+
+def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified():
+    name = "semantic_kernel:truncation_reducer"
+    report = checked(name)
+    statuses = {p.id: p.status for p in report.properties}
+    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
+    for result in report.properties:
+        if result.status == "failed":
+            assert result.verified, result.verification
+            assert result.id in by_name(name).findings, f"{result.id}: {result.message}"

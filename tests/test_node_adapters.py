@@ -1,10 +1,12 @@
-"""JavaScript adapters through the Node harness (@langchain/core's trimMessages): messages
-cross to LangChain.js and back faithfully in both shapes; the adapter's own part passes; the
-library's split pair is found with a verified reproducer; a missing library says what to run.
-The library comes from tests/js (installed by `npm ci` in .ci/run; no network at test time)."""
+"""JavaScript adapters through the Node harness (@langchain/core's trimMessages, the AI SDK's
+pruneMessages): messages cross to each library and back faithfully in both shapes; the
+adapter's own part passes; LangChain.js's split pair is found with a verified reproducer; a
+missing library says what to run. The libraries come from tests/js (installed by `npm ci` in
+.ci/run; no network at test time)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -13,7 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from ctxkit.adapters import JS_ADAPTERS
 from ctxkit.conformance.matching import equivalent
+from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
 from tests.processes import ctxkit
@@ -28,17 +32,17 @@ ADAPTER_PART = {"non_destructive", "isolation", "robustness", "concurrency"}
 @pytest.fixture(scope="module", autouse=True)
 def installed() -> None:
     require_binary("node")
-    if not (FIXTURES / "node_modules" / "@langchain" / "core").is_dir():
+    if not all((FIXTURES / "node_modules" / p).is_dir() for p in ("@langchain/core", "ai")):
         reason = "tests/js has no node_modules: run `npm ci --prefix tests/js`"
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason}; CI=true, so .ci/run must install it", pytrace=False)
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def roundtrip():
+@pytest.fixture(scope="module", params=["langchain", "ai"])
+def roundtrip(request):
     process = subprocess.Popen(
-        ["node", "roundtrip.mjs"],
+        ["node", "roundtrip.mjs", request.param],
         cwd=FIXTURES,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -57,7 +61,7 @@ def roundtrip():
 
 @settings(max_examples=40, deadline=None)
 @given(conversations(shapes=("openai",)) | conversations(shapes=("anthropic",)) | conversations())
-def test_a_history_crosses_to_langchain_js_and_back_unchanged(roundtrip, history):
+def test_a_history_crosses_to_the_library_and_back_unchanged(roundtrip, history):
     back = roundtrip(history)
     assert len(back) == len(history)
     for got, want in zip(back, history, strict=True):
@@ -76,14 +80,50 @@ def checked(monkeypatch: pytest.MonkeyPatch, target: str) -> Report:
     return _REPORTS[target]
 
 
-@pytest.mark.parametrize("strategy", ["", ":first"])
-def test_the_adapters_own_part_passes(monkeypatch, strategy):
-    report = checked(monkeypatch, f"js:@langchain/core:trimMessages{strategy}")
+@pytest.mark.parametrize("adapter", [a.name for a in JS_ADAPTERS])
+def test_the_adapters_own_part_passes_and_every_failure_is_verified_and_classified(
+    monkeypatch, adapter
+):
+    report = checked(monkeypatch, adapter)
     statuses = {p.id: p.status for p in report.properties}
     assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
+    findings = next(a for a in JS_ADAPTERS if a.name == adapter).findings
     for result in report.properties:
         if result.status == "failed":
             assert result.verified, result.verification
+            assert result.id in findings, f"{result.id}: {result.message}"
+
+
+def test_pruning_tool_calls_keeps_each_call_with_its_results_and_the_text_around_them(
+    monkeypatch,
+):
+    history = [
+        {"role": "user", "content": "look"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": "Found a.py."},
+        {"role": "user", "content": "and?"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    monkeypatch.chdir(FIXTURES)
+
+    async def scenario() -> list[dict]:
+        manager, _events = await open_manager("js:ai:pruneMessages")
+        try:
+            await manager.set_messages(history)
+            return await manager.get_messages_for_request(token_budget=10)
+        finally:
+            manager.close()
+
+    view = asyncio.run(scenario())
+    # the call and its result go together; the assistant's text stays, without tool_calls
+    assert view == [history[0], {"role": "assistant", "content": "Checking."}, *history[3:]]
 
 
 def test_keeping_the_oldest_messages_splits_a_tool_pair_in_langchain_js_too(monkeypatch):

@@ -111,6 +111,11 @@ _DROPS_OLDEST = Finding(
     "so the question of a tool-heavy turn goes before its tool rounds do",
 )
 
+_BY_POSITION = Finding(
+    "design",
+    "prunes by position (tool calls before the newest messages), not by tokens: the budget "
+    "plays no part",
+)
 _REDUCES_IN_PLACE = Finding(
     "design",
     "the reducer is the ChatHistory itself: reduce() cuts the stored messages, by design",
@@ -230,6 +235,13 @@ JS_ADAPTERS: tuple[JavaScriptAdapter, ...] = (
         "@langchain/core",
         "LangChain.js trimMessages, strategy 'first'",
         findings={"tool_pair_integrity": _SPLITS, "preservation": _OLDEST},
+    ),
+    JavaScriptAdapter(
+        "js:ai:pruneMessages",
+        "ai",
+        "Vercel AI SDK pruneMessages: reasoning before the last message, tool calls before the "
+        "last 2 messages, empty messages removed",
+        findings={"budget": _BY_POSITION},
     ),
 )
 

@@ -1,9 +1,16 @@
-// Reads JSON histories, one a line, and writes each after a round trip through LangChain.js
-// messages (the adapter's own conversion): tests/test_node_adapters.py compares them.
+// Reads JSON histories, one a line, and writes each after a round trip through a JavaScript
+// library's messages (an adapter's own conversion, named by the first argument: `langchain` or
+// `ai`): tests/test_node_adapters.py compares them.
 import { createInterface } from "node:readline";
-import { fromLangChain, toLangChain } from "../../conformance/harnesses/node/adapters/langchain-trim-messages.mjs";
+
+const ADAPTERS = {
+  langchain: ["langchain-trim-messages.mjs", "toLangChain", "fromLangChain"],
+  ai: ["ai-sdk-prune-messages.mjs", "toAiSdk", "fromAiSdk"],
+};
+const [file, to, from] = ADAPTERS[process.argv[2]];
+const adapter = await import(`../../conformance/harnesses/node/adapters/${file}`);
 
 for await (const line of createInterface({ input: process.stdin })) {
   const history = JSON.parse(line);
-  process.stdout.write(`${JSON.stringify(fromLangChain(toLangChain(history), history))}\n`);
+  process.stdout.write(`${JSON.stringify(adapter[from](adapter[to](history), history))}\n`);
 }

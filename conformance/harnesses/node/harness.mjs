@@ -91,6 +91,7 @@ function editInPlace(value) {
 const ADAPTERS = {
   "@langchain/core:trimMessages": ["adapters/langchain-trim-messages.mjs", "TrimMessagesLast"],
   "@langchain/core:trimMessages:first": ["adapters/langchain-trim-messages.mjs", "TrimMessagesFirst"],
+  "ai:pruneMessages": ["adapters/ai-sdk-prune-messages.mjs", "PruneMessages"],
 };
 
 function splitSpec(spec) {

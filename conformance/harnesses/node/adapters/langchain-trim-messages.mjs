@@ -7,27 +7,12 @@
 // nothing. Each LangChain message carries the index of the history message it came from, so
 // the way back restores each message's shape; an Anthropic user message with tool_result
 // blocks becomes one ToolMessage per result (and a HumanMessage for its other blocks) and comes
-// back as one message. Tokens: ctxkit's exact counter is Python's, so this counts on the high
-// side (bytes of JSON / 2 + 8 a message, plus 3 for the reply): views fit, perhaps with room.
+// back as one message. Tokens are counted on the high side (store.mjs, plus 3 for the reply).
 
-import { createRequire } from "node:module";
-import { pathToFileURL } from "node:url";
+import { importFromHere } from "./library.mjs";
+import { TrimmingStore, estimate } from "./store.mjs";
 
-async function library() {
-  const require = createRequire(`${process.cwd()}/`);
-  let path;
-  try {
-    path = require.resolve("@langchain/core/messages");
-  } catch {
-    throw new Error(
-      `@langchain/core is not installed where ctxkit runs (${process.cwd()}): ` +
-        "run `npm install @langchain/core` in this directory",
-    );
-  }
-  return import(pathToFileURL(path).href);
-}
-
-const lc = await library();
+const lc = await importFromHere("@langchain/core/messages", "@langchain/core");
 
 const MODELLED = new Set(["role", "content", "tool_calls", "tool_call_id", "name"]);
 const extras = (m) => Object.fromEntries(Object.entries(m).filter(([k]) => !MODELLED.has(k)));
@@ -141,62 +126,16 @@ export function fromLangChain(messages, history) {
   return found;
 }
 
-const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
-
-/** The adapter's own part: refuse what no provider accepts, before it is stored. */
-function validate(m) {
-  if (m === null || typeof m !== "object" || Array.isArray(m)) throw new TypeError("a message must be an object");
-  if (!ROLES.has(m.role)) throw new TypeError(`unknown role ${JSON.stringify(m.role)}`);
-  if (m.content !== undefined && m.content !== null && typeof m.content !== "string" && !Array.isArray(m.content)) {
-    throw new TypeError("content must be a string, a list of blocks or null");
-  }
-  if (m.role === "tool" && !m.tool_call_id) throw new TypeError("a tool message needs tool_call_id");
-  if (m.tool_calls !== undefined && (!Array.isArray(m.tool_calls) || m.tool_calls.some((c) => !c?.id))) {
-    throw new TypeError("tool_calls must be a list of calls with ids");
-  }
-  for (const b of Array.isArray(m.content) ? m.content : []) {
-    if (b === null || typeof b !== "object" || typeof b.type !== "string") throw new TypeError("a content block needs a type");
-    if (b.type === "tool_use" && !b.id) throw new TypeError("a tool_use block needs an id");
-    if (b.type === "tool_result" && !b.tool_use_id) throw new TypeError("a tool_result block needs tool_use_id");
-  }
-}
-
-const estimate = (m) => Math.floor(Buffer.byteLength(JSON.stringify(m), "utf8") / 2) + 8;
-
-class TrimMessages {
+class TrimMessages extends TrimmingStore {
   constructor(config = {}, hooks = null, strategy = "last") {
-    this.maxTokens = config.max_tokens ?? 128000;
+    super(config, hooks);
     this.options =
       strategy === "last"
         ? { strategy, includeSystem: config.includeSystem ?? true, startOn: config.startOn ?? "human" }
         : { strategy };
-    this.hooks = hooks;
-    this.history = [];
   }
 
-  async addMessage(message) {
-    validate(message);
-    this.history.push(structuredClone(message));
-  }
-
-  async getMessages() {
-    return structuredClone(this.history);
-  }
-
-  async setMessages(messages) {
-    messages.forEach(validate);
-    this.history = structuredClone(messages);
-  }
-
-  async clear() {
-    this.history = [];
-  }
-
-  async getMessagesForRequest({ tokenBudget, provider } = {}) {
-    const defaults = provider?.getInfo()?.defaults;
-    const budget =
-      tokenBudget ?? (defaults ? defaults.context_window - (defaults.max_output_tokens ?? 0) : this.maxTokens);
-    const history = structuredClone(this.history);
+  async view(history, budget) {
     const counted = (messages) =>
       fromLangChain(messages, history).reduce((sum, m) => sum + estimate(m), 0) + (messages.length ? 3 : 0);
     const kept = await lc.trimMessages(toLangChain(history), { maxTokens: budget, tokenCounter: counted, ...this.options });

@@ -116,13 +116,31 @@ _BY_POSITION = Finding(
     "prunes by position (tool calls before the newest messages), not by tokens: the budget "
     "plays no part",
 )
+_NEWEST_ONLY = Finding(
+    "design",
+    "keeps the newest buffer_size messages and nothing else: the system prompt goes with the rest",
+)
+_HEAD_AND_TAIL = Finding(
+    "design",
+    "keeps the oldest head_size and newest tail_size messages: a system message in between "
+    "is skipped with the rest",
+)
+_FROM_THE_MIDDLE = Finding(
+    "bug",
+    "removes messages one at a time from the middle, with no regard for tool calls: a call "
+    "loses its results (or results their call), which providers reject",
+)
+_MIDDLE_QUESTION = Finding(
+    "design",
+    "removes messages from the middle, where the question of the current turn often is",
+)
 _REDUCES_IN_PLACE = Finding(
     "design",
     "the reducer is the ChatHistory itself: reduce() cuts the stored messages, by design",
 )
 _COUNTS_MESSAGES = Finding(
     "design",
-    "counts messages (target_count), not tokens: the request's budget plays no part",
+    "counts messages, not tokens: the request's budget plays no part",
 )
 _FIRST_SYSTEM_ONLY = Finding(
     "design",
@@ -187,6 +205,31 @@ ADAPTERS: tuple[Adapter, ...] = (
             "budget": _COUNTS_TEXT,
             "preservation": _DROPS_OLDEST,
         },
+    ),
+    Adapter(
+        "autogen:buffered",
+        "ctxkit.adapters.autogen:Buffered",
+        "autogen-core",
+        "autogen",
+        "autogen_core BufferedChatCompletionContext (buffer_size 20)",
+        findings={"budget": _COUNTS_MESSAGES, "preservation": _NEWEST_ONLY},
+    ),
+    Adapter(
+        "autogen:head_and_tail",
+        "ctxkit.adapters.autogen:HeadAndTail",
+        "autogen-core",
+        "autogen",
+        "autogen_core HeadAndTailChatCompletionContext (head_size 3, tail_size 17)",
+        findings={"budget": _COUNTS_MESSAGES, "preservation": _HEAD_AND_TAIL},
+    ),
+    Adapter(
+        "autogen:token_limited",
+        "ctxkit.adapters.autogen:TokenLimited",
+        "autogen-core",
+        "autogen",
+        "autogen_core TokenLimitedChatCompletionContext, token_limit set to the budget",
+        findings={"tool_pair_integrity": _FROM_THE_MIDDLE, "preservation": _MIDDLE_QUESTION},
+        bug_report="ctxkit.adapters.autogen:bug_report",
     ),
     Adapter(
         "semantic_kernel:truncation_reducer",

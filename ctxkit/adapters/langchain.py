@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxkit.adapters.base import TrimmingAdapter
+from ctxkit.adapters.reports import history_before_view
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
 
 __all__ = ["TrimMessagesFirst", "TrimMessagesLast", "bug_report", "from_langchain", "to_langchain"]
@@ -282,25 +283,6 @@ class TrimMessagesFirst(_TrimMessages):
     """Keeps the oldest messages that fit."""
 
     strategy = "first"
-
-
-def history_before_view(trace: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The history when the counterexample's last view was asked for, and its budget."""
-    history: list[dict[str, Any]] = []
-    budget = 0
-    for call in trace:
-        op, value = call["op"], call.get("value")
-        if op in ("add", "add_then_edit"):
-            history.append(value)
-        elif op == "add_concurrently":
-            history.extend(value)
-        elif op in ("set", "set_then_edit"):
-            history = list(value)
-        elif op == "clear":
-            history = []
-        elif op in ("request", "request_then_edit"):
-            snapshot, budget = list(history), (value or {}).get("token_budget") or 0
-    return snapshot if trace else [], budget
 
 
 def _split_pairs(view: list[Any]) -> bool:

@@ -40,6 +40,7 @@ examples:
   ctxkit survey                                   # every installed adapter
   ctxkit survey --out docs/survey --jobs 2
   ctxkit survey mypkg.context:Mine ./manager.mjs --no-adapters
+  ctxkit survey --python .venvs/autogen/bin/python  # + adapters installed only there
 """
 
 
@@ -54,7 +55,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("targets", nargs="*", metavar="TARGET", help="more targets to check")
     parser.add_argument(
-        "--no-adapters", dest="adapters", action="store_false", help="only the TARGETs named"
+        "--no-adapters",
+        dest="adapters",
+        action="store_false",
+        help="leave out the adapters installed here (not those of --python)",
+    )
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also survey the adapters whose library is installed for this interpreter (an "
+        "environment of its own, with ctxkit; for libraries that conflict with others); "
+        "repeatable",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("ctxkit-survey"), metavar="DIR", help="(ctxkit-survey)"
@@ -92,7 +105,12 @@ def run_survey(args: argparse.Namespace) -> int:
     from ctxkit.cli import UsageError
     from ctxkit.survey.matrix import Matrix
     from ctxkit.survey.run import Progress, Subject, survey
-    from ctxkit.survey.subjects import adapter_subjects, bug_reports
+    from ctxkit.survey.subjects import (
+        EnvironmentUnusable,
+        adapter_subjects,
+        bug_reports,
+        subjects_in,
+    )
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))
@@ -103,7 +121,13 @@ def run_survey(args: argparse.Namespace) -> int:
     if not math.isfinite(args.deadline) or args.deadline <= 0:
         raise UsageError(f"--deadline must be a positive number of seconds, got {args.deadline}")
     subjects = adapter_subjects() if args.adapters else []
-    subjects += [Subject(target) for target in args.targets]
+    for python in args.python:
+        try:
+            subjects += subjects_in(python, {s.target for s in subjects})
+        except EnvironmentUnusable as exc:
+            raise UsageError(str(exc)) from None
+    surveyed = {s.target for s in subjects}
+    subjects += [Subject(t) for t in dict.fromkeys(args.targets) if t not in surveyed]
     if not subjects:
         raise UsageError(
             "nothing to survey: no adapter's library is installed (see `ctxkit conformance "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,9 @@ class Subject:
     version: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     findings: dict[str, Finding] = field(default_factory=dict)
+    python: str | None = None
+    """The interpreter of another Python environment (with ctxkit) whose worker runs the
+    target: for a library that cannot be installed beside the others."""
 
 
 class Progress:
@@ -100,6 +104,8 @@ def _check(subject: Subject, options: Sequence[str], folder: Path, timeout: floa
     ]
     if subject.config:
         command += ["--config", json.dumps(subject.config)]
+    if subject.python:
+        command += ["--command", f"{shlex.quote(subject.python)} -m ctxkit.conformance.worker"]
     env = dict(os.environ, CTXKIT_SURVEY="1")
     try:
         done = subprocess.run(

@@ -4,14 +4,62 @@ upstream bug reports for what it finds."""
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ctxkit.survey.matrix import Row, slug
 from ctxkit.survey.run import Subject
 
-__all__ = ["adapter_subjects", "bug_reports"]
+__all__ = ["adapter_subjects", "bug_reports", "report_text", "subjects_in"]
+
+_INSTALLED = (
+    "import json; from ctxkit.adapters import ADAPTERS, installed_version; "
+    "print(json.dumps({a.name: installed_version(a) for a in ADAPTERS}))"
+)
+
+
+class EnvironmentUnusable(Exception):
+    """A --python interpreter that cannot run, or has no ctxkit."""
+
+
+def subjects_in(python: str, skip: set[str]) -> list[Subject]:
+    """A subject per adapter whose library is installed for the interpreter ``python`` (an
+    environment of its own, with ctxkit installed), checked through that interpreter's worker;
+    adapters named in ``skip`` (already surveyed here) are left out."""
+    from ctxkit.adapters import by_name
+
+    try:
+        done = subprocess.run(
+            [python, "-c", _INSTALLED], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentUnusable(f"--python {python}: cannot run it ({exc})") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentUnusable(
+            f"--python {python}: cannot list its adapters ({last}); install ctxkit with the "
+            "library's extra there, e.g. pip install 'ctxkit[autogen]'"
+        )
+    found = []
+    for name, installed in json.loads(done.stdout).items():
+        adapter = by_name(name)
+        if installed is None or name in skip or adapter is None:
+            continue
+        found.append(
+            Subject(
+                name,
+                library=adapter.distribution,
+                version=installed,
+                findings=dict(adapter.findings),
+                python=python,
+            )
+        )
+    return found
 
 
 def adapter_subjects() -> list[Subject]:
@@ -45,6 +93,37 @@ def _function(path: str) -> Callable[..., str]:
     return getattr(importlib.import_module(module_name), name)
 
 
+_RENDER = (
+    "import importlib, json, sys, types; d = json.load(sys.stdin); "
+    "m, f = d['function'].split(':'); "
+    "sys.stdout.write(getattr(importlib.import_module(m), f)"
+    "(d['property'], types.SimpleNamespace(trace=d['trace'])))"
+)
+
+
+def report_text(subject: Subject, function: str, property_id: str, cell: Any) -> str:
+    """The report text, rendered where the library is: here, or in the subject's own
+    environment. Empty (with a warning) if it cannot be rendered."""
+    try:
+        if subject.python is None:
+            return _function(function)(property_id, cell)
+        request = {"function": function, "property": property_id, "trace": cell.trace}
+        done = subprocess.run(
+            [subject.python, "-c", _RENDER],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout
+    except Exception as exc:  # a report is a courtesy: the matrix stands without it
+        sys.stderr.write(
+            f"ctxkit survey: no bug report for {subject.target} {property_id}: {exc}\n"
+        )
+        return ""
+
+
 def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) -> list[Path]:
     """For each failure known as a real bug, the adapter's upstream report (its reproducer
     in the library's own types, no ctxkit), written into ``folder``."""
@@ -55,11 +134,12 @@ def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) 
     written = []
     for subject, row in zip(subjects, rows, strict=True):
         adapter = by_name(subject.target)
-        render = _function(adapter.bug_report) if adapter and adapter.bug_report else None
+        if adapter is None or adapter.bug_report is None:
+            continue
         for property_id, cell in row.cells.items():
-            if cell.finding is None or cell.finding.kind != "bug" or render is None:
+            if cell.finding is None or cell.finding.kind != "bug":
                 continue
-            text = render(property_id, cell)
+            text = report_text(subject, adapter.bug_report, property_id, cell)
             if not text:
                 continue
             folder.mkdir(parents=True, exist_ok=True)

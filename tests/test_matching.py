@@ -278,3 +278,15 @@ def test_relaxed_filters_by_kind_from_names_or_a_relaxations_object():
     assert relaxed(found, Allowed(merged_system=True)) == [dropped, user_gone]
     assert relaxed(found, Allowed(dropped_system=True)) == [user_gone]
     assert relaxed(found, Allowed(hoisted_system=True, budget_tolerance=0.1)) == found
+
+
+def test_the_catalogue_names_each_relaxation_once_and_allow_knows_each():
+    from ctxkit.conformance.allow import parse_allow
+    from ctxkit.conformance.properties import catalogue
+
+    relaxations = catalogue()["relaxations"]
+    names = [r["name"] for r in relaxations]
+    assert len(names) == len(set(names)), names
+    for relaxation in relaxations:
+        value = "=0.1" if relaxation["value"] else ""
+        parse_allow([relaxation["name"] + value])  # raises for a name --allow does not know

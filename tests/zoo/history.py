@@ -7,7 +7,7 @@
 - LeaksReferences: stores the caller's dicts and hands out its internal list.
 - LosesConcurrentAdds: add_message copies, awaits, then writes back, losing concurrent adds.
 - SetMessagesKeepsList: set_messages keeps the caller's list, so later edits change history.
-- DropsThenRefuses: a view that cannot fit deletes the oldest message, then refuses anyway.
+- DropsThenRefuses: a refused view first deletes the oldest message (and it refuses too often).
 """
 
 from __future__ import annotations
@@ -99,17 +99,17 @@ class SetMessagesKeepsList(GoodManager):
 
 
 class DropsThenRefuses(GoodManager):
-    """Fault (non_destructive), and only when refusing: a budget under 6 tokens, which no
-    message fits (3 tokens prime the reply, 3 more frame a message), first makes it delete the
-    oldest stored message (trying to make room), then raise. Every other view leaves the
-    history alone, so only a refused request shows the fault."""
+    """Fault (non_destructive), and only when refusing: a budget under its own (high) estimate
+    of the newest message first makes it delete the oldest stored message (trying to make
+    room), then raise. Its refusals are also too eager (lifecycle): the estimate runs high.
+    Every view it returns leaves the history alone, so only a refusal shows the first fault."""
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
     ) -> list[dict]:
         budget = self._budget(token_budget, provider)
-        if budget < 6 and self._messages:
+        if self._messages and budget < total(self._messages[-1:]):
             if len(self._messages) > 1:
                 del self._messages[0]
-            raise ValueError(f"no message fits a budget of {budget} tokens")
+            raise ValueError(f"the newest message does not fit a budget of {budget} tokens")
         return await super().get_messages_for_request(token_budget, provider)

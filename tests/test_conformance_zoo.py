@@ -45,7 +45,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
         seed=20261121,
         timeout=3.0,
         max_rounds=2,
-        shrink_seconds=6.0,  # the minimizer's own pass goes on from there
+        shrink_seconds=3.0,  # the minimizer's own pass goes on from there
     )
     for key, value in overrides:
         setattr(options, key, dict(value) if key == "config" else value)

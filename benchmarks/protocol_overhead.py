@@ -4,8 +4,8 @@
   messages) on the same manager three ways, side by side in one run: called directly in this
   process (no protocol: the floor), through the Python worker, and through the Node harness
   (its JavaScript twin). Prints microseconds per call and the ratio to the Python worker.
-* ``--survey``: wall time of ``ctxkit survey`` over the same targets with 1 job and with one
-  job per core.
+* ``--survey``: wall time of ``ctxkit survey`` over 2, 4 and 8 zoo targets, with 1 job and
+  with one job per core.
 
     python benchmarks/protocol_overhead.py            # from the repository root
     python benchmarks/protocol_overhead.py --survey   # adds the survey timings (minutes)
@@ -38,7 +38,12 @@ SURVEY_TARGETS = [
     "tests.zoo.pairs:SplitsPairsOpenAI",
     "tests.zoo.views:ReordersView",
     "tests.zoo.history:DestructiveCompaction",
+    "tests.zoo.pairs:SplitsPairsAnthropic",
+    "tests.zoo.views:DropsSystemPrompt",
+    "tests.zoo.history:ClearKeepsHistory",
+    "tests.zoo.unusual:InsertsSummary",
 ]
+SURVEY_SIZES = (2, 4, 8)
 
 
 def message(number: int) -> dict[str, object]:
@@ -66,11 +71,11 @@ def through(command: tuple[str, ...], target: str, count: int) -> float:
         return time.perf_counter() - started
 
 
-def survey_wall(jobs: int) -> float:
+def survey_wall(targets: list[str], jobs: int) -> float:
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
         subprocess.run(
-            [sys.executable, "-m", "ctxkit", "survey", *SURVEY_TARGETS, "--no-adapters",
+            [sys.executable, "-m", "ctxkit", "survey", *targets, "--no-adapters",
              "--profile", "quick", "--jobs", str(jobs), "--out", out],
             cwd=ROOT, capture_output=True, check=False,
         )  # fmt: skip
@@ -120,11 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         "routes": [{"route": n, "us_per_call": s / calls * 1e6} for n, s in rows]
     }
     if args.survey:
-        print(f"\nctxkit survey of {len(SURVEY_TARGETS)} zoo targets, profile quick")
-        one = survey_wall(1)
-        many = survey_wall(os.cpu_count() or 1)
-        print(f"  1 job: {one:.0f} s; {os.cpu_count()} jobs: {many:.0f} s ({one / many:.2f}x)")
-        results["survey"] = {"one_job_s": one, "all_cores_s": many}
+        cores = os.cpu_count() or 1
+        print(f"\nctxkit survey of zoo targets, profile quick\n{'targets':>8} {'1 job':>8} "
+              f"{f'{cores} jobs':>8} {'speed-up':>9}")  # fmt: skip
+        results["survey"] = []
+        for size in SURVEY_SIZES:
+            one = survey_wall(SURVEY_TARGETS[:size], 1)
+            many = survey_wall(SURVEY_TARGETS[:size], cores)
+            print(f"{size:>8} {one:>7.0f}s {many:>7.0f}s {one / many:>8.2f}x")
+            results["survey"].append({"targets": size, "one_job_s": one, "all_cores_s": many})
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

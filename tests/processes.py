@@ -8,13 +8,16 @@ in ``/proc/<pid>/environ`` (the environment it was started with), whatever it do
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER_VARIABLE = "CTXKIT_TEST_MARKER"
@@ -96,3 +99,23 @@ def ctxkit(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.Com
         timeout=timeout,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def json_lines(command: list[str], cwd: Path = ROOT) -> Iterator[Callable[[Any], Any]]:
+    """A long-lived process that answers each JSON line with one: yields ``ask(value)``; the
+    process ends with the block (the round-trip helpers of the adapter tests)."""
+    process = subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+    def ask(value: Any) -> Any:
+        process.stdin.write(json.dumps(value) + "\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+
+    try:
+        yield ask
+    finally:
+        process.stdin.close()
+        process.wait(timeout=10)

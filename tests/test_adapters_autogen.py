@@ -7,7 +7,6 @@ there; `ctxkit survey --python` finds the adapters installed there. The environm
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -15,13 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.runner import RunOptions, run
 from ctxkit.conformance.strategies import conversations
 from ctxkit.survey.matrix import row_from_report
 from ctxkit.survey.subjects import report_text, subjects_in
+from tests.adapter_runs import checked
+from tests.processes import json_lines
 
 ROOT = Path(__file__).resolve().parent.parent
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 
 
 def _python() -> str:
@@ -42,22 +41,8 @@ def python() -> str:
 
 @pytest.fixture(scope="module")
 def roundtrip(python):
-    process = subprocess.Popen(
-        [python, str(ROOT / "tests" / "autogen_roundtrip.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-
-    def cross(history: list[dict]) -> list[dict]:
-        process.stdin.write(json.dumps(history) + "\n")
-        process.stdin.flush()
-        return json.loads(process.stdout.readline())
-
-    yield cross
-    process.stdin.close()
-    process.wait(timeout=10)
+    with json_lines([python, str(ROOT / "tests" / "autogen_roundtrip.py")]) as ask:
+        yield ask
 
 
 @settings(max_examples=40, deadline=None)
@@ -79,12 +64,7 @@ def test_the_survey_finds_the_adapters_installed_in_the_other_environment(python
 def test_removing_from_the_middle_splits_a_pair_and_the_upstream_report_fails_in_autogen(
     python, tmp_path
 ):
-    options = RunOptions(
-        target="autogen:token_limited",
-        implementation=f"{python} -m ctxkit.conformance.worker",
-        **SHORT,
-    )
-    report = run(options)
+    report = checked("autogen:token_limited", f"{python} -m ctxkit.conformance.worker")
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
     assert pairs.verified, pairs.verification

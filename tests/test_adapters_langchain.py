@@ -4,7 +4,6 @@ with verified reproducers; a missing library is a clear load error."""
 
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 
@@ -13,18 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations, plain_messages
 from ctxkit.conformance.target import LoadError, load_target
 
 pytest.importorskip("langchain_core", reason="pip install 'ctxkit[langchain]'")
 
-from ctxkit.adapters import ADAPTERS, Adapter
+from ctxkit.adapters import ADAPTERS, Adapter, by_name
 from ctxkit.adapters.langchain import bug_report, from_langchain, to_langchain
 from ctxkit.survey.matrix import row_from_report
+from tests.adapter_runs import assert_judged, checked
 from tests.processes import ctxkit
 
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 
 
@@ -81,20 +79,9 @@ def test_langchain_types_carry_what_langchain_models():
     assert equivalent(back[1], history[1])  # the arguments re-serialized, JSON-equal
 
 
-@functools.cache
-def checked(adapter: str) -> Report:
-    """One short run per adapter, shared by the tests that look at it."""
-    return run(RunOptions(target=adapter, **SHORT))
-
-
 @pytest.mark.parametrize("adapter", [a.name for a in ADAPTERS if a.extra == "langchain"])
-def test_the_adapters_own_part_passes_and_findings_are_verified(adapter):
-    report = checked(adapter)
-    statuses = {p.id: p.status for p in report.properties}
-    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
-    for result in report.properties:
-        if result.status == "failed":
-            assert result.verified, result.verification
+def test_the_adapters_own_part_passes_and_every_failure_is_verified_and_classified(adapter):
+    assert_judged(checked(adapter), ADAPTER_PART, by_name(adapter).findings)
 
 
 def test_keeping_the_oldest_messages_splits_a_tool_pair_and_the_upstream_report_shows_it(

@@ -5,20 +5,18 @@ failure the suite finds is verified and classified."""
 from __future__ import annotations
 
 import asyncio
-import functools
 
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
 
 pytest.importorskip("llama_index.core", reason="pip install 'ctxkit[llama-index]'")
 
 from ctxkit.adapters import by_name
 from ctxkit.adapters.llama_index import ChatMemoryBuffer, from_llama_index, to_llama_index
+from tests.adapter_runs import assert_judged, checked
 
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 ANTHROPIC_RESULTS = {
     "role": "user",
@@ -86,17 +84,6 @@ def test_the_buffer_keeps_the_newest_turns_and_the_system_prompt():
     assert len(view) < len(history)
 
 
-@functools.cache
-def checked(adapter: str) -> Report:
-    return run(RunOptions(target=adapter, **SHORT))
-
-
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified():
     name = "llama_index:chat_memory_buffer"
-    report = checked(name)
-    statuses = {p.id: p.status for p in report.properties}
-    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
-    for result in report.properties:
-        if result.status == "failed":
-            assert result.verified, result.verification
-            assert result.id in by_name(name).findings, f"{result.id}: {result.message}"
+    assert_judged(checked(name), ADAPTER_PART, by_name(name).findings)

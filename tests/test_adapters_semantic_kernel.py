@@ -5,12 +5,10 @@ keeps pairs whole; each failure the suite finds is verified and classified."""
 from __future__ import annotations
 
 import asyncio
-import functools
 
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
 
 pytest.importorskip("semantic_kernel", reason="pip install 'ctxkit[semantic-kernel]'")
@@ -21,8 +19,8 @@ from ctxkit.adapters.semantic_kernel import (
     from_semantic_kernel,
     to_semantic_kernel,
 )
+from tests.adapter_runs import assert_judged, checked
 
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"lifecycle", "isolation", "robustness", "concurrency"}
 
 
@@ -88,17 +86,6 @@ def test_the_reducer_cuts_to_target_count_without_orphaning_a_result():
     assert stored == view  # reduce() cuts the history itself
 
 
-@functools.cache
-def checked(adapter: str) -> Report:
-    return run(RunOptions(target=adapter, **SHORT))
-
-
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified():
     name = "semantic_kernel:truncation_reducer"
-    report = checked(name)
-    statuses = {p.id: p.status for p in report.properties}
-    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
-    for result in report.properties:
-        if result.status == "failed":
-            assert result.verified, result.verification
-            assert result.id in by_name(name).findings, f"{result.id}: {result.message}"
+    assert_judged(checked(name), ADAPTER_PART, by_name(name).findings)

@@ -6,12 +6,10 @@ classified."""
 from __future__ import annotations
 
 import asyncio
-import functools
 
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
 
 pytest.importorskip("strands", reason="pip install 'ctxkit[strands]'")
@@ -24,8 +22,8 @@ from ctxkit.adapters.strands import (
     from_strands,
     to_strands,
 )
+from tests.adapter_runs import assert_judged, checked
 
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 ADAPTER_PART = {"isolation", "robustness", "concurrency", "tool_pair_integrity", "ordering"}
 
 LONG = "line of output\n" * 200
@@ -126,19 +124,6 @@ def test_a_request_that_cannot_shrink_is_refused_not_retried_for_ever():
         asyncio.run(scenario())
 
 
-@functools.cache
-def checked(adapter: str) -> Report:
-    """One short run per adapter, shared by the tests that look at it."""
-    return run(RunOptions(target=adapter, **SHORT))
-
-
 @pytest.mark.parametrize("adapter", [a.name for a in ADAPTERS if a.extra == "strands"])
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified(adapter):
-    report = checked(adapter)
-    statuses = {p.id: p.status for p in report.properties}
-    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
-    findings = by_name(adapter).findings
-    for result in report.properties:
-        if result.status == "failed":
-            assert result.verified, result.verification
-            assert result.id in findings, f"{result.id} failed unclassified: {result.message}"
+    assert_judged(checked(adapter), ADAPTER_PART, by_name(adapter).findings)

@@ -7,20 +7,23 @@ missing library says what to run. The libraries come from tests/js (installed by
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 
 from ctxkit.adapters import JS_ADAPTERS
+from ctxkit.adapters.langchain_js import bug_report_first, bug_report_last
 from ctxkit.conformance.matching import equivalent
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import Report, RunOptions, run
 from ctxkit.conformance.strategies import conversations
-from tests.processes import ctxkit
+from ctxkit.survey.matrix import row_from_report
+from tests.adapter_runs import assert_judged
+from tests.processes import ctxkit, json_lines
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,22 +44,8 @@ def installed() -> None:
 
 @pytest.fixture(scope="module", params=["langchain", "ai"])
 def roundtrip(request):
-    process = subprocess.Popen(
-        ["node", "roundtrip.mjs", request.param],
-        cwd=FIXTURES,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-    def cross(history: list[dict]) -> list[dict]:
-        process.stdin.write(json.dumps(history) + "\n")
-        process.stdin.flush()
-        return json.loads(process.stdout.readline())
-
-    yield cross
-    process.stdin.close()
-    process.wait(timeout=10)
+    with json_lines(["node", "roundtrip.mjs", request.param], cwd=FIXTURES) as ask:
+        yield ask
 
 
 @settings(max_examples=40, deadline=None)
@@ -84,14 +73,8 @@ def checked(monkeypatch: pytest.MonkeyPatch, target: str) -> Report:
 def test_the_adapters_own_part_passes_and_every_failure_is_verified_and_classified(
     monkeypatch, adapter
 ):
-    report = checked(monkeypatch, adapter)
-    statuses = {p.id: p.status for p in report.properties}
-    assert all(statuses[p] == "passed" for p in ADAPTER_PART), statuses
     findings = next(a for a in JS_ADAPTERS if a.name == adapter).findings
-    for result in report.properties:
-        if result.status == "failed":
-            assert result.verified, result.verification
-            assert result.id in findings, f"{result.id}: {result.message}"
+    assert_judged(checked(monkeypatch, adapter), ADAPTER_PART, findings)
 
 
 def test_pruning_tool_calls_keeps_each_call_with_its_results_and_the_text_around_them(
@@ -138,3 +121,35 @@ def test_a_missing_library_says_what_to_install(tmp_path):
     done = ctxkit("conformance", "js:@langchain/core:trimMessages", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "run `npm install @langchain/core` in this directory" in done.stderr
+
+
+def _run_report(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The report's script, run by Node where tests/js has @langchain/core."""
+    script = text.split("```js\n", 1)[1].split("```", 1)[0]
+    assert "ctxkit" not in script  # @langchain/core's own types and function only
+    path = FIXTURES / f"reproduce-{tmp_path.name}.mjs"
+    path.write_text(script)
+    try:
+        return subprocess.run(["node", path.name], capture_output=True, text=True, cwd=FIXTURES)
+    finally:
+        path.unlink()
+
+
+def test_the_upstream_report_of_the_split_pair_fails_in_langchain_js(monkeypatch, tmp_path):
+    report = checked(monkeypatch, "js:@langchain/core:trimMessages:first")
+    row = row_from_report("js:@langchain/core:trimMessages:first", report.to_json())
+    text = bug_report_first("tool_pair_integrity", row.cells["tool_pair_integrity"])
+    done = _run_report(text, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "tool ids without their other half" in done.stderr
+
+
+def test_the_upstream_report_of_undefined_fails_in_langchain_js(tmp_path):
+    trace = [
+        {"op": "add", "value": {"role": "system", "content": "You are terse."}},
+        {"op": "request", "value": {"token_budget": 5}},
+    ]
+    text = bug_report_last("lifecycle", SimpleNamespace(trace=trace))
+    done = _run_report(text, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "the view holds undefined" in done.stderr

@@ -22,6 +22,7 @@ __all__ = [
     "JS_ADAPTERS",
     "Adapter",
     "JavaScriptAdapter",
+    "any_named",
     "by_name",
     "installed_version",
     "npm_version",
@@ -256,6 +257,8 @@ class JavaScriptAdapter:
     package: str
     description: str
     findings: Mapping[str, Finding] = field(default_factory=dict)
+    bug_report: str | None = None
+    """``module:attr`` of a Python function (property id, cell) -> upstream report text."""
 
     @property
     def install(self) -> str:
@@ -272,12 +275,14 @@ JS_ADAPTERS: tuple[JavaScriptAdapter, ...] = (
             "tool_pair_integrity": _UNDEFINED,
             "preservation": _STARTS_ON_HUMAN,
         },
+        bug_report="ctxkit.adapters.langchain_js:bug_report_last",
     ),
     JavaScriptAdapter(
         "js:@langchain/core:trimMessages:first",
         "@langchain/core",
         "LangChain.js trimMessages, strategy 'first'",
         findings={"tool_pair_integrity": _SPLITS, "preservation": _OLDEST},
+        bug_report="ctxkit.adapters.langchain_js:bug_report_first",
     ),
     JavaScriptAdapter(
         "js:ai:pruneMessages",
@@ -304,8 +309,13 @@ def npm_version(package: str, start: Path | None = None) -> str | None:
 
 
 def by_name(name: str | None) -> Adapter | None:
-    """The adapter registered under ``name``, if any."""
+    """The Python adapter registered under ``name``, if any."""
     return next((a for a in ADAPTERS if a.name == name), None)
+
+
+def any_named(name: str | None) -> Adapter | JavaScriptAdapter | None:
+    """The adapter, Python or JavaScript, registered under ``name``, if any."""
+    return by_name(name) or next((a for a in JS_ADAPTERS if a.name == name), None)
 
 
 def installed_version(adapter: Adapter) -> str | None:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
+from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message
 from ctxkit.tokens import TokenCounter
 
@@ -46,25 +47,6 @@ Origins = dict[int, tuple[int, str]]
 ``"rest"`` of an Anthropic user message, or ``"run"`` for a run of OpenAI tool messages)."""
 
 
-def _is_use(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "tool_use"
-
-
-def _is_result(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "tool_result"
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b["text"] if isinstance(b, dict) and isinstance(b.get("text"), str) else json.dumps(b)
-            for b in content
-        )
-    return ""
-
-
 def _calls(message: dict[str, Any]) -> list[Any]:
     from autogen_core import FunctionCall
 
@@ -74,7 +56,7 @@ def _calls(message: dict[str, Any]) -> list[Any]:
             id=str(b.get("id")), name=str(b.get("name", "")), arguments=json.dumps(b.get("input"))
         )
         for b in (content if isinstance(content, list) else [])
-        if isinstance(b, dict) and b.get("type") == "tool_use"
+        if is_tool_use(b)
     ]
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
@@ -105,7 +87,7 @@ def to_autogen(history: Sequence[dict[str, Any]]) -> tuple[list[Any], Origins]:
     def result(call_id: Any, content: Any, error: bool = False) -> Any:
         call_id = str(call_id)
         return FunctionExecutionResult(
-            content=_text(content), name=names.get(call_id, ""), call_id=call_id, is_error=error
+            content=text_of(content), name=names.get(call_id, ""), call_id=call_id, is_error=error
         )
 
     def put(message: Any, index: int, part: str = "") -> None:
@@ -115,20 +97,14 @@ def to_autogen(history: Sequence[dict[str, Any]]) -> tuple[list[Any], Origins]:
     for index, message in enumerate(history):
         role, content = message["role"], message.get("content")
         if role in ("system", "developer"):
-            put(SystemMessage(content=_text(content)), index)
+            put(SystemMessage(content=text_of(content)), index)
         elif role == "assistant":
             calls = _calls(message)
             names.update((c.id, c.name) for c in calls)
             if isinstance(content, list):
-                text = _text(
-                    [
-                        b
-                        for b in content
-                        if not (isinstance(b, dict) and b.get("type") == "tool_use")
-                    ]
-                )
+                text = text_of([b for b in content if not is_tool_use(b)])
             else:
-                text = _text(content)
+                text = text_of(content)
             if calls:
                 put(
                     AssistantMessage(content=calls, thought=text or None, source="assistant"), index
@@ -142,17 +118,17 @@ def to_autogen(history: Sequence[dict[str, Any]]) -> tuple[list[Any], Origins]:
                 last.content.append(outcome)
                 continue
             put(FunctionExecutionResultMessage(content=[outcome]), index, "run")
-        elif isinstance(content, list) and any(_is_result(b) for b in content):
+        elif isinstance(content, list) and any(is_tool_result(b) for b in content):
             results = [
                 result(b.get("tool_use_id"), b.get("content", ""), bool(b.get("is_error")))
                 for b in content
-                if _is_result(b)
+                if is_tool_result(b)
             ]
             put(FunctionExecutionResultMessage(content=results), index, "results")
-            if rest := [b for b in content if not _is_result(b)]:
-                put(UserMessage(content=_text(rest), source="user"), index, "rest")
+            if rest := [b for b in content if not is_tool_result(b)]:
+                put(UserMessage(content=text_of(rest), source="user"), index, "rest")
         else:
-            put(UserMessage(content=_text(content), source="user"), index)
+            put(UserMessage(content=text_of(content), source="user"), index)
     return found, origins
 
 
@@ -164,7 +140,7 @@ def from_autogen(
     found: list[dict[str, Any]] = []
     for message in messages:
         if id(message) not in origins:
-            found.append({"role": "user", "content": _text(message.content)})
+            found.append({"role": "user", "content": text_of(message.content)})
             continue
         index, part = origins[id(message)]
         if part == "run":  # the OpenAI tool messages of one round, from ``index`` on
@@ -174,7 +150,11 @@ def from_autogen(
         if not part:
             found.append(copy_message(source))
             continue
-        wanted = (lambda b: _is_result(b)) if part == "results" else (lambda b: not _is_result(b))
+        wanted = (
+            (lambda b: is_tool_result(b))
+            if part == "results"
+            else (lambda b: not is_tool_result(b))
+        )
         blocks = [copy_message(b) for b in source["content"] if wanted(b)]
         if found and part == "rest" and found[-1].get("_from") == index:
             found[-1]["content"] += blocks

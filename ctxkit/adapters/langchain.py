@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxkit.adapters.base import TrimmingAdapter
+from ctxkit.adapters.blocks import is_tool_result, is_tool_use
 from ctxkit.adapters.reports import history_before_view
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
 
@@ -63,12 +64,8 @@ def to_langchain(history: Sequence[dict[str, Any]]) -> list[Any]:
                     **common,
                 )
             )
-        elif isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
-            rest = [
-                b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")
-            ]
+        elif isinstance(content, list) and any(is_tool_result(b) for b in content):
+            rest = [b for b in content if not is_tool_result(b)]
             results = [b for b in content if b not in rest]
             for part, block in enumerate(results):
                 found.append(
@@ -108,9 +105,9 @@ def _assistant(message: dict[str, Any], id_: str, common: dict[str, Any]) -> Any
                 "type": "tool_call",
             }
             for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_use"
+            if is_tool_use(b)
         ]
-        content = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_use")]
+        content = [b for b in content if not is_tool_use(b)]
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         arguments = function.get("arguments", "")

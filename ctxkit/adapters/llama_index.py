@@ -25,27 +25,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.adapters.base import TrimmingAdapter, split_system
+from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message
 from ctxkit.tokens import load_encoding
 
 __all__ = ["ChatMemoryBuffer", "from_llama_index", "to_llama_index"]
 
 ORIGIN = "ctxkit"
-
-
-def _is_result(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "tool_result"
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") if isinstance(b, dict) and "text" in b else json.dumps(b)
-            for b in content
-        )
-    return ""
 
 
 def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,7 +46,7 @@ def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
                 "function": {"name": b.get("name", ""), "arguments": json.dumps(b.get("input"))},
             }
             for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_use"
+            if is_tool_use(b)
         ]
     return calls
 
@@ -77,47 +63,47 @@ def to_llama_index(history: Sequence[dict[str, Any]]) -> list[Any]:
             if calls := _calls(message):
                 extra["tool_calls"] = calls
             text = (
-                _text([b for b in content if b.get("type") != "tool_use"])
+                text_of([b for b in content if b.get("type") != "tool_use"])
                 if isinstance(content, list)
-                else _text(content)
+                else text_of(content)
             )
             found.append(ChatMessage(role="assistant", content=text, additional_kwargs=extra))
         elif role == "tool":
             found.append(
                 ChatMessage(
                     role="tool",
-                    content=_text(content),
+                    content=text_of(content),
                     additional_kwargs={
                         ORIGIN: str(index),
                         "tool_call_id": message.get("tool_call_id"),
                     },
                 )
             )
-        elif isinstance(content, list) and any(_is_result(b) for b in content):
-            results = [b for b in content if _is_result(b)]
+        elif isinstance(content, list) and any(is_tool_result(b) for b in content):
+            results = [b for b in content if is_tool_result(b)]
             for part, block in enumerate(results):
                 found.append(
                     ChatMessage(
                         role="tool",
-                        content=_text(block.get("content", "")),
+                        content=text_of(block.get("content", "")),
                         additional_kwargs={
                             ORIGIN: f"{index}.{part}",
                             "tool_call_id": block.get("tool_use_id"),
                         },
                     )
                 )
-            if rest := [b for b in content if not _is_result(b)]:
+            if rest := [b for b in content if not is_tool_result(b)]:
                 found.append(
                     ChatMessage(
                         role="user",
-                        content=_text(rest),
+                        content=text_of(rest),
                         additional_kwargs={ORIGIN: f"{index}.{len(results)}"},
                     )
                 )
         else:
             found.append(
                 ChatMessage(
-                    role=role, content=_text(content), additional_kwargs={ORIGIN: str(index)}
+                    role=role, content=text_of(content), additional_kwargs={ORIGIN: str(index)}
                 )
             )
     return found
@@ -126,8 +112,8 @@ def to_llama_index(history: Sequence[dict[str, Any]]) -> list[Any]:
 def _part(source: dict[str, Any], part: int) -> list[Any]:
     """The blocks of part ``part`` of an Anthropic user message split by :func:`to_llama_index`."""
     content = source["content"]
-    results = [b for b in content if _is_result(b)]
-    return [results[part]] if part < len(results) else [b for b in content if not _is_result(b)]
+    results = [b for b in content if is_tool_result(b)]
+    return [results[part]] if part < len(results) else [b for b in content if not is_tool_result(b)]
 
 
 def from_llama_index(
@@ -165,7 +151,7 @@ class ChatMemoryBuffer(TrimmingAdapter):
 
     def trim(self, history: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         system, rest = split_system(history)
-        prompt = sum(len(self._encode(_text(m.get("content")))) for m in system)
+        prompt = sum(len(self._encode(text_of(m.get("content")))) for m in system)
         buffer = self._buffer_class.from_defaults(
             chat_history=to_llama_index(rest), token_limit=budget, tokenizer_fn=self._encode
         )

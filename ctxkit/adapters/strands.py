@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, split_system
+from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message, inspect_message, validate_history
 from ctxkit.tokens import TokenCounter
 
@@ -42,19 +43,11 @@ SOURCE = "ctxkit"
 """The key of a Strands message that holds the JSON messages it came from."""
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return "" if content is None else json.dumps(content)
-
-
 def _result_block(tool_use_id: str, content: Any, error: bool = False) -> dict[str, Any]:
     return {
         "toolResult": {
             "toolUseId": tool_use_id,
-            "content": [{"text": _text_of(content)}],
+            "content": [{"text": text_of(content)}],
             "status": "error" if error else "success",
         }
     }
@@ -62,10 +55,10 @@ def _result_block(tool_use_id: str, content: Any, error: bool = False) -> dict[s
 
 def _user_blocks(content: Any) -> list[dict[str, Any]]:
     if not isinstance(content, list):
-        return [{"text": _text_of(content)}]
+        return [{"text": text_of(content)}]
     blocks: list[dict[str, Any]] = []
     for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_result":
+        if is_tool_result(block):
             blocks.append(
                 _result_block(
                     str(block.get("tool_use_id", "")),
@@ -85,7 +78,7 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if isinstance(content, list):
         for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
+            if is_tool_use(block):
                 blocks.append(
                     {
                         "toolUse": {
@@ -96,9 +89,9 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
                     }
                 )
             else:
-                blocks.append({"text": _text_of([block])})
+                blocks.append({"text": text_of([block])})
     elif content:
-        blocks.append({"text": _text_of(content)})
+        blocks.append({"text": text_of(content)})
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         try:
@@ -127,7 +120,7 @@ def _content(sources: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if role == "assistant":
         return _assistant_blocks(first)
     if role in ("system", "developer"):
-        return [{"text": _text_of(first.get("content"))}]
+        return [{"text": text_of(first.get("content"))}]
     return _user_blocks(first.get("content"))
 
 
@@ -167,7 +160,7 @@ def _rewritten(source: dict[str, Any], results: dict[str, str]) -> dict[str, Any
         changed["content"] = results[changed["tool_call_id"]]
     elif isinstance(changed.get("content"), list):
         for block in changed["content"]:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
+            if is_tool_result(block):
                 block["content"] = results.get(block.get("tool_use_id"), block.get("content"))
     return changed
 
@@ -249,7 +242,7 @@ class _StrandsAdapter(TrimmingAdapter):
 
     def _load(self, history: list[dict[str, Any]]) -> None:
         self._system, rest = split_system(history)
-        self.agent.system_prompt = "\n".join(_text_of(m.get("content")) for m in self._system)
+        self.agent.system_prompt = "\n".join(text_of(m.get("content")) for m in self._system)
         self.agent.messages[:] = to_strands(rest)
 
     async def add_message(self, message: dict[str, Any]) -> None:

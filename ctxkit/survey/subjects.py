@@ -127,21 +127,21 @@ def report_text(subject: Subject, function: str, property_id: str, cell: Any) ->
 def bug_reports(subjects: Sequence[Subject], rows: Sequence[Row], folder: Path) -> list[Path]:
     """For each failure known as a real bug, the adapter's upstream report (its reproducer
     in the library's own types, no ctxkit), written into ``folder``."""
-    try:
-        from ctxkit.adapters import by_name
-    except ImportError:
-        return []
-    written = []
+    from ctxkit.adapters import any_named
+
+    written: list[Path] = []
     for subject, row in zip(subjects, rows, strict=True):
-        adapter = by_name(subject.target)
+        adapter = any_named(subject.target)
+        said: set[str] = set()  # one report per fault, though it fails several properties
         if adapter is None or adapter.bug_report is None:
             continue
         for property_id, cell in row.cells.items():
             if cell.finding is None or cell.finding.kind != "bug":
                 continue
             text = report_text(subject, adapter.bug_report, property_id, cell)
-            if not text:
+            if not text or text in said:
                 continue
+            said.add(text)
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{slug(row.target)}-{property_id}.md"
             path.write_text(text, encoding="utf-8")

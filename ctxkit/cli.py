@@ -279,4 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m ctxkit.cli` runs this file as __main__, a second copy of the module: the
+    # commands raise ctxkit.cli's errors, so run ctxkit.cli's main, which knows them.
+    from ctxkit.cli import main as canonical_main
+
+    sys.exit(canonical_main())

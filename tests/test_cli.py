@@ -116,6 +116,21 @@ def test_python_dash_m_runs_the_cli():
     assert "examples:" in done.stdout
 
 
+@pytest.mark.parametrize("module", ["ctxkit", "ctxkit.cli"])
+def test_a_mistake_is_exit_2_however_the_cli_is_started(module: str):
+    """``python -m ctxkit.cli`` loads the module a second time as __main__; a command's
+    usage error must still be a usage error there, not an internal one."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "survey", "--jobs", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "--jobs must be at least 1" in done.stderr
+
+
 def test_a_reader_that_stops_early_is_no_error(monkeypatch, capsys):
     """`ctxkit ... | head`: a closed pipe ends the command quietly, exit 0, not exit 3."""
     from ctxkit import conformance_cli

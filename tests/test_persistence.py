@@ -10,6 +10,7 @@ import contextlib
 import gc
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -526,3 +527,45 @@ def test_the_collector_paused_for_loading_is_switched_back_as_it_was(tmp_path: P
         assert not gc.isenabled()  # left off, as the caller had it
     finally:
         gc.enable()
+
+
+# -- what a history path may be ------------------------------------------------------------------
+
+
+def test_a_symlinked_history_path_is_refused_and_what_it_points_to_is_untouched(tmp_path: Path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("one line of someone else's\n")
+    link = tmp_path / "history.jsonl"
+    link.symlink_to(foreign)
+    with pytest.raises(HistoryFileError, match="symbolic link"):
+        opened(link)
+    assert foreign.read_text() == "one line of someone else's\n"
+    assert not (tmp_path / "notes.txt.torn").exists()
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(HistoryFileError, match="symbolic link"):
+        opened(dangling)
+    assert not (tmp_path / "nowhere.jsonl").exists()
+
+
+def test_a_fifo_a_device_or_a_directory_is_refused_with_history_file_error(tmp_path: Path):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(HistoryFileError, match="FIFO"):
+        opened(fifo)
+    with pytest.raises(HistoryFileError, match="device"):
+        opened(Path("/dev/null"))
+    with pytest.raises(HistoryFileError, match=r"(?i)is a directory"):
+        opened(tmp_path)
+
+
+def test_missing_folders_of_a_history_path_are_created(tmp_path: Path):
+    path = tmp_path / "conversations" / "2026" / "chat.jsonl"
+    run(fill(path, [{"role": "user", "content": "hi"}]))
+    assert read_history_file(path).header is not None
+
+    async def reopened() -> list[dict[str, Any]]:
+        async with opened(path) as manager:
+            return await manager.get_messages()
+
+    assert run(reopened()) == [{"role": "user", "content": "hi"}]

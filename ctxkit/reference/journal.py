@@ -36,6 +36,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -215,6 +216,33 @@ def _torn(lines: list[bytes], number: int, reason: str) -> Torn:
     )
 
 
+def _open_regular(path: Path) -> int:
+    """A descriptor on the regular file at ``path``, created (with its folders) if missing.
+    Never follows a symbolic link, and refuses a FIFO, a device or a directory: a history is
+    only ever a file of ctxkit's own, so nothing another program owns is overwritten."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HistoryFileError(f"{path.parent}: cannot create the folder: {exc.strerror}") from None
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise HistoryFileError(
+                f"{path}: is a symbolic link; a history file must be a regular file "
+                "(ctxkit never follows links, so it cannot overwrite what one points to)"
+            ) from None
+        raise HistoryFileError(f"{path}: cannot open: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or other special file"
+        raise HistoryFileError(f"{path}: is {kind}; a history file must be a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 class HistoryFile:
     """The open, locked history file of one manager: read once, then appended to.
 
@@ -234,13 +262,8 @@ class HistoryFile:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
         self.path = Path(path)
         self.fsync = fsync
-        created = not self.path.exists()
-        try:
-            self._fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
-            )
-        except OSError as exc:
-            raise HistoryFileError(f"{self.path}: cannot open: {exc.strerror}") from None
+        created = not self.path.is_symlink() and not self.path.exists()
+        self._fd = _open_regular(self.path)
         try:
             _lock(self._fd, self.path)
             self.loaded = parse_history(self.path, _read_all(self._fd))

@@ -40,6 +40,11 @@ __all__ = [
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 """Roles a message may carry. ``developer`` is OpenAI's newer name for ``system``."""
 
+MAX_NESTING = 64
+"""How deep lists and dicts may nest inside a message (the message itself is depth 1). Real
+messages nest a handful of levels; far deeper ones are refused up front, because copying,
+storing and counting them would otherwise fail later, on every view."""
+
 Shape = Literal["openai", "anthropic"]
 UnitStatus = Literal["complete", "pending", "broken"]
 
@@ -177,6 +182,35 @@ def _no_duplicates(ids: list[str], *, index: int | None, field: str) -> None:
         seen.add(call_id)
 
 
+def _check_structure(message: Mapping[str, Any], *, index: int | None) -> None:
+    """Every key a string (JSON is how messages are stored) and nesting within
+    :data:`MAX_NESTING`, checked with a stack, not recursion, so any depth gets an answer."""
+    stack: list[tuple[Any, int, str]] = [(message, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_NESTING:
+            raise InvalidMessage(
+                f"nests deeper than {MAX_NESTING} levels of lists and dicts",
+                index=index,
+                field=where.lstrip(".") or None,
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidMessage(
+                        f"has a key that is not a string: {key!r} ({type(key).__name__}); "
+                        "messages are stored as JSON",
+                        index=index,
+                        field=where.lstrip(".") or None,
+                    )
+                if isinstance(item, Mapping | list | tuple):
+                    stack.append((item, depth + 1, f"{where}.{key}" if depth < 4 else where))
+        elif isinstance(value, list | tuple):
+            for position, item in enumerate(value):
+                if isinstance(item, Mapping | list | tuple):
+                    stack.append((item, depth + 1, f"{where}[{position}]" if depth < 4 else where))
+
+
 def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
     """Validate one message on its own and return what ctxkit needs to know about it.
 
@@ -185,6 +219,7 @@ def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
     """
     if not isinstance(message, Mapping):
         raise InvalidMessage(f"must be a dict, got {_describe(message)}", index=index)
+    _check_structure(message, index=index)
     if "role" not in message:
         raise InvalidMessage("missing", index=index, field="role")
     role = message["role"]

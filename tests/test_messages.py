@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.messages import (
+    MAX_NESTING,
     InvalidMessage,
     MessageInfo,
     Unit,
@@ -768,3 +770,51 @@ def test_text_of_anthropic_blocks_joins_text_and_tool_outputs():
 def test_text_of_anthropic_call_skips_tool_use_blocks():
     assert text_of(an_call("x", text="thinking aloud")) == "thinking aloud"
     assert text_of(an_call("x")) == ""
+
+
+def _nested(depth: int) -> dict:
+    """A message whose metadata nests so that the deepest dict is at ``depth``."""
+    message: dict = {"role": "user", "content": "hi"}
+    inner = message
+    for _ in range(depth - 1):
+        inner["metadata"] = {}
+        inner = inner["metadata"]
+    return message
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 490, 100_000])
+def test_nesting_past_the_limit_is_refused_up_front_at_any_depth(depth: int):
+    with pytest.raises(InvalidMessage, match=f"deeper than {MAX_NESTING}"):
+        inspect_message(_nested(depth))
+
+
+def test_nesting_at_the_limit_is_stored_viewed_and_reloaded(tmp_path):
+    from ctxkit.reference import ReferenceContextManager
+
+    message = _nested(MAX_NESTING)
+
+    async def scenario() -> tuple[list, list]:
+        path = tmp_path / "h.jsonl"
+        async with ReferenceContextManager(storage_path=path, fsync="never") as manager:
+            await manager.add_message(message)
+            view = await manager.get_messages_for_request(token_budget=100_000)
+        async with ReferenceContextManager(storage_path=path, fsync="never") as manager:
+            return view, await manager.get_messages()
+
+    view, reloaded = asyncio.run(scenario())
+    assert view == [message]
+    assert reloaded == [message]
+
+
+@pytest.mark.parametrize("key", [(1, 2), 1, None, 2.5])
+def test_a_key_that_is_not_a_string_is_refused_and_nothing_is_stored(key):
+    from ctxkit.reference import ReferenceContextManager
+
+    async def scenario() -> list:
+        manager = ReferenceContextManager()
+        await manager.add_message({"role": "user", "content": "first"})
+        with pytest.raises(InvalidMessage, match="not a string"):
+            await manager.add_message({"role": "user", "content": "x", "metadata": {key: 1}})
+        return await manager.get_messages()
+
+    assert asyncio.run(scenario()) == [{"role": "user", "content": "first"}]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import math
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -322,7 +323,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, metavar="PORT", help="serve /metrics here (0: any free port)"
     )
     parser.add_argument(
-        "--metrics-host", default="127.0.0.1", metavar="HOST", help="bind address (127.0.0.1)"
+        "--metrics-host",
+        metavar="HOST",
+        help="bind address of --metrics-port (127.0.0.1)",
     )
     parser.add_argument("--events", type=Path, metavar="PATH", help="append events here (JSONL)")
     parser.add_argument("--otlp", action="store_true", help="export spans and metrics over OTLP")
@@ -353,8 +356,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 def check_workload(*, rate: float, budget: int, conversations: int) -> None:
     """The checks ``ctxkit demo`` and ``ctxkit inspect --demo`` share; ValueError says which
     option is wrong."""
-    if rate <= 0:
-        raise ValueError(f"--rate must be positive, got {rate}")
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"--rate must be a positive number, got {rate}")
     if budget <= 0:
         raise ValueError(f"--budget must be positive, got {budget}")
     if not 1 <= conversations <= 1_000:
@@ -366,8 +369,12 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     from ctxkit.cli import config_from_json
 
     config = config_from_json(args.config)
-    if args.duration <= 0:
-        raise ValueError(f"--duration must be positive, got {args.duration}")
+    if not math.isfinite(args.duration) or args.duration <= 0:
+        raise ValueError(f"--duration must be a positive number of seconds, got {args.duration}")
+    if args.metrics_host is not None and args.metrics_port is None:
+        raise ValueError(
+            "--metrics-host says where --metrics-port listens: give --metrics-port too"
+        )
     check_workload(rate=args.rate, budget=args.budget, conversations=args.conversations)
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65_535:
         raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
@@ -375,7 +382,7 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         target=args.target,
         config=config,
         metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host,
+        metrics_host=args.metrics_host or "127.0.0.1",
         events_path=args.events,
         include_text=args.include_text,
         otlp=args.otlp,

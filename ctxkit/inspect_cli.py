@@ -121,8 +121,6 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--speed must be positive, or 0 for at once; got {args.speed}")
     if not 0.5 <= args.refresh <= 10:
         raise UsageError(f"--refresh must be 0.5-10 per second, got {args.refresh}")
-    if not math.isfinite(args.rate):  # the screen's demo runs at a pace a person can follow
-        raise UsageError(f"--rate must be positive, got {args.rate}")
     try:
         check_workload(rate=args.rate, budget=args.budget, conversations=args.conversations)
     except ValueError as error:

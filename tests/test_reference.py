@@ -486,3 +486,9 @@ def test_mount_registers_the_manager_and_forwards_contract_events_to_hooks():
 def test_mount_is_registered_as_an_amplifier_module_entry_point():
     (entry,) = entry_points(group="amplifier.modules", name="ctxkit-reference")
     assert entry.load() is mount
+
+
+def test_a_misspelt_option_names_the_options_and_the_likeliest_meant():
+    with pytest.raises(TypeError, match="did you mean 'max_tokens'") as caught:
+        ReferenceContextManager(max_token=5)
+    assert "compact_threshold" in str(caught.value)  # the whole list, not a bare TypeError

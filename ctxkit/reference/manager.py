@@ -72,6 +72,27 @@ class ContextBudgetExceeded(RuntimeError):
         )
 
 
+def _unknown_options(unknown: Mapping[str, Any]) -> TypeError:
+    """A misspelt option named with the ones that exist (and the likeliest meant)."""
+    import difflib
+
+    known = [
+        name
+        for name, parameter in inspect.signature(
+            ReferenceContextManager.__init__
+        ).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    said = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1)
+        said.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return TypeError(
+        f"ReferenceContextManager has no option {', '.join(said)}; the options are: "
+        + ", ".join(known)
+    )
+
+
 def _ratio(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
         raise ConfigError(f"{name} must be a number in (0, 1], got {value!r}")
@@ -204,7 +225,10 @@ class ReferenceContextManager:
         summarize_on_truncate: bool = False,
         hooks: Any = None,
         bus: EventBus | None = None,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise _unknown_options(unknown)
         threshold = _ratio("compact_threshold", compact_threshold)
         target = _ratio("target_ratio", target_ratio)
         if target > threshold:

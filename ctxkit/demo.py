@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from ctxkit import events
 from ctxkit.events import Event, Subscriber
+from ctxkit.wording import plural
 
 __all__ = ["DemoOptions", "DemoResult", "add_parser", "check_workload", "run_demo"]
 
@@ -83,9 +84,10 @@ class DemoResult:
     def summary(self, conversations: int) -> str:
         view = self.last_view
         lines = [
-            f"ran {self.seconds:.1f} s: {conversations} conversation(s), {self.turns:,} turns, "
-            f"{self.views:,} views, {self.compactions:,} compactions, "
-            f"{self.tokens_saved:,} tokens saved",
+            f"ran {self.seconds:.1f} s: {plural(conversations, 'conversation')}, "
+            f"{plural(self.turns, 'turn')}, {plural(self.views, 'view')}, "
+            f"{plural(self.compactions, 'compaction')}, "
+            f"{plural(self.tokens_saved, 'token')} saved",
         ]
         if view:
             ratio = view["token_count"] / view["budget"] if view.get("budget") else 0.0

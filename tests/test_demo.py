@@ -105,3 +105,12 @@ def test_otlp_to_a_closed_port_costs_the_demo_nothing_but_warnings():
     assert "invariant violations: 0" in done.stdout
     assert f"otlp: exported to http://127.0.0.1:{port}" in done.stdout
     assert time.monotonic() - started < 40
+
+
+def test_the_summary_says_one_of_a_thing_in_the_singular():
+    from ctxkit.demo import DemoResult
+
+    result = DemoResult()
+    result.turns, result.views, result.compactions, result.tokens_saved = 1, 2, 1, 0
+    text = result.summary(conversations=1)
+    assert "1 conversation, 1 turn, 2 views, 1 compaction, 0 tokens saved" in text

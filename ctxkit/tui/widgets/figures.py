@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import time
 
+from ctxkit.wording import plural
+
 __all__ = [
     "FATE_STYLES",
     "LEVEL_STYLES",
@@ -50,11 +52,6 @@ def count(value: object) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return "-"
     return f"{round(value):,}"
-
-
-def plural(number: int, word: str) -> str:
-    """``1 event``, ``2 events``."""
-    return f"{count(number)} {word}{'' if number == 1 else 's'}"
 
 
 def short_count(value: float) -> str:

@@ -407,7 +407,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         options = options_from_args(args)
         result = asyncio.run(run_demo(options, progress=sys.stderr))
-    except (ValueError, LoadError, ContractError, ConfigError, MetricsPortInUse) as error:
+    except MetricsPortInUse as error:
+        raise UsageError(f"{error.strerror} (--metrics-port; 0 picks a free one)") from error
+    except (ValueError, LoadError, ContractError, ConfigError) as error:
         raise UsageError(str(error)) from error
     except ImportError as error:
         raise UsageError(str(error)) from error

@@ -64,6 +64,7 @@ def test_a_taken_metrics_port_is_named_and_exits_2():
         done = demo("--metrics-port", str(port), "--duration", "1")
     assert done.returncode == 2
     assert f"metrics port {port}" in done.stderr
+    assert "--metrics-port" in done.stderr  # the command names its flag; the API does not
     assert "Traceback" not in done.stderr
 
 

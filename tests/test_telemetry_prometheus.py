@@ -256,3 +256,4 @@ def test_a_port_in_use_raises_an_error_naming_the_port():
     assert isinstance(raised.value, OSError)
     assert raised.value.errno == errno.EADDRINUSE
     assert str(port) in str(raised.value)
+    assert "--" not in str(raised.value)  # an API error speaks of ports, not of CLI flags

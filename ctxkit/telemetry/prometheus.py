@@ -166,8 +166,8 @@ def serve_metrics(
         if error.errno == errno.EADDRINUSE:
             raise MetricsPortInUse(
                 errno.EADDRINUSE,
-                f"metrics port {port} on {host} is already in use; choose another with "
-                "--metrics-port, or 0 for any free port",
+                f"metrics port {port} on {host} is already in use; choose another port, or 0 "
+                "for any free one",
             ) from error
         raise
     return server, server.server_port

@@ -118,3 +118,11 @@ def test_list_adapters_names_each_with_its_library():
     for adapter in ADAPTERS:
         assert adapter.name in done.stdout
     assert "langchain-core 1." in done.stdout
+
+
+def test_a_library_that_conflicts_with_the_others_says_to_install_it_apart(monkeypatch):
+    apart = Adapter("nolib:trim", "nolib_ctxkit:Trim", "nolib-ctxkit", "nolib", "t", apart=True)
+    monkeypatch.setattr("ctxkit.adapters.ADAPTERS", (*ADAPTERS, apart))
+    with pytest.raises(LoadError, match="in an environment of its own") as caught:
+        load_target("nolib:trim")
+    assert "-m ctxkit.conformance.worker" in str(caught.value)

@@ -43,10 +43,18 @@ class Adapter:
     """Known failures by property id: a real bug, a design choice, an adapter limitation."""
     bug_report: str | None = None
     """``module:attr`` of a function (property id, cell) -> upstream report text."""
+    apart: bool = False
+    """The library conflicts with ctxkit's other extras: it goes in an environment of its own."""
 
     @property
     def install(self) -> str:
-        return f"pip install 'ctxkit[{self.extra}]'"
+        command = f"pip install 'ctxkit[{self.extra}]'"
+        if not self.apart:
+            return command
+        return (
+            f"{command} in an environment of its own (it conflicts with other extras), then "
+            "--command 'ENV/bin/python -m ctxkit.conformance.worker'"
+        )
 
 
 _SPLITS = Finding(
@@ -214,6 +222,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "autogen",
         "autogen_core BufferedChatCompletionContext (buffer_size 20)",
         findings={"budget": _COUNTS_MESSAGES, "preservation": _NEWEST_ONLY},
+        apart=True,
     ),
     Adapter(
         "autogen:head_and_tail",
@@ -222,6 +231,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "autogen",
         "autogen_core HeadAndTailChatCompletionContext (head_size 3, tail_size 17)",
         findings={"budget": _COUNTS_MESSAGES, "preservation": _HEAD_AND_TAIL},
+        apart=True,
     ),
     Adapter(
         "autogen:token_limited",
@@ -231,6 +241,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "autogen_core TokenLimitedChatCompletionContext, token_limit set to the budget",
         findings={"tool_pair_integrity": _FROM_THE_MIDDLE, "preservation": _MIDDLE_QUESTION},
         bug_report="ctxkit.adapters.autogen:bug_report",
+        apart=True,
     ),
     Adapter(
         "semantic_kernel:truncation_reducer",

@@ -7,7 +7,7 @@ messages), ``HeadAndTailChatCompletionContext`` (the oldest ``head_size`` and ne
 (messages removed from the middle until ``count_tokens`` fits ``token_limit``). Each request
 builds the context over the stored history, as an agent restored from its state would, and
 asks for its view; the token-limited one gets the budget as ``token_limit`` and counts with
-ctxkit's encoding (:class:`CountingClient`), so a token means the same to both.
+ctxkit's encoding (:func:`counting_client`), so a token means the same to both.
 
 Conversion (:func:`to_autogen`, :func:`from_autogen`): ``SystemMessage``, ``UserMessage``,
 ``AssistantMessage`` (its content is text or function calls, not both: the text of a message
@@ -24,6 +24,7 @@ autogen-core 0.7 needs protobuf 5 while amplifier-core's gRPC code needs protobu
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,9 +36,9 @@ from ctxkit.tokens import TokenCounter
 
 __all__ = [
     "Buffered",
-    "CountingClient",
     "HeadAndTail",
     "TokenLimited",
+    "counting_client",
     "from_autogen",
     "to_autogen",
 ]
@@ -138,78 +139,81 @@ def from_autogen(
     """The JSON messages (or kept parts of them) that ``messages`` came from; a message the
     library made comes back as a user message of its text."""
     found: list[dict[str, Any]] = []
+    previous: int | None = None  # the history message whose results the last part held
     for message in messages:
         if id(message) not in origins:
             found.append({"role": "user", "content": text_of(message.content)})
+            previous = None
             continue
         index, part = origins[id(message)]
         if part == "run":  # the OpenAI tool messages of one round, from ``index`` on
             found.extend(copy_message(m) for m in history[index : index + len(message.content)])
-            continue
-        source = history[index]
-        if not part:
-            found.append(copy_message(source))
-            continue
-        wanted = (
-            (lambda b: is_tool_result(b))
-            if part == "results"
-            else (lambda b: not is_tool_result(b))
-        )
-        blocks = [copy_message(b) for b in source["content"] if wanted(b)]
-        if found and part == "rest" and found[-1].get("_from") == index:
-            found[-1]["content"] += blocks
+        elif not part:
+            found.append(copy_message(history[index]))
         else:
-            found.append({**copy_message(source), "content": blocks, "_from": index})
-    for message in found:
-        message.pop("_from", None)
+            source = history[index]
+            results = part == "results"
+            blocks = [copy_message(b) for b in source["content"] if is_tool_result(b) == results]
+            if part == "rest" and previous == index:
+                found[-1]["content"] += blocks
+            else:
+                found.append({**copy_message(source), "content": blocks})
+        previous = index if part == "results" else None
     return found
 
 
-class CountingClient:
-    """Builds the ``ChatCompletionClient`` the token-limited context counts with (``count``:
-    AutoGen messages -> tokens). It answers no requests."""
+@functools.cache
+def _counting_client_class() -> type:
+    """The ``ChatCompletionClient`` the token-limited context counts with, made once and on
+    first use (importing this module needs no AutoGen). It answers no requests."""
+    from autogen_core.models import ChatCompletionClient
 
-    @staticmethod
-    def create(count: Callable[[Sequence[Any]], int], budget: int) -> Any:
-        from autogen_core.models import ChatCompletionClient
+    class CountingClient(ChatCompletionClient):  # type: ignore[misc]
+        def __init__(self, count: Callable[[Sequence[Any]], int], budget: int) -> None:
+            self._count = count
+            self._budget = budget
 
-        class _Counting(ChatCompletionClient):  # type: ignore[misc]
-            async def create(self, *args: Any, **kwargs: Any) -> Any:
-                raise NotImplementedError("ctxkit's counting client only counts")
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("ctxkit's counting client only counts")
 
-            def create_stream(self, *args: Any, **kwargs: Any) -> Any:
-                raise NotImplementedError("ctxkit's counting client only counts")
+        def create_stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("ctxkit's counting client only counts")
 
-            async def close(self) -> None:
-                return None
+        async def close(self) -> None:
+            return None
 
-            def actual_usage(self) -> Any:
-                raise NotImplementedError
+        def actual_usage(self) -> Any:
+            raise NotImplementedError
 
-            def total_usage(self) -> Any:
-                raise NotImplementedError
+        def total_usage(self) -> Any:
+            raise NotImplementedError
 
-            def count_tokens(self, messages: Sequence[Any], *, tools: Any = ()) -> int:
-                return count(messages)
+        def count_tokens(self, messages: Sequence[Any], *, tools: Any = ()) -> int:
+            return self._count(messages)
 
-            def remaining_tokens(self, messages: Sequence[Any], *, tools: Any = ()) -> int:
-                return budget - self.count_tokens(messages)
+        def remaining_tokens(self, messages: Sequence[Any], *, tools: Any = ()) -> int:
+            return self._budget - self.count_tokens(messages)
 
-            @property
-            def capabilities(self) -> Any:
-                return self.model_info
+        @property
+        def capabilities(self) -> Any:
+            return self.model_info
 
-            @property
-            def model_info(self) -> Any:
-                return {
-                    "vision": False,
-                    "function_calling": True,
-                    "json_output": False,
-                    "family": "unknown",
-                    "structured_output": False,
-                }
+        @property
+        def model_info(self) -> Any:
+            return {
+                "vision": False,
+                "function_calling": True,
+                "json_output": False,
+                "family": "unknown",
+                "structured_output": False,
+            }
 
-        return _Counting()
+    return CountingClient
+
+
+def counting_client(count: Callable[[Sequence[Any]], int], budget: int) -> Any:
+    """A client whose ``count_tokens`` is ``count`` (AutoGen messages -> tokens)."""
+    return _counting_client_class()(count, budget)
 
 
 class _ModelContext(TrimmingAdapter):
@@ -267,7 +271,7 @@ class TokenLimited(_ModelContext):
         from autogen_core.model_context import TokenLimitedChatCompletionContext
 
         counter = TokenCounter()
-        client = CountingClient.create(
+        client = counting_client(
             lambda found: counter.count_messages(from_autogen(found, origins, history)), budget
         )
         # token_limit must be positive: a budget of 0 is asked as 1, which no message fits either.
@@ -350,7 +354,7 @@ def bug_report(property_id: str, cell: Any) -> str:
         return ""
     history, _ = history_before_view(cell.trace)
     messages, _origins = to_autogen(history)
-    client = CountingClient.create(len, 0)
+    client = counting_client(len, 0)
     for limit in range(1, len(messages) + 1):
         context = TokenLimitedChatCompletionContext(
             client, token_limit=limit, initial_messages=messages

@@ -1,8 +1,10 @@
-"""What every adapter shares: a correct store of the history, and the budget of a request.
+"""What every adapter shares: the budget of a request (:class:`LibraryAdapter`) and, for
+libraries that only offer a view, a correct store of the history (:class:`TrimmingAdapter`).
 
 The store is ctxkit's part and must never be what the suite finds: messages are validated
 and copied on the way in and out, so a caller's edits never reach it. The view is the
-library's part (:meth:`TrimmingAdapter.trim`).
+library's part (:meth:`TrimmingAdapter.trim`). Libraries whose manager is the history
+(Strands, Semantic Kernel) build on :class:`LibraryAdapter` and store there.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from ctxkit.messages import copy_message, inspect_message, validate_history
 
-__all__ = ["DEFAULT_MAX_TOKENS", "TrimmingAdapter", "split_system"]
+__all__ = ["DEFAULT_MAX_TOKENS", "LibraryAdapter", "TrimmingAdapter", "split_system"]
 
 DEFAULT_MAX_TOKENS = 128_000
 """The budget of a request that names neither a budget nor a provider (config ``max_tokens``)."""
@@ -27,8 +29,8 @@ def split_system(history: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]
     return list(history[:lead]), list(history[lead:])
 
 
-class TrimmingAdapter:
-    """The context contract over a library's trimmer. Subclasses implement :meth:`trim`.
+class LibraryAdapter:
+    """The context contract over a library: the fallback budget and the budget of a request.
 
     ``max_tokens``: the fallback budget; ``hooks``: where events would go (adapters emit
     none: the libraries have no compaction events).
@@ -39,6 +41,24 @@ class TrimmingAdapter:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         self.max_tokens = max_tokens
         self.hooks = hooks
+
+    def budget(self, token_budget: int | None, provider: Any) -> int:
+        """``token_budget``; else the provider's context window minus its output tokens;
+        else ``max_tokens``."""
+        if token_budget is not None:
+            return token_budget
+        defaults = getattr(getattr(provider, "get_info", lambda: None)(), "defaults", None)
+        if isinstance(defaults, dict) and "context_window" in defaults:
+            return int(defaults["context_window"]) - int(defaults.get("max_output_tokens", 0))
+        return self.max_tokens
+
+
+class TrimmingAdapter(LibraryAdapter):
+    """A library's trimmer over ctxkit's store of the history. Subclasses implement
+    :meth:`trim`."""
+
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
+        super().__init__(max_tokens, hooks)
         self._history: list[dict[str, Any]] = []
 
     async def add_message(self, message: dict[str, Any]) -> None:
@@ -60,16 +80,6 @@ class TrimmingAdapter:
     ) -> list[dict[str, Any]]:
         budget = self.budget(token_budget, provider)
         return self.trim(copy_message(self._history), budget)
-
-    def budget(self, token_budget: int | None, provider: Any) -> int:
-        """``token_budget``; else the provider's context window minus its output tokens;
-        else ``max_tokens``."""
-        if token_budget is not None:
-            return token_budget
-        defaults = getattr(getattr(provider, "get_info", lambda: None)(), "defaults", None)
-        if isinstance(defaults, dict) and "context_window" in defaults:
-            return int(defaults["context_window"]) - int(defaults.get("max_output_tokens", 0))
-        return self.max_tokens
 
     def trim(self, history: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The view: the library's answer for ``history`` (a copy) under ``budget``."""

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ctxkit.adapters.base import TrimmingAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use
 from ctxkit.adapters.reports import history_before_view
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
@@ -224,7 +224,7 @@ class _TrimMessages(TrimmingAdapter):
 
     def __init__(
         self,
-        max_tokens: int = 128_000,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         hooks: Any = None,
         *,
         include_system: bool | None = None,

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.adapters.base import TrimmingAdapter, split_system
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, split_system
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message
 from ctxkit.tokens import load_encoding
@@ -142,7 +142,7 @@ def from_llama_index(
 class ChatMemoryBuffer(TrimmingAdapter):
     """``llama_index.core.memory.ChatMemoryBuffer``: the newest messages whose text fits."""
 
-    def __init__(self, max_tokens: int = 128_000, hooks: Any = None) -> None:
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         super().__init__(max_tokens, hooks)
         from llama_index.core.memory import ChatMemoryBuffer as Buffer  # fails early
 

@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter
 from ctxkit.messages import copy_message, inspect_message, validate_history
 
 __all__ = ["TruncationReducer", "from_semantic_kernel", "to_semantic_kernel"]
@@ -101,7 +101,7 @@ def from_semantic_kernel(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return [copy_message(m.metadata[SOURCE]) for m in messages]
 
 
-class TruncationReducer(TrimmingAdapter):
+class TruncationReducer(LibraryAdapter):
     """``ChatHistoryTruncationReducer(target_count, threshold_count)``, reduced before every
     request."""
 
@@ -137,6 +137,5 @@ class TruncationReducer(TrimmingAdapter):
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
     ) -> list[dict[str, Any]]:
-        self.budget(token_budget, provider)  # known, and not used: the reducer counts messages
-        await self.reducer.reduce()
+        await self.reducer.reduce()  # counts messages: the budget plays no part
         return from_semantic_kernel(self.reducer.messages)

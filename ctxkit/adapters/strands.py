@@ -16,23 +16,23 @@ message carries the JSON messages it came from under ``"ctxkit"``, so a message 
 not change comes back exactly; one it changed (a truncated tool result) comes back with the
 library's text in its own shape; one it made (a summary) comes back as a user message.
 
-Summaries need a model: :class:`RecapModel` is a local, deterministic Strands ``Model`` that
+Summaries need a model: ``RecapModel`` is a local, deterministic Strands ``Model`` that
 answers with a one-line recap, so what is judged is the manager's choice of what to summarize.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, split_system
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter, split_system
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message, inspect_message, validate_history
 from ctxkit.tokens import TokenCounter
 
 __all__ = [
-    "RecapModel",
     "SlidingWindow",
     "Summarizing",
     "from_strands",
@@ -129,17 +129,22 @@ def _strands_message(sources: list[dict[str, Any]]) -> dict[str, Any]:
     return {"role": role, "content": _content(sources), SOURCE: sources}
 
 
+def _append(messages: list[dict[str, Any]], source: dict[str, Any]) -> None:
+    """Add the JSON message ``source`` to Strands messages: an OpenAI tool message joins the
+    run of results before it (one Strands message per round), anything else is a message."""
+    sources = messages[-1][SOURCE] if messages and SOURCE in messages[-1] else []
+    if source["role"] == "tool" and sources and sources[-1]["role"] == "tool":
+        sources.append(source)
+        messages[-1]["content"] = _content(sources)
+    else:
+        messages.append(_strands_message([source]))
+
+
 def to_strands(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Strands messages for JSON messages that follow the system prompt."""
     found: list[dict[str, Any]] = []
     for message in history:
-        source = copy_message(message)
-        last = found[-1] if found else None
-        if message["role"] == "tool" and last is not None and last[SOURCE][-1]["role"] == "tool":
-            last[SOURCE].append(source)
-            last["content"] = _content(last[SOURCE])
-        else:
-            found.append(_strands_message([source]))
+        _append(found, copy_message(message))
     return found
 
 
@@ -182,43 +187,37 @@ def from_strands(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-class RecapModel:
-    """Builds the local summarizing model (a Strands ``Model`` subclass, made on first use
-    so that importing this module needs no Strands)."""
+@functools.cache
+def _recap_model_class() -> type:
+    """The local summarizing model: a Strands ``Model`` subclass, made once and on first use,
+    so that importing this module needs no Strands."""
+    from strands.models import Model
 
-    _class: type | None = None
+    class RecapModel(Model):  # type: ignore[misc]
+        """Answers every request with a one-line recap of how much it was given."""
 
-    @classmethod
-    def create(cls) -> Any:
-        if cls._class is None:
-            from strands.models import Model
+        def update_config(self, **config: Any) -> None:
+            return None
 
-            class _Recap(Model):  # type: ignore[misc]
-                """Answers every request with a one-line recap of how much it was given."""
+        def get_config(self) -> dict[str, Any]:
+            return {}
 
-                def update_config(self, **config: Any) -> None:
-                    return None
+        async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator:
+            raise NotImplementedError("the recap model writes text only")
+            yield  # pragma: no cover
 
-                def get_config(self) -> dict[str, Any]:
-                    return {}
+        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncIterator:
+            recap = f"Recap of {max(0, len(messages) - 1)} earlier messages."
+            yield {"messageStart": {"role": "assistant"}}
+            yield {"contentBlockStart": {"start": {}}}
+            yield {"contentBlockDelta": {"delta": {"text": recap}}}
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": "end_turn"}}
 
-                async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator:
-                    raise NotImplementedError("the recap model writes text only")
-                    yield  # pragma: no cover
-
-                async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncIterator:
-                    recap = f"Recap of {max(0, len(messages) - 1)} earlier messages."
-                    yield {"messageStart": {"role": "assistant"}}
-                    yield {"contentBlockStart": {"start": {}}}
-                    yield {"contentBlockDelta": {"delta": {"text": recap}}}
-                    yield {"contentBlockStop": {}}
-                    yield {"messageStop": {"stopReason": "end_turn"}}
-
-            cls._class = _Recap
-        return cls._class()
+    return RecapModel
 
 
-class _StrandsAdapter(TrimmingAdapter):
+class _StrandsAdapter(LibraryAdapter):
     """A real Strands ``Agent`` with one of its conversation managers; the agent's messages
     are the history, as in Strands."""
 
@@ -230,7 +229,7 @@ class _StrandsAdapter(TrimmingAdapter):
 
         self.manager = self._manager(**options)
         self.agent = Agent(
-            model=RecapModel.create(),
+            model=_recap_model_class()(),
             conversation_manager=self.manager,
             callback_handler=None,
         )
@@ -251,14 +250,7 @@ class _StrandsAdapter(TrimmingAdapter):
         if not self.agent.messages and message["role"] in ("system", "developer"):
             self._load([*self._system, message])
             return
-        converted = _strands_message([message])
-        last = self.agent.messages[-1] if self.agent.messages else None
-        sources = (last or {}).get(SOURCE) or []
-        if message["role"] == "tool" and sources and sources[-1]["role"] == "tool":
-            sources.append(converted[SOURCE][0])
-            last["content"] = _content(sources)  # type: ignore[index]
-        else:
-            self.agent.messages.append(converted)
+        _append(self.agent.messages, message)
 
     async def get_messages(self) -> list[dict[str, Any]]:
         return [*copy_message(self._system), *from_strands(self.agent.messages)]

@@ -10,16 +10,24 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ctxkit.survey.matrix import Row, slug
 from ctxkit.survey.run import Subject
 
-__all__ = ["adapter_subjects", "bug_reports", "report_text", "subjects_in"]
+__all__ = [
+    "adapter_subjects",
+    "bug_reports",
+    "installed_versions",
+    "render_request",
+    "report_text",
+    "subjects_in",
+]
 
 _INSTALLED = (
-    "import json; from ctxkit.adapters import ADAPTERS, installed_version; "
-    "print(json.dumps({a.name: installed_version(a) for a in ADAPTERS}))"
+    "import json; from ctxkit.survey.subjects import installed_versions; "
+    "print(json.dumps(installed_versions()))"
 )
 
 
@@ -45,26 +53,33 @@ def subjects_in(python: str, skip: set[str]) -> list[Subject]:
             f"--python {python}: cannot list its adapters ({last}); install ctxkit with the "
             "library's extra there, e.g. pip install 'ctxkit[autogen]'"
         )
-    found = []
-    for name, installed in json.loads(done.stdout).items():
-        adapter = by_name(name)
-        if installed is None or name in skip or adapter is None:
-            continue
-        found.append(
-            Subject(
-                name,
-                library=adapter.distribution,
-                version=installed,
-                findings=dict(adapter.findings),
-                python=python,
-            )
-        )
-    return found
+    return [
+        _python_subject(adapter, installed, python)
+        for name, installed in json.loads(done.stdout).items()
+        if installed is not None and name not in skip and (adapter := by_name(name)) is not None
+    ]
+
+
+def installed_versions() -> dict[str, str | None]:
+    """Each Python adapter's name and its library's installed version here (None: absent)."""
+    from ctxkit.adapters import ADAPTERS, installed_version
+
+    return {adapter.name: installed_version(adapter) for adapter in ADAPTERS}
+
+
+def _python_subject(adapter: Any, version: str, python: str | None = None) -> Subject:
+    return Subject(
+        adapter.name,
+        library=adapter.distribution,
+        version=version,
+        findings=dict(adapter.findings),
+        python=python,
+    )
 
 
 def adapter_subjects() -> list[Subject]:
     """A subject per registered adapter whose library is installed, with its known findings."""
-    from ctxkit.adapters import ADAPTERS, JS_ADAPTERS, installed_version, npm_version
+    from ctxkit.adapters import JS_ADAPTERS, by_name, npm_version
 
     found = [
         Subject(
@@ -73,18 +88,11 @@ def adapter_subjects() -> list[Subject]:
         for a in JS_ADAPTERS
         if shutil.which("node") and npm_version(a.package)
     ]
-    for adapter in ADAPTERS:
-        installed = installed_version(adapter)
-        if installed is None:
-            continue
-        found.append(
-            Subject(
-                adapter.name,
-                library=adapter.distribution,
-                version=installed,
-                findings=dict(getattr(adapter, "findings", {}) or {}),
-            )
-        )
+    found += [
+        _python_subject(by_name(name), installed)
+        for name, installed in installed_versions().items()
+        if installed is not None
+    ]
     return found
 
 
@@ -93,11 +101,16 @@ def _function(path: str) -> Callable[..., str]:
     return getattr(importlib.import_module(module_name), name)
 
 
+def render_request(request: dict[str, Any]) -> str:
+    """A report rendered from a request another process sent (``report_text``'s other end):
+    the function's ``module:attr``, the property and the counterexample's trace."""
+    cell = SimpleNamespace(trace=request["trace"])
+    return _function(request["function"])(request["property"], cell)
+
+
 _RENDER = (
-    "import importlib, json, sys, types; d = json.load(sys.stdin); "
-    "m, f = d['function'].split(':'); "
-    "sys.stdout.write(getattr(importlib.import_module(m), f)"
-    "(d['property'], types.SimpleNamespace(trace=d['trace'])))"
+    "import json, sys; from ctxkit.survey.subjects import render_request; "
+    "sys.stdout.write(render_request(json.load(sys.stdin)))"
 )
 
 

@@ -262,7 +262,7 @@ class HistoryFile:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
         self.path = Path(path)
         self.fsync = fsync
-        created = not self.path.is_symlink() and not self.path.exists()
+        created = not self.path.exists()
         self._fd = _open_regular(self.path)
         try:
             _lock(self._fd, self.path)

@@ -27,8 +27,9 @@ DESCRIPTION = f"""\
 The conversations a ReferenceContextManager stores with storage_path=DIR/<id>.jsonl, one
 history file each. A conversation is active (last record under --idle-after ago), idle,
 expired (no record for --ttl), archived (moved to DIR/archive/) or unreadable (not a ctxkit
-history, or damaged). Listing reads only each file's ends and never takes its lock; "open"
-shows the pid of a live process that holds the file.
+history, or damaged). Listing checks every line's checksum without parsing it (a version 1
+file has none and is shown as not verified) and never takes a file's lock; "open" shows the
+pid of a live process that holds the file.
 
 DIR defaults to ${ENV_DIR}, else the current directory."""
 
@@ -225,6 +226,8 @@ def _run_list(args: argparse.Namespace) -> int:
     for c in found:
         if c.reason:
             print(f"  {c.id}: {c.reason}")
+        elif not c.verified:
+            print(f"  {c.id}: not verified (a version 1 history has no checksums)")
     counts: dict[str, int] = {}
     for c in found:
         counts[c.state] = counts.get(c.state, 0) + 1

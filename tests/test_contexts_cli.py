@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
-from tests.stored_cases import CHAT, ROOT, Holder, append, store
+from ctxkit.reference.journal import encode_record
+from tests.stored_cases import CHAT, ROOT, T0, Holder, append, store
 
 DAY = 86_400
 
@@ -80,10 +81,24 @@ def test_list_json(directory: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "encoding",
         "conversation_id",
         "reason",
+        "verified",
         "age_s",
     }
+    assert fresh["verified"] is True
     assert 29 <= fresh["age_s"] < 120
     assert fresh["path"] == str(directory / "fresh.jsonl")
+
+
+def test_list_says_a_version_1_history_is_not_verified(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    header = {"ctxkit": "history", "version": 1, "conversation_id": "old", "created": T0}
+    (tmp_path / "old.jsonl").write_bytes(encode_record(header, checksum=False))
+    store(tmp_path, "new", at=T0)
+    code, out, _ = run(capsys, "list", str(tmp_path))
+    assert code == EXIT_OK
+    assert "  old: not verified (a version 1 history has no checksums)" in out
+    assert "new:" not in out
 
 
 def test_list_defaults_to_the_environment_then_the_current_directory(

@@ -12,7 +12,7 @@ import pytest
 
 from ctxkit.durations import format_age, parse_duration
 from ctxkit.reference import ReferenceContextManager, lifecycle
-from ctxkit.reference.journal import HistoryFileLocked
+from ctxkit.reference.journal import HistoryFileCorrupt, HistoryFileLocked, encode_record
 from ctxkit.reference.lifecycle import (
     DEFAULT_TTL,
     UnknownConversation,
@@ -116,8 +116,8 @@ def test_a_bad_line_before_the_last_is_damage(tmp_path: Path, tail: bytes) -> No
     found = examine(path, now=T0)
     assert found.state == "unreadable"
     offset = path.stat().st_size - len(tail)
-    assert f"the line at byte {offset} is not JSON: damage" in (found.reason or "")
-    with pytest.raises(Exception, match="is not JSON"):
+    assert f"(byte {offset}) has no checksum: damage, not a crash" in (found.reason or "")
+    with pytest.raises(HistoryFileCorrupt, match=rf"\(byte {offset}\) has no checksum"):
         details(path)
 
 
@@ -129,18 +129,38 @@ def test_a_long_last_record_is_read_back_past_the_first_chunk(tmp_path: Path) ->
     assert examine(path, now=T0).last_activity == T0
 
 
-def test_listing_reads_only_the_ends_of_a_file(tmp_path: Path) -> None:
-    """Damage far from the end is not seen by a listing (it does not read there); a full read
-    of the same file reports it."""
+def test_listing_finds_damage_anywhere_by_the_checksums(tmp_path: Path) -> None:
+    """Issue 14, item 6: a flipped byte far from both ends made a listing say "idle"."""
     path = store(tmp_path, "a", at=T0)
-    append(path, b"damaged\n")
     for number in range(100):
         append_record(path, {"op": "clear", "at": T0 + number})
     message = {"role": "user", "content": "y" * 70_000}
     append_record(path, {"op": "add", "at": T0 + 500, "message": message, "cost": {"user": 1}})
-    assert examine(path, now=T0 + 500).state == "active"
-    with pytest.raises(Exception, match="is not JSON"):
+    assert examine(path, now=T0 + 500).verified
+    data = bytearray(path.read_bytes())
+    line_50 = sum(map(len, bytes(data).splitlines(keepends=True)[:49]))
+    data[line_50 + 30] ^= 1  # inside line 50: still JSON, a time one off
+    path.write_bytes(bytes(data))
+    found = examine(path, now=T0 + 500)
+    assert found.state == "unreadable"
+    assert found.reason == (
+        f"line 50 (byte {line_50}) does not match its checksum (its bytes changed after it "
+        "was written): damage, not a crash"
+    )
+    with pytest.raises(HistoryFileCorrupt, match="line 50 "):
         details(path)
+
+
+def test_a_version_1_history_is_listed_as_not_verified(tmp_path: Path) -> None:
+    """A file from before checksums: listed from its ends, and said to be so."""
+    path = tmp_path / "old.jsonl"
+    header = {"ctxkit": "history", "version": 1, "conversation_id": "old", "created": T0}
+    path.write_bytes(
+        encode_record(header, checksum=False)
+        + encode_record({"op": "clear", "at": T0 + 1}, checksum=False)
+    )
+    found = examine(path, now=T0 + 2)
+    assert (found.state, found.verified, found.last_activity) == ("active", False, T0 + 1)
 
 
 # -- unreadable files --------------------------------------------------------------------------

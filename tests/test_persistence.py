@@ -31,6 +31,7 @@ from ctxkit.reference.journal import (
     HistoryFileCorrupt,
     HistoryFileError,
     HistoryFileLocked,
+    encode_record,
     read_history_file,
 )
 from ctxkit.reference.timeline import UnknownCheckpoint
@@ -302,8 +303,9 @@ def test_a_file_that_is_not_a_history_is_refused_unchanged(tmp_path: Path, conte
 def test_a_bad_record_is_named_by_its_line(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     run(fill(path, conversation(3, seed=7)))
-    with path.open("a") as file:
-        file.write('{"op": "restore", "at": 1, "id": "c9"}\n{"op": "clear", "at": 2}\n')
+    with path.open("ab") as file:
+        file.write(encode_record({"op": "restore", "at": 1, "id": "c9"}))
+        file.write(encode_record({"op": "clear", "at": 2}))
     with pytest.raises(HistoryFileCorrupt, match=r"line 5 .*'restore' record: no checkpoint"):
         opened(path)
 
@@ -343,7 +345,7 @@ def test_a_failed_write_changes_nothing(tmp_path: Path):
             manager = ReferenceContextManager(storage_path={str(path)!r})
             await manager.add_message({{"role": "user", "content": "small"}})
             size = manager._file.end
-            resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, size + 100))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size + 200, size + 200))
             try:
                 await manager.add_message({{"role": "user", "content": "x" * 5000}})
             except HistoryFileError as exc:

@@ -2,7 +2,7 @@
 
 Line 1 is a header; every later line is one record, written whole by one ``write``:
 
-``{"ctxkit": "history", "version": 1, "conversation_id": ..., "encoding": ..., "created": t}``
+``{"ctxkit": "history", "version": 2, "conversation_id": ..., "encoding": ..., "created": t}``
     the header.
 ``{"op": "add", "at": t, "message": {...}, "cost": {"user": 12, ...}}``
     a message added; ``cost`` is its token count by category in the header's encoding, so
@@ -17,6 +17,12 @@ Line 1 is a header; every later line is one record, written whole by one ``write
     the history set back to a checkpoint's (what came after stays in the file).
 ``{"op": "audit", "at": t, "entry": {...}}``
     a view left messages out or shortened them (see :mod:`ctxkit.reference.audit`).
+
+Every line of a version 2 file begins with its checksum, ``{"crc":"1c291ca3",...}``: the CRC-32
+of the line's bytes after that prefix, up to its newline. A line still JSON, so any tool reads
+the file, and a flipped bit anywhere in it is found: loading names the line instead of
+returning altered messages or token counts. Version 1 files (no checksums) are read and
+appended to as they are.
 
 A crash can leave only the last line incomplete (no newline, or not JSON): loading reports
 it, and a writer moves those bytes to ``<name>.torn`` before it appends. A bad line anywhere
@@ -38,10 +44,11 @@ import json
 import os
 import stat
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 __all__ = [
     "FORMAT",
@@ -54,6 +61,7 @@ __all__ = [
     "Loaded",
     "Torn",
     "encode_record",
+    "find_damage",
     "lock_holder",
     "lock_holders",
     "read_history_file",
@@ -61,7 +69,13 @@ __all__ = [
 ]
 
 FORMAT = "history"
-VERSION = 1
+VERSION = 2
+"""The version new files are written in; :data:`VERSIONS` are read."""
+VERSIONS = (1, 2)
+CHECKSUM_PREFIX = b'{"crc":"'
+_DIGITS_END = len(CHECKSUM_PREFIX) + 8
+_CHECKED_FROM = _DIGITS_END + 2
+"""Where the checksummed bytes begin: after ``{"crc":"xxxxxxxx",``."""
 FSYNC_POLICIES = ("always", "never")
 FsyncPolicy = Literal["always", "never"]
 
@@ -131,16 +145,35 @@ class Loaded:
     """Bytes of whole lines: where the torn tail, if any, begins."""
 
 
-def encode_record(record: Mapping[str, Any]) -> bytes:
-    """One line. ASCII-only JSON, so any string (even a lone surrogate) round-trips.
+def encode_record(record: Mapping[str, Any], *, checksum: bool = True) -> bytes:
+    """One line. ASCII-only JSON, so any string (even a lone surrogate) round-trips; with
+    ``checksum`` (version 2) it begins with its CRC-32.
 
     Raises :class:`TypeError` naming the value when something in it is not JSON.
     """
+    if not record:
+        raise ValueError("a history record is never empty")
     try:
         text = json.dumps(record, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"a persistent history stores messages as JSON: {exc}") from None
-    return text.encode("ascii") + b"\n"
+    if not checksum:
+        return text.encode("ascii") + b"\n"
+    body = text.encode("ascii")[1:]  # after the opening brace
+    return b'{"crc":"%08x",' % zlib.crc32(body) + body + b"\n"
+
+
+def checksum_problem(line: bytes) -> str | None:
+    """Why ``line`` (without its newline) fails its checksum, or None when it passes."""
+    if not line.startswith(CHECKSUM_PREFIX) or line[_DIGITS_END:_CHECKED_FROM] != b'",':
+        return "has no checksum"
+    try:
+        stored = int(line[len(CHECKSUM_PREFIX) : _DIGITS_END], 16)
+    except ValueError:
+        return "has a malformed checksum"
+    if zlib.crc32(memoryview(line)[_CHECKED_FROM:]) != stored:
+        return "does not match its checksum (its bytes changed after it was written)"
+    return None
 
 
 def read_history_file(path: str | os.PathLike[str]) -> Loaded:
@@ -165,7 +198,14 @@ def parse_history(path: Path, data: bytes) -> Loaded:
     loaded = Loaded(path=path, header=None)
     records = loaded.records
     loads = json.loads
+    checked = False  # the header says whether records carry checksums
     for number, line in enumerate(lines[:last]):
+        problem = checksum_problem(line) if checked or number == 0 else None
+        if problem is not None and (checked or line.startswith(CHECKSUM_PREFIX)):
+            if number == last - 1 and not lines[last] and not _merged(line):
+                loaded.torn = _torn(lines, number, problem)
+                break
+            raise HistoryFileCorrupt(path, number + 1, _offset(lines, number), problem)
         try:
             record = loads(line)
         except ValueError as exc:  # bytes that are not text raise UnicodeDecodeError
@@ -179,27 +219,74 @@ def parse_history(path: Path, data: bytes) -> Loaded:
         if type(record) is not dict:
             raise HistoryFileCorrupt(path, number + 1, _offset(lines, number), "is not an object")
         if number == 0:
-            loaded.header = _check_header(path, record)
+            loaded.header = _check_header(path, record, checksummed=problem is None)
+            checked = loaded.header["version"] >= 2
         elif record.get("op") not in OPS:
             raise HistoryFileCorrupt(
                 path, number + 1, _offset(lines, number), f"has unknown op {record.get('op')!r}"
             )
         else:
+            if checked:
+                del record["crc"]
             records.append(record)
     else:
         if lines[last]:
+            if checked and _merged(lines[last]):
+                raise HistoryFileCorrupt(
+                    path, last + 1, _offset(lines, last), "has no newline and holds two records"
+                )
             loaded.torn = _torn(lines, last, "has no newline")
     loaded.size = loaded.torn.offset if loaded.torn else len(data)
     return loaded
 
 
-def _check_header(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+def find_damage(path: Path, file: BinaryIO, *, line: int, offset: int) -> HistoryFileCorrupt | None:
+    """The first line, from ``file``'s position on, that fails its checksum (version 2), as
+    the error a load would raise; None when every line passes. ``line`` and ``offset`` say
+    where the position is in the file. Reads line by line and parses nothing, so a listing
+    can check a whole file in a fraction of a load's time; the torn-tail rule is
+    :func:`parse_history`'s."""
+    failed: tuple[int, int, str] | None = None  # damage unless it proves to be the last line
+    for text in file:
+        if failed is not None:
+            return HistoryFileCorrupt(path, *failed)
+        whole = text.endswith(b"\n")
+        body = text[:-1] if whole else text
+        if not whole:
+            if _merged(body):
+                return HistoryFileCorrupt(
+                    path, line, offset, "has no newline and holds two records"
+                )
+            break  # a torn tail
+        problem = checksum_problem(body)
+        if problem is not None:
+            failed = (line, offset, problem)
+            if _merged(body):
+                return HistoryFileCorrupt(path, *failed)
+        line += 1
+        offset += len(text)
+    return None
+
+
+def _merged(line: bytes) -> bool:
+    """A checksummed record starts inside ``line``: a newline between two records was lost.
+    A crash only ever cuts one append short, so this is damage, never a torn tail."""
+    return line.find(CHECKSUM_PREFIX, 1) >= 0
+
+
+def _check_header(path: Path, record: dict[str, Any], *, checksummed: bool) -> dict[str, Any]:
     if record.get("ctxkit") != FORMAT:
         raise HistoryFileCorrupt(path, 1, 0, "is not a ctxkit history header")
-    if record.get("version") != VERSION:
+    version = record.get("version")
+    if version not in VERSIONS or type(version) is not int:
+        readable = " and ".join(map(str, VERSIONS))
         raise HistoryFileCorrupt(
-            path, 1, 0, f"has format version {record.get('version')!r}; this ctxkit reads {VERSION}"
+            path, 1, 0, f"has format version {version!r}; this ctxkit reads {readable}"
         )
+    if checksummed != (version >= 2):
+        why = "has no checksum" if version >= 2 else "has a checksum, which version 1 has not"
+        raise HistoryFileCorrupt(path, 1, 0, why)
+    record.pop("crc", None)
     return record
 
 
@@ -270,7 +357,10 @@ class HistoryFile:
             if self.loaded.torn is not None:
                 self._set_torn_aside(self.loaded.torn)
             self.end = self.loaded.size
-            if self.loaded.header is None:
+            header = self.loaded.header
+            self.checksums = header is None or header["version"] >= 2
+            """Records carry checksums (a version 1 file is appended to as version 1)."""
+            if header is None:
                 header = {
                     "ctxkit": FORMAT,
                     "version": VERSION,
@@ -295,7 +385,7 @@ class HistoryFile:
     def append(self, record: Mapping[str, Any]) -> int:
         """Write one record; returns the file's end after it. All or nothing: a failed write
         (a full disk) is cut off again and raises :class:`HistoryFileError`."""
-        line = encode_record(record)
+        line = encode_record(record, checksum=self.checksums)
         if self._fd < 0:
             raise HistoryFileError(f"{self.path}: the history file is closed")
         try:

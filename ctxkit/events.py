@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "AUDIT_WRITE_FAILED",
     "BUDGET_EXCEEDED",
     "INCLUDE",
     "INVARIANT_VIOLATION",
@@ -83,6 +84,10 @@ LISTING_FATES = ("kept", "truncated", "summary", "dropped", "summarized")
 """What became of the messages in a ``listing`` row (see :data:`VIEW`)."""
 BUDGET_EXCEEDED = "ctxkit:budget_exceeded"
 """The pinned content alone exceeds the budget: ``budget``, ``pinned_tokens``, ``raised``."""
+AUDIT_WRITE_FAILED = "ctxkit:audit_write_failed"
+"""An audit entry could not be written to the history file (a full disk): ``error``, and
+``unwritten``, the entries now kept in memory. The view was returned all the same; the
+entries go first with the next write. Published once per run of failures."""
 INVARIANT_VIOLATION = "ctxkit:invariant_violation"
 """A live check found a required property broken in a view: ``property``, ``message``,
 ``ids`` (the tool call ids involved)."""

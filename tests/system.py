@@ -1,11 +1,12 @@
-"""System programs the tests need (promtool, prometheus, tmux, chromium, node): skipped on a
-developer's machine that lacks them, a failure under CI, where a silent skip would hide an
-untested feature."""
+"""System programs and privileges the tests need (promtool, prometheus, tmux, chromium, node;
+root to mount a filesystem): skipped on a developer's machine that lacks them, a failure under
+CI, where a silent skip would hide an untested feature."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from typing import NoReturn
 
 import pytest
 
@@ -27,7 +28,11 @@ def require_binary(name: str) -> str:
     if path is not None:
         return path
     package = DEBIAN_PACKAGES.get(name, name)
-    reason = f"{name} is not on PATH (Debian: apt-get install {package})"
+    missing(f"{name} is not on PATH (Debian: apt-get install {package})")
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for ``reason``, or fail it when ``CI=true``."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI=true, so it must be installed (.ci/run)", pytrace=False)
+        pytest.fail(f"{reason}; CI=true, so it must be available (.ci/run)", pytrace=False)
     pytest.skip(reason)

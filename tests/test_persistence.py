@@ -555,10 +555,29 @@ def test_a_fifo_a_device_or_a_directory_is_refused_with_history_file_error(tmp_p
     os.mkfifo(fifo)
     with pytest.raises(HistoryFileError, match="FIFO"):
         opened(fifo)
-    with pytest.raises(HistoryFileError, match="device"):
-        opened(Path("/dev/null"))
+    for device in ("/dev/null", "/dev/full"):
+        with pytest.raises(HistoryFileError, match="device"):
+            opened(Path(device))
     with pytest.raises(HistoryFileError, match=r"(?i)is a directory"):
         opened(tmp_path)
+
+
+def test_a_torn_tail_that_cannot_be_kept_aside_is_refused_and_changes_nothing(tmp_path: Path):
+    path = tmp_path / "c.jsonl"
+    run(fill(path, conversation(4, seed=8)))
+    with path.open("ab") as file:
+        file.write(b'{"crc":"0000')  # an append cut short
+    before = path.read_bytes()
+    (tmp_path / "c.jsonl.torn").mkdir()  # where its bytes would be kept
+    with pytest.raises(
+        HistoryFileError, match=r"torn last line cannot be kept in .*c\.jsonl\.torn"
+    ):
+        opened(path)
+    assert path.read_bytes() == before
+    (tmp_path / "c.jsonl.torn").rmdir()
+    manager = opened(path)
+    assert manager.torn is not None
+    manager.close()
 
 
 def test_missing_folders_of_a_history_path_are_created(tmp_path: Path):

@@ -402,15 +402,22 @@ class HistoryFile:
     def sync(self) -> None:
         """Make what was written durable, as the fsync policy says."""
         if self.fsync == "always" and self._fd >= 0:
-            os.fdatasync(self._fd)
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                raise HistoryFileError(
+                    f"{self.path}: cannot make what was written durable: {exc.strerror}"
+                ) from None
 
     def close(self) -> None:
         """Make what was written durable (as the policy says), release the lock and the file;
         appending after this raises."""
         if self._fd >= 0:
-            self.sync()
-            fd, self._fd = self._fd, -1
-            os.close(fd)  # closing the only descriptor releases the flock
+            try:
+                self.sync()
+            finally:
+                fd, self._fd = self._fd, -1
+                os.close(fd)  # closing the only descriptor releases the flock
 
     def _set_torn_aside(self, torn: Torn) -> None:
         """Keep the torn bytes in ``<name>.torn`` (never acknowledged, but never thrown away),
@@ -418,12 +425,23 @@ class HistoryFile:
         os.lseek(self._fd, torn.offset, os.SEEK_SET)
         tail = os.read(self._fd, torn.length)
         aside = self.path.with_name(self.path.name + ".torn")
-        with open(aside, "ab") as out:
-            out.write(tail if tail.endswith(b"\n") else tail + b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.ftruncate(self._fd, torn.offset)
-        os.fsync(self._fd)
+        try:
+            with open(aside, "ab") as out:
+                out.write(tail if tail.endswith(b"\n") else tail + b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:
+            raise HistoryFileError(
+                f"{self.path}: its torn last line cannot be kept in {aside} ({exc.strerror}), "
+                "so it was not cut off: the file was not changed"
+            ) from None
+        try:
+            os.ftruncate(self._fd, torn.offset)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise HistoryFileError(
+                f"{self.path}: cannot cut off its torn last line: {exc.strerror}"
+            ) from None
 
 
 def _read_all(fd: int) -> bytes:

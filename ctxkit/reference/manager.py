@@ -481,6 +481,15 @@ class ReferenceContextManager:
         """Close the history file and release its lock (nothing to do without one). Changing
         the history afterwards raises :class:`~ctxkit.reference.journal.HistoryFileError`."""
         if self._file is not None:
+            with contextlib.suppress(HistoryFileError):  # still a full disk: said below
+                self._timeline.write_pending()
+            if self._timeline.unwritten:
+                log.error(
+                    "%s: closing with %d audit entries that could not be written; "
+                    "manager.audit() had them, the file does not",
+                    self._file.path,
+                    len(self._timeline.unwritten),
+                )
             self._file.close()
 
     async def __aenter__(self) -> ReferenceContextManager:
@@ -523,13 +532,28 @@ class ReferenceContextManager:
         self._last_view = None
         self._turns.reset()
 
-    def _record_audit(self, entry: dict[str, Any]) -> None:
+    async def _record_audit(self, entry: dict[str, Any]) -> None:
         """Keep an audit entry, in the history file too when there is one. It is written at
         once but not synced: it describes a view, not the history, so a request does not wait
-        for the disk; the next change to the history (or closing) makes it durable."""
+        for the disk; the next change to the history (or closing) makes it durable.
+
+        A write that fails (a full disk) does not fail the view: the entry waits in memory
+        and goes first with the next write. The first failure of a run of them is reported,
+        in the log and as a ``ctxkit:audit_write_failed`` event; the rest only add up."""
         with self._history.locked():
-            self._timeline.write_audit(entry, entry["at"])
+            already_failing = bool(self._timeline.unwritten)
+            failure = self._timeline.write_audit(entry, entry["at"])
             self._audit.append(entry)
+        if failure is not None and not already_failing:
+            log.warning(
+                "%s; the audit entry is kept in memory and written with the next change",
+                failure,
+            )
+            await self._publish(
+                events.AUDIT_WRITE_FAILED,
+                error=str(failure),
+                unwritten=len(self._timeline.unwritten),
+            )
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -595,7 +619,7 @@ class ReferenceContextManager:
             await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
         tokens = plan.request_tokens
         summarized = decision.drop if decision.summarized else []
-        self._record_audit(
+        await self._record_audit(
             audit_entry(
                 at=self._history.clock(),
                 reason="budget" if isinstance(decision, Compaction) else "retention",

@@ -10,15 +10,18 @@ records rebuilds the timeline.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxkit.reference.journal import HistoryFile, HistoryFileCorrupt
+from ctxkit.reference.journal import HistoryFile, HistoryFileCorrupt, HistoryFileError
 from ctxkit.tokens import MessageCost
 
 __all__ = ["Checkpoint", "Timeline", "UnknownCheckpoint"]
+
+log = logging.getLogger(__name__)
 
 
 class UnknownCheckpoint(LookupError):
@@ -59,6 +62,8 @@ class Timeline:
         """Sequence numbers of the current history. Only ever appended to: a replace, clear
         or restore starts a new list, so a checkpoint can keep the list and a length."""
         self._points: dict[str, tuple[Checkpoint, list[int]]] = {}
+        self.unwritten: list[dict[str, Any]] = []
+        """Audit records a failed write left in memory, oldest first (see write_audit)."""
 
     # -- the history's recorder --------------------------------------------------------------
 
@@ -131,11 +136,31 @@ class Timeline:
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.file is not None:
+            self.write_pending()
             self.file.append(record)
 
-    def write_audit(self, entry: dict[str, Any], at: float) -> None:
-        """Keep an audit entry in the history file (there is nothing to do without one)."""
-        self._write({"op": "audit", "at": at, "entry": entry})
+    def write_pending(self) -> None:
+        """Append the audit records still in memory, oldest first (raises on a failed write,
+        keeping the rest)."""
+        if not self.unwritten or self.file is None:
+            return
+        had = len(self.unwritten)
+        while self.unwritten:
+            self.file.append(self.unwritten[0])
+            del self.unwritten[0]
+        log.info("%s: the %d audit entries kept in memory are written now", self.file.path, had)
+
+    def write_audit(self, entry: dict[str, Any], at: float) -> HistoryFileError | None:
+        """Keep an audit entry in the history file. One that cannot be written (a full disk)
+        is kept in memory, in order, and goes first with the next write: a view never fails
+        because its audit could not be persisted. Returns the write's error, if it failed."""
+        record = {"op": "audit", "at": at, "entry": entry}
+        try:
+            self._write(record)
+        except HistoryFileError as exc:
+            self.unwritten.append(record)
+            return exc
+        return None
 
     def replay(
         self,

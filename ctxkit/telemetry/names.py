@@ -150,6 +150,14 @@ METRICS: tuple[Metric, ...] = (
         unit="{view}",
     ),
     Metric(
+        "ctxkit_audit_write_failures",
+        "counter",
+        "Runs of failed audit writes to a history file (a full disk): the views went on, "
+        "the entries waited in memory.",
+        otel="ctxkit.audit.write_failures",
+        unit="{failure}",
+    ),
+    Metric(
         "ctxkit_invariant_violations",
         "counter",
         "Required conformance properties found broken in a live view, by property id.",

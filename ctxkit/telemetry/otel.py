@@ -110,6 +110,9 @@ class OpenTelemetry:
         if name == events.INVARIANT_VIOLATION:
             self._on_violation(event)
             return
+        if name == events.AUDIT_WRITE_FAILED:
+            self._record("ctxkit_audit_write_failures", 1)
+            return
         if name not in _BELONGS_TO_VIEW:
             return
         self._pending.setdefault(event.data.get("conversation_id"), []).append(event)

@@ -99,6 +99,7 @@ class PrometheusMetrics:
         self._saved = m["ctxkit_compaction_tokens_saved"]
         self._compaction_seconds = m["ctxkit_compaction_duration_seconds"]
         self._budget_exceeded = m["ctxkit_budget_exceeded"]
+        self._audit_failures = m["ctxkit_audit_write_failures"]
         # Children for fixed label values exist from the start, so their series read 0, not
         # "no data", until the first event.
         self._units = {a: m["ctxkit_compaction_units"].labels(a) for a in COMPACTION_ACTIONS}
@@ -109,6 +110,7 @@ class PrometheusMetrics:
             events.VIEW: self._on_view,
             events.POST_COMPACT: self._on_compacted,
             events.BUDGET_EXCEEDED: self._on_budget_exceeded,
+            events.AUDIT_WRITE_FAILED: self._on_audit_write_failed,
             events.INVARIANT_VIOLATION: self._on_violation,
         }
 
@@ -143,6 +145,9 @@ class PrometheusMetrics:
 
     def _on_budget_exceeded(self, data: Any) -> None:
         self._budget_exceeded.inc()
+
+    def _on_audit_write_failed(self, data: Any) -> None:
+        self._audit_failures.inc()
 
     def _on_violation(self, data: Any) -> None:
         prop = data.get("property")

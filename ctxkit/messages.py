@@ -17,6 +17,7 @@ separated.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -77,6 +78,9 @@ class MessageInfo:
     """A user message with words of its own, not only tool results."""
     error_result: bool = False
     """A result explicitly flagged ``is_error``."""
+    size: int = dataclasses.field(default=0, compare=False)
+    """UTF-8 bytes of the message's keys and strings: what ``max_message_bytes`` limits, and
+    what decides whether counting its tokens leaves the event loop."""
 
 
 def _describe(value: Any) -> str:
@@ -182,9 +186,11 @@ def _no_duplicates(ids: list[str], *, index: int | None, field: str) -> None:
         seen.add(call_id)
 
 
-def _check_structure(message: Mapping[str, Any], *, index: int | None) -> None:
+def _check_structure(message: Mapping[str, Any], *, index: int | None) -> int:
     """Every key a string (JSON is how messages are stored) and nesting within
-    :data:`MAX_NESTING`, checked with a stack, not recursion, so any depth gets an answer."""
+    :data:`MAX_NESTING`, checked with a stack, not recursion, so any depth gets an answer.
+    Returns the UTF-8 bytes of the message's keys and strings (:attr:`MessageInfo.size`)."""
+    size = 0
     stack: list[tuple[Any, int, str]] = [(message, 1, "")]
     while stack:
         value, depth, where = stack.pop()
@@ -203,12 +209,23 @@ def _check_structure(message: Mapping[str, Any], *, index: int | None) -> None:
                         index=index,
                         field=where.lstrip(".") or None,
                     )
-                if isinstance(item, Mapping | list | tuple):
+                size += _utf8_size(key)
+                if isinstance(item, str):
+                    size += _utf8_size(item)
+                elif isinstance(item, Mapping | list | tuple):
                     stack.append((item, depth + 1, f"{where}.{key}" if depth < 4 else where))
         elif isinstance(value, list | tuple):
             for position, item in enumerate(value):
-                if isinstance(item, Mapping | list | tuple):
+                if isinstance(item, str):
+                    size += _utf8_size(item)
+                elif isinstance(item, Mapping | list | tuple):
                     stack.append((item, depth + 1, f"{where}[{position}]" if depth < 4 else where))
+    return size
+
+
+def _utf8_size(text: str) -> int:
+    # isascii() is a flag lookup in CPython: most texts are sized without encoding them.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
@@ -219,7 +236,7 @@ def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
     """
     if not isinstance(message, Mapping):
         raise InvalidMessage(f"must be a dict, got {_describe(message)}", index=index)
-    _check_structure(message, index=index)
+    size = _check_structure(message, index=index)
     if "role" not in message:
         raise InvalidMessage("missing", index=index, field="role")
     role = message["role"]
@@ -277,6 +294,7 @@ def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
         shape=shape,
         user_turn=role == "user" and has_text,
         error_result=error,
+        size=size,
     )
 
 

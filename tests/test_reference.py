@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import re
 from importlib.metadata import entry_points
@@ -18,6 +20,7 @@ from ctxkit.reference import (
     ReferenceContextManager,
     mount,
 )
+from ctxkit.reference.manager import COUNT_OFF_LOOP_BYTES, DEFAULT_MAX_MESSAGE_BYTES
 from ctxkit.reference.strategies import SUMMARY_HEADER
 from tests.chat import call, reply, result, run, user
 
@@ -492,3 +495,80 @@ def test_a_misspelt_option_names_the_options_and_the_likeliest_meant():
     with pytest.raises(TypeError, match="did you mean 'max_tokens'") as caught:
         ReferenceContextManager(max_token=5)
     assert "compact_threshold" in str(caught.value)  # the whole list, not a bare TypeError
+
+
+# -- large messages (issue 14, item 9) and summarizers checked up front (item 12) -------------
+
+
+def test_a_message_over_max_message_bytes_is_refused_and_nothing_is_stored():
+    async def scenario() -> None:
+        manager = ReferenceContextManager(max_message_bytes=1_000)
+        # 1,000 bytes: "role", "user", "content" and 985 in two-byte characters
+        await manager.add_message({"role": "user", "content": "é" * 492 + "x"})
+        with pytest.raises(InvalidMessage, match=r"message\[1\]: holds 1,001 bytes .*1,000"):
+            await manager.add_message({"role": "user", "content": "é" * 493})
+        with pytest.raises(InvalidMessage, match=r"message\[0\]: holds"):
+            await manager.set_messages([{"role": "tool", "tool_call_id": "x" * 1_001}])
+        assert len(await manager.get_messages()) == 1
+        assert manager.usage()["history_messages"] == 1
+
+    run(scenario())
+    assert ReferenceContextManager().max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES == 16 << 20
+    with pytest.raises(ConfigError, match="max_message_bytes must be an integer >= 1 or None"):
+        ReferenceContextManager(max_message_bytes=0)
+    assert ReferenceContextManager(max_message_bytes=None).max_message_bytes is None
+
+
+def test_a_large_message_is_counted_off_the_loop_and_keeps_its_place():
+    """A large tool output is counted in a thread while the loop serves others; messages
+    added after it, without waiting for it, are still stored after it."""
+    large = {"role": "user", "content": "word " * (COUNT_OFF_LOOP_BYTES // 5 + 1)}
+    small = {"role": "user", "content": "after"}
+
+    async def scenario() -> None:
+        manager = ReferenceContextManager()
+        exact = ReferenceContextManager().counter.message_cost(large).total
+        await asyncio.gather(manager.add_message(large), manager.add_message(small))
+        assert await manager.get_messages() == [large, small]
+        assert (
+            manager.usage()["history_tokens"] == exact + manager.counter.message_cost(small).total
+        )
+
+    run(scenario())
+
+
+async def _async_summary(messages: list[dict[str, Any]], *, max_tokens: int) -> str:
+    return "summary"
+
+
+def _sync_summary(messages: list[dict[str, Any]], *, max_tokens: int) -> str:
+    return "summary"
+
+
+async def _no_max_tokens(messages: list[dict[str, Any]]) -> str:
+    return "summary"
+
+
+class _AsyncCallable:
+    async def __call__(self, messages: list[dict[str, Any]], *, max_tokens: int) -> str:
+        return "summary"
+
+
+@pytest.mark.parametrize(
+    ("summarizer", "problem"),
+    [
+        (_sync_summary, "must be an async function"),
+        ("not callable", "must be an async callable"),
+        (_no_max_tokens, r"cannot be called as \(messages, \*, max_tokens\)"),
+    ],
+)
+def test_a_summarizer_that_could_not_work_is_refused_at_construction(summarizer, problem):
+    with pytest.raises(ConfigError, match=problem):
+        ReferenceContextManager(strategies=["summarize"], summarizer=summarizer)
+
+
+@pytest.mark.parametrize(
+    "summarizer", [_async_summary, _AsyncCallable(), functools.partial(_async_summary)]
+)
+def test_async_summarizers_of_every_kind_are_accepted(summarizer):
+    ReferenceContextManager(strategies=["summarize"], summarizer=summarizer)

@@ -48,9 +48,24 @@ from ctxkit.reference.timeline import Timeline
 from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["ConfigError", "ContextBudgetExceeded", "ReferenceContextManager", "provider_budget"]
+__all__ = [
+    "COUNT_OFF_LOOP_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "ConfigError",
+    "ContextBudgetExceeded",
+    "ReferenceContextManager",
+    "provider_budget",
+]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The largest message (UTF-8 bytes of its keys and strings) a manager stores by default:
+far above any real chat message or tool output, far below what stalls a process (a 50 MB
+text takes minutes and gigabytes to count)."""
+COUNT_OFF_LOOP_BYTES = 64 * 1024
+"""Messages from this size on are counted in a worker thread (tiktoken releases the GIL):
+a few milliseconds of counting on the loop at most, for any text."""
 
 
 class ConfigError(ValueError):
@@ -140,7 +155,8 @@ class ReferenceContextManager:
     encoding: ``o200k_base`` or ``cl100k_base``.
     tool_output_head_lines, tool_output_tail_lines, tool_output_max_bytes: how long tool
         outputs are shortened in a compacted view.
-    summarizer: async callable ``(messages) -> str``; default: an offline extractive one.
+    summarizer: an async callable ``(messages, *, max_tokens) -> str``, checked when the
+        manager is built; default: an offline extractive one.
     summary_max_tokens: a summary is clipped to this many tokens.
     summary_role: the role of the summary message (``user`` suits both providers).
     safety_margin: tokens kept free when the budget comes from a provider.
@@ -165,6 +181,11 @@ class ReferenceContextManager:
         survives the process being killed, not the machine failing; many times faster).
     clock: the time source for arrival times, checkpoints, ``retain_seconds`` and the audit
         log.
+    max_message_bytes: a message whose keys and strings hold more UTF-8 bytes than this is
+        refused with :class:`~ctxkit.messages.InvalidMessage` (default
+        :data:`DEFAULT_MAX_MESSAGE_BYTES`, 16 MiB; None for no limit). Below it, a message
+        over :data:`COUNT_OFF_LOOP_BYTES` is counted in a worker thread, so one large tool
+        output does not stall the other conversations the event loop serves.
     hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
 
     Retention (all off by default; then nothing of it costs anything). Old units leave every
@@ -223,6 +244,7 @@ class ReferenceContextManager:
         retain_seconds: float | None = None,
         retain_bytes: int | None = None,
         summarize_on_truncate: bool = False,
+        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
         hooks: Any = None,
         bus: EventBus | None = None,
         **unknown: Any,
@@ -276,10 +298,18 @@ class ReferenceContextManager:
             summary_max_tokens=_positive("summary_max_tokens", summary_max_tokens),
             summary_role=summary_role,
         )
+        if summarizer is not None:
+            _check_summarizer(summarizer)
         self.counter = TokenCounter(encoding)
         self.bus = bus or EventBus()
         self._timeline = Timeline()
-        self._history = History(self.counter, clock=clock, recorder=self._timeline)
+        self.max_message_bytes = _optional_positive("max_message_bytes", max_message_bytes)
+        self._history = History(
+            self.counter,
+            clock=clock,
+            recorder=self._timeline,
+            max_message_bytes=self.max_message_bytes,
+        )
         self._planner = Planner(
             self._history, self.settings, summarizer or extractive_summary, self.retention
         )
@@ -288,6 +318,12 @@ class ReferenceContextManager:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        """Per event loop: views are built one at a time."""
+        self._add_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Per event loop: messages are stored in the order add_message was called, even when
+        a large one is counted in a thread."""
         self._audit: list[dict[str, Any]] = []
         self._file: HistoryFile | None = None
         self.loaded_from_file = False
@@ -355,8 +391,18 @@ class ReferenceContextManager:
         """Store a message. Raises :class:`~ctxkit.messages.InvalidMessage`, storing nothing,
         if it is not a valid message in either shape; with a history file,
         :class:`~ctxkit.reference.journal.HistoryFileError` if it cannot be written, and
-        ``TypeError`` if it is not JSON. When it returns, the message is in the file."""
-        self._history.append(message)
+        ``TypeError`` if it is not JSON. When it returns, the message is in the file.
+
+        A message larger than ``max_message_bytes`` is refused; one over
+        :data:`COUNT_OFF_LOOP_BYTES` is counted in a worker thread (the event loop goes on).
+        """
+        info, stored = self._history.prepare(message)
+        async with _loop_lock(self._add_locks):
+            if info.size < COUNT_OFF_LOOP_BYTES:
+                cost = self.counter.message_cost(stored)
+            else:
+                cost = await asyncio.to_thread(self.counter.message_cost, stored)
+            self._history.add(info, stored, cost)
         self._sync()
 
     async def get_messages(self) -> list[dict[str, Any]]:
@@ -556,11 +602,7 @@ class ReferenceContextManager:
             )
 
     def _lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            lock = self._locks[loop] = asyncio.Lock()
-        return lock
+        return _loop_lock(self._locks)
 
     async def _resolve_budget(self, token_budget: int | None, provider: Any) -> int:
         if token_budget is not None:
@@ -679,6 +721,40 @@ class ReferenceContextManager:
     async def _publish(self, name: str, **data: Any) -> None:
         data["conversation_id"] = self.conversation_id
         await self.bus.publish(name, data)
+
+
+def _loop_lock(
+    locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock],
+) -> asyncio.Lock:
+    """The running event loop's lock in ``locks`` (an asyncio lock belongs to one loop)."""
+    loop = asyncio.get_running_loop()
+    lock = locks.get(loop)
+    if lock is None:
+        lock = locks[loop] = asyncio.Lock()
+    return lock
+
+
+def _check_summarizer(summarizer: Any) -> None:
+    """Refuse at construction a summarizer that would only fail at the first compaction."""
+    if not callable(summarizer):
+        raise ConfigError(f"summarizer must be an async callable, got {summarizer!r}")
+    call = summarizer if inspect.isroutine(summarizer) else type(summarizer).__call__
+    if not inspect.iscoroutinefunction(call) and not inspect.iscoroutinefunction(summarizer):
+        raise ConfigError(
+            f"summarizer must be an async function, (messages, *, max_tokens) -> str; "
+            f"{summarizer!r} is not. Wrap a sync one: "
+            "async def summarize(messages, *, max_tokens): return my_summary(messages)"
+        )
+    try:
+        signature = inspect.signature(summarizer)
+    except (TypeError, ValueError):  # no signature to read: trust it
+        return
+    try:
+        signature.bind([], max_tokens=1)
+    except TypeError as exc:
+        raise ConfigError(
+            f"summarizer {summarizer!r} cannot be called as (messages, *, max_tokens): {exc}"
+        ) from None
 
 
 async def provider_budget(provider: Any, default_margin: int) -> int | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ctxkit.messages import (
+    InvalidMessage,
     MessageInfo,
     Unit,
     UnitGrouper,
@@ -54,10 +55,12 @@ class History:
         *,
         clock: Callable[[], float] = time.time,
         recorder: Recorder | None = None,
+        max_message_bytes: int | None = None,
     ) -> None:
         self.counter = counter
         self.clock = clock
         self.recorder = recorder
+        self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._reset([], [], [], [])
         self.generation = 0
@@ -96,9 +99,21 @@ class History:
 
         Raises :class:`~ctxkit.messages.InvalidMessage` and stores nothing if it is invalid.
         """
+        info, stored = self.prepare(message)
+        return self.add(info, stored, self.counter.message_cost(stored))
+
+    def prepare(self, message: Mapping[str, Any]) -> tuple[MessageInfo, dict[str, Any]]:
+        """Validate and copy one message, not yet counted or stored (:meth:`add` stores it).
+
+        Raises :class:`~ctxkit.messages.InvalidMessage` if it is invalid or larger than
+        ``max_message_bytes``.
+        """
         info = inspect_message(message, len(self.messages))
-        stored = copy_message(dict(message))
-        cost = self.counter.message_cost(stored)
+        self._check_size(info, len(self.messages))
+        return info, copy_message(dict(message))
+
+    def add(self, info: MessageInfo, stored: dict[str, Any], cost: MessageCost) -> int:
+        """Store a message :meth:`prepare` returned, with its cost; returns its index."""
         with self._lock:
             index = len(self.messages)
             check_new_call_ids(info, index, self._first_use)
@@ -121,6 +136,8 @@ class History:
             raise TypeError(f"set_messages needs a list of messages, got {type(messages).__name__}")
         messages = list(messages)
         infos = validate_history(messages)
+        for index, info in enumerate(infos):
+            self._check_size(info, index)
         stored = [copy_message(dict(message)) for message in messages]
         costs = [self.counter.message_cost(message) for message in stored]
         with self._lock:
@@ -129,6 +146,15 @@ class History:
                 self.recorder.replaced(stored, costs, at)
             self._reset(stored, infos, costs, [at] * len(stored))
             self.generation += 1
+
+    def _check_size(self, info: MessageInfo, index: int) -> None:
+        limit = self.max_message_bytes
+        if limit is not None and info.size > limit:
+            raise InvalidMessage(
+                f"holds {info.size:,} bytes of text, over max_message_bytes ({limit:,}); "
+                "store large documents elsewhere and add a reference, or raise the limit",
+                index=index,
+            )
 
     def clear(self) -> None:
         with self._lock:

@@ -137,6 +137,16 @@ def test_special_token_text_counts_as_plain_text(name):
     assert counter(name).count_text("<|endoftext|>") > 1  # not the single special token
 
 
+@settings(max_examples=60, deadline=None)
+@given(texts, st.sampled_from(["cl100k_base", "o200k_base"]))
+def test_a_large_text_is_counted_exactly_as_a_small_one(text, name):
+    """Texts from LARGE_TEXT characters on are counted into tiktoken's buffer, not a list:
+    the count is the same, special-token text included."""
+    large = (text + " <|endoftext|> ") * (tokens.LARGE_TEXT // (len(text) + 15) + 1)
+    assert len(large) >= tokens.LARGE_TEXT
+    assert counter(name).count_text(large) == len(load_encoding(name).encode_ordinary(large))
+
+
 def test_count_text_of_empty_string_is_zero():
     assert counter().count_text("") == 0
 

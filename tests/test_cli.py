@@ -133,12 +133,12 @@ def test_a_mistake_is_exit_2_however_the_cli_is_started(module: str):
 
 def test_a_reader_that_stops_early_is_no_error(monkeypatch, capsys):
     """`ctxkit ... | head`: a closed pipe ends the command quietly, exit 0, not exit 3."""
-    from ctxkit import conformance_cli
+    from ctxkit.cli import conformance
 
     def closed(_args):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(conformance_cli, "run_conformance", closed)
+    monkeypatch.setattr(conformance, "run_conformance", closed)
     monkeypatch.setattr("ctxkit.cli._quiet_stdout", lambda: None)
     assert main(["conformance", "--list-adapters"]) == EXIT_OK
     assert "internal error" not in capsys.readouterr().err

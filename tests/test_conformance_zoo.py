@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.runner import RunOptions, SetupError, run
-from ctxkit.conformance_cli import exit_code
 from tests.zoo import ZOO, Member
 
 ROOT = Path(__file__).resolve().parent.parent

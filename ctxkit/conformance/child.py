@@ -26,14 +26,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
-from ctxkit.conformance.protocol import FDS_VARIABLE, PROTOCOL_VERSION
+from ctxkit.conformance.protocol import EXIT_CHANNEL_LOST, FDS_VARIABLE, PROTOCOL_VERSION
 from ctxkit.conformance.sandbox import (
     DEFAULT_MEMORY_LIMIT,
     OUTPUT_KEEP,
     Contained,
     format_size,
 )
-from ctxkit.conformance.worker import EXIT_CHANNEL_LOST
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "PYTHON_WORKER", "Child", "Reply", "TargetUnusable", "during"]
 

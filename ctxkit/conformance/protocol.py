@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 __all__ = [
+    "EXIT_CHANNEL_LOST",
     "FDS_VARIABLE",
     "OPS",
     "PROTOCOL_VERSION",
@@ -26,6 +27,9 @@ FDS_VARIABLE = "CTXKIT_PROTOCOL_FDS"
 """The environment variable that names the request and answer descriptors: ``"R,W"``."""
 
 OPS = ("hello", "reset", "add", "add_many", "view", "get", "set", "clear")
+
+EXIT_CHANNEL_LOST = 70
+"""The Python worker's exit status when the target closed the protocol's descriptors."""
 
 
 def protocol_fds(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:

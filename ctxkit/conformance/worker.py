@@ -21,12 +21,14 @@ import traceback
 from typing import Any
 
 from ctxkit.conformance.grpc_messages import CannotCross
-from ctxkit.conformance.protocol import PROTOCOL_VERSION, digest, protocol_fds
+from ctxkit.conformance.protocol import (
+    EXIT_CHANNEL_LOST,
+    PROTOCOL_VERSION,
+    digest,
+    protocol_fds,
+)
 from ctxkit.conformance.replay import edit_in_place
 from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
-
-EXIT_CHANNEL_LOST = 70
-"""The worker's exit status when the target closed the protocol's descriptors."""
 
 
 def to_json(value: Any) -> Any:

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ctxkit.cli.errors import EXIT_OK, UsageError
 from ctxkit.demo import DemoOptions, check_workload
 
 __all__ = ["add_parser"]
@@ -115,7 +116,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from ctxkit.cli import UsageError
 
     if not (args.speed == 0 or (math.isfinite(args.speed) and args.speed > 0)):
         raise UsageError(f"--speed must be positive, or 0 for at once; got {args.speed}")
@@ -163,7 +163,6 @@ def _demo_source(args: argparse.Namespace, *, turns: int | None, rate: float) ->
 
 
 def _print_json(args: argparse.Namespace) -> int:
-    from ctxkit.cli import UsageError
     from ctxkit.tui.model import Inspector
 
     if args.follow or args.replay:
@@ -191,12 +190,11 @@ def _print_json(args: argparse.Namespace) -> int:
             )
         snapshot["conversations"] = chosen
     print(json.dumps(snapshot, indent=2))
-    return 0
+    return EXIT_OK
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """The ``inspect`` subcommand's body."""
-    from ctxkit.cli import UsageError
 
     _check(args)
     if args.json:
@@ -223,4 +221,4 @@ def run_from_args(args: argparse.Namespace) -> int:
         refresh_per_second=args.refresh,
     )
     app.run()
-    return 0
+    return EXIT_OK

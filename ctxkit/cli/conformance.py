@@ -1,7 +1,7 @@
 """``ctxkit conformance``: its options, its progress lines and its report.
 
-Kept apart from ``cli.py`` so the suite (and Hypothesis) is imported only when this command
-runs.
+The suite (and Hypothesis) is imported only when this command runs, so ``ctxkit --help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -9,16 +9,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-EXIT_PASS = 0
-EXIT_REQUIRED_FAILED = 1
-EXIT_CANNOT_LOAD = 2
+from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
+from ctxkit.cli.options import check_writable_file, config_from_json
+
+EXIT_PASS = EXIT_OK
+EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
+EXIT_CANNOT_LOAD = EXIT_USAGE
 MIN_MEMORY_LIMIT = 64 << 20
 
 DESCRIPTION = """\
@@ -205,8 +207,6 @@ def list_adapters() -> int:
 
 
 def run_conformance(args: argparse.Namespace) -> int:
-    from ctxkit.cli import UsageError, config_from_json
-
     if args.list_adapters:
         return list_adapters()
     config = config_from_json(args.config)
@@ -224,7 +224,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         ("--protocol-log", args.protocol_log),
     ):
         if path is not None:
-            _check_writable(option, path)
+            check_writable_file(option, path)
 
     from ctxkit.conformance.runner import RunOptions
     from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, SandboxUnavailable, require_linux
@@ -285,20 +285,6 @@ def _run(options: Any, args: argparse.Namespace) -> int:
     if args.reproducers:
         _write_reproducers(report, args.reproducers)
     return exit_code(report.verdict)
-
-
-def _check_writable(option: str, path: Path) -> None:
-    """Refuse a report path that cannot be written before the run, not after it."""
-    from ctxkit.cli import UsageError
-
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a directory; name a file")
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"{option} {path}: cannot write there")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{option} {path}: the file is not writable")
 
 
 def _write_reproducers(report: Any, folder: Path) -> None:

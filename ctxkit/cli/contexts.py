@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
+from ctxkit.cli.options import duration
+
 __all__ = ["ENV_DIR", "add_parser"]
 
 ENV_DIR = "CTXKIT_STORAGE_DIR"
 """Where the conversations are when no DIR is given (else the current directory)."""
 
-EXIT_OK = 0
-EXIT_SKIPPED_OPEN = 1
-EXIT_USAGE = 2
+EXIT_SKIPPED_OPEN = EXIT_FOUND_PROBLEM
 
 DESCRIPTION = f"""\
 The conversations a ReferenceContextManager stores with storage_path=DIR/<id>.jsonl, one
@@ -132,7 +133,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     expire.add_argument("names", nargs="*", metavar="ARG", help="[DIR] [ID ...]")
     expire.add_argument(
-        "--ttl", type=_duration, metavar="D", help="archive after this long unused (24h)"
+        "--ttl", type=duration, metavar="D", help="archive after this long unused (24h)"
     )
     expire.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
     expire.add_argument("--json", action="store_true", help="print JSON")
@@ -146,18 +147,9 @@ def _wrap(text: str) -> str:
 
 def _add_states(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--idle-after", type=_duration, default="5m", metavar="D", help="idle after (5m)"
+        "--idle-after", type=duration, default="5m", metavar="D", help="idle after (5m)"
     )
-    parser.add_argument("--ttl", type=_duration, default="24h", metavar="D", help="expired (24h)")
-
-
-def _duration(text: str) -> float:
-    from ctxkit.durations import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    parser.add_argument("--ttl", type=duration, default="24h", metavar="D", help="expired (24h)")
 
 
 def _print_help(parser: argparse.ArgumentParser) -> int:
@@ -169,7 +161,6 @@ def _print_help(parser: argparse.ArgumentParser) -> int:
 
 
 def _directory(given: str | None) -> Path:
-    from ctxkit.cli import UsageError
 
     source = ""
     if given is None:
@@ -250,7 +241,6 @@ def _print_table(header: list[str], rows: list[list[str]], *, right: set[int]) -
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from ctxkit.cli import UsageError
     from ctxkit.reference.journal import HistoryFileError
     from ctxkit.reference.lifecycle import UnknownConversation, details, examine, find
 
@@ -343,7 +333,6 @@ def _records(records: dict[str, int]) -> str:
 
 
 def _run_expire(args: argparse.Namespace) -> int:
-    from ctxkit.cli import UsageError
     from ctxkit.durations import format_duration
     from ctxkit.reference.lifecycle import DEFAULT_TTL, UnknownConversation, cleanup
 

@@ -1,11 +1,4 @@
-"""The ``ctxkit`` command line.
-
-Subcommands import what they need when they run, so ``ctxkit --help`` stays fast.
-
-Exit codes: 0 success; 1 the job ran and found a problem (e.g. the budget cannot hold the
-pinned content); 2 bad usage or unreadable input; 3 an internal error (a bug: please report
-it with the ``--debug`` traceback); 130 interrupted.
-"""
+"""``ctxkit usage``: where the tokens of a conversation go, and what one view keeps."""
 
 from __future__ import annotations
 
@@ -13,53 +6,16 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_OK = 0
-EXIT_FOUND_PROBLEM = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
+
+__all__ = ["add_parser"]
 
 
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
-
-def config_from_json(text: str) -> dict[str, Any]:
-    """The ``--config JSON`` option of a subcommand: a JSON object of keyword arguments."""
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--config is not valid JSON: {exc}") from exc
-    if not isinstance(config, dict):
-        raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
-    return config
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ctxkit",
-        description=(
-            "Make LLM context managers observable and testable: check any manager with "
-            "'ctxkit conformance', or use ctxkit's reference manager, which never splits a "
-            "tool call from its result and counts tokens exactly, offline."
-        ),
-        epilog=(
-            "exit codes: 0 ok, 1 the job found a problem, 2 bad usage or input, "
-            "3 internal error, 130 interrupted. Add --debug to see tracebacks."
-        ),
-    )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The ``usage`` subcommand."""
     usage = commands.add_parser(
         "usage",
         help="show where the tokens of a conversation go, and what a view keeps",
@@ -107,42 +63,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     usage.add_argument("--json", action="store_true", help="print the usage snapshot as JSON")
     usage.set_defaults(run=_run_usage)
-    _add_conformance(commands, common)
-    _add_demo(commands, common)
-    _add_inspect(commands, common)
-    _add_contexts(commands, common)
-    _add_survey(commands, common)
-    return parser
-
-
-def _add_conformance(commands: Any, common: argparse.ArgumentParser) -> None:
-    from ctxkit.conformance_cli import add_parser
-
-    add_parser(commands, common)
-
-
-def _add_survey(commands: Any, common: argparse.ArgumentParser) -> None:
-    from ctxkit.survey.cli import add_parser
-
-    add_parser(commands, common)
-
-
-def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
-    from ctxkit.demo import add_parser
-
-    add_parser(commands, common)
-
-
-def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
-    from ctxkit.inspect_cli import add_parser
-
-    add_parser(commands, common)
-
-
-def _add_contexts(commands: Any, common: argparse.ArgumentParser) -> None:
-    from ctxkit.contexts_cli import add_parser
-
-    add_parser(commands, common)
 
 
 def _load_messages(path: Path) -> list[Any]:
@@ -231,56 +151,3 @@ def _print_usage(s: dict[str, Any]) -> None:
     for name, tokens in s["breakdown"].items():
         share = tokens / s["budget"] if s["budget"] else 0
         print(f"  {name:<{width}}  {tokens:>9,}  {share:6.1%}")
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's final flush into a closed pipe does
-    not print a second error."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.version:
-        from ctxkit import __version__
-
-        print(f"ctxkit {__version__}")
-        return EXIT_OK
-    if args.command is None:
-        parser.print_help()
-        return EXIT_OK
-    try:
-        return args.run(args)
-    except KeyboardInterrupt:
-        print("ctxkit: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `ctxkit ... | head`: the reader has all it wanted
-        _quiet_stdout()
-        return EXIT_OK
-    except UsageError as exc:
-        if args.debug:
-            raise
-        print(f"ctxkit: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as exc:
-        if args.debug:
-            raise
-        print(
-            f"ctxkit: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL
-
-
-if __name__ == "__main__":
-    # `python -m ctxkit.cli` runs this file as __main__, a second copy of the module: the
-    # commands raise ctxkit.cli's errors, so run ctxkit.cli's main, which knows them.
-    from ctxkit.cli import main as canonical_main
-
-    sys.exit(canonical_main())

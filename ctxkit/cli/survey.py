@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxkit.cli.errors import UsageError
+from ctxkit.cli.options import check_writable_folder
+
 if TYPE_CHECKING:
     from ctxkit.survey.matrix import Matrix, Row
 
@@ -102,7 +105,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 def run_survey(args: argparse.Namespace) -> int:
     import math
 
-    from ctxkit.cli import UsageError
     from ctxkit.survey.matrix import Matrix
     from ctxkit.survey.run import Progress, Subject, survey
     from ctxkit.survey.subjects import (
@@ -133,7 +135,7 @@ def run_survey(args: argparse.Namespace) -> int:
             "nothing to survey: no adapter's library is installed (see `ctxkit conformance "
             "--list-adapters`) and no TARGET was named"
         )
-    _writable(args.out)
+    check_writable_folder("--out", args.out)
     jobs = min(args.jobs, len(subjects))
     print(
         f"ctxkit survey: {len(subjects)} target(s), {jobs} at a time, profile {args.profile}, "
@@ -189,19 +191,6 @@ def _write_reproducers(row: Row, out: Path) -> None:
             (out / relative).parent.mkdir(parents=True, exist_ok=True)
             (out / relative).write_text(cell.reproducer, encoding="utf-8")
             cell.reproducer_path = relative.as_posix()
-
-
-def _writable(out: Path) -> None:
-    from ctxkit.cli import UsageError
-
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {out} cannot be created: {exc.strerror}") from None
-    if not os.access(out, os.W_OK):
-        raise UsageError(f"--out {out} is not writable")
 
 
 def _version() -> str:

@@ -1,0 +1,80 @@
+"""Parsing and checking what the user typed, shared by the commands.
+
+Imports nothing of ctxkit above :mod:`ctxkit.cli.errors`, so any command module may use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ctxkit.cli.errors import UsageError
+
+__all__ = [
+    "check_writable_file",
+    "check_writable_folder",
+    "config_from_json",
+    "duration",
+    "finite",
+]
+
+
+def config_from_json(text: str) -> dict[str, Any]:
+    """The ``--config JSON`` option of a subcommand: a JSON object of keyword arguments."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--config is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
+    return config
+
+
+def finite(text: str) -> float:
+    """An argparse type: a finite number (``nan`` and ``inf`` parse as floats, and would
+    make a run endless or meaningless)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def duration(text: str) -> float:
+    """An argparse type: ``90s``, ``30m``, ``24h``, ``7d`` in seconds."""
+    from ctxkit.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def check_writable_file(option: str, path: Path) -> None:
+    """Refuse an output file that cannot be written, before the work, not after it."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name a file")
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write there")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: the file is not writable")
+
+
+def check_writable_folder(option: str, folder: Path) -> None:
+    """Create an output folder if needed, or refuse one that cannot be written."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {folder} cannot be created: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {folder} is not writable")

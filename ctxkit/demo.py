@@ -170,7 +170,8 @@ async def run_demo(
     ``subscribers`` also get every event (``ctxkit inspect --demo`` feeds its screen so).
 
     Raises :class:`~ctxkit.conformance.target.LoadError` / ``ContractError`` for a bad target and
-    :class:`~ctxkit.telemetry.MetricsPortInUse` for a taken port, before any work starts.
+    :class:`~ctxkit.telemetry.CannotServeMetrics` (``MetricsPortInUse`` for a taken port)
+    when the metrics server cannot listen, before any work starts.
     """
     from ctxkit.telemetry import EventStream, PrometheusMetrics, serve_metrics
 

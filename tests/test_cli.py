@@ -73,16 +73,54 @@ def test_usage_reads_a_file_in_each_form(tmp_path: Path, capsys, form):
         ('"a string"', [], "expected a list of messages"),
         (json.dumps(CHAT), ["--budget", "0"], "--budget must be positive"),
         (json.dumps(CHAT), ["--strategies", "magic"], "unknown strategies"),
+        (b"\x89PNG\r\n\x1a\n\x00", [], "not UTF-8 text (byte 0 is 0x89)"),
+        ('[{"role": "user", "content": "caf\u00e9"}]'.encode("latin-1"), [], "byte 33 is 0xe9"),
+        ("[" * 100_000 + "]" * 100_000, [], "nests too deeply to be a list of messages"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, capsys, content, args, fragment):
     path = tmp_path / "chat.json"
-    path.write_text(content)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     assert main(["usage", str(path), *args]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_an_endless_file_is_read_only_up_to_the_limit(monkeypatch, capsys):
+    monkeypatch.setattr("ctxkit.cli.usage.MAX_INPUT_BYTES", 1 << 20)
+    assert main(["usage", "/dev/zero"]) == EXIT_USAGE
+    assert "/dev/zero: larger than 1 MiB" in capsys.readouterr().err
+
+
+def test_a_pipe_closed_before_the_output_is_no_error():
+    """`ctxkit usage | head -0`: the reader is gone before the first line is written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxkit", "usage", "--messages", "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_OK
+    assert err == b""
+
+
+def test_every_seeded_command_has_the_same_default_seed():
+    from ctxkit.cli import _parser
+    from ctxkit.cli.options import DEFAULT_SEED
+    from ctxkit.demo import DemoOptions
+
+    parser = _parser()
+    for command in (["usage"], ["demo"], ["inspect", "--demo"], ["survey"]):
+        assert parser.parse_args(command).seed == DEFAULT_SEED, command
+    assert DemoOptions().seed == DEFAULT_SEED
+    assert parser.parse_args(["conformance"]).seed is None  # random, printed: it explores
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys):

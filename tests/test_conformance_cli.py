@@ -195,10 +195,15 @@ def test_only_recommended_failures_exit_0():
         (["--allow", "everything"], "unknown relaxation 'everything'"),
         (["--allow", "budget-tolerance=9"], "ratio from 0 to 1"),
         (["ctxkit.reference:ReferenceContextManager", "--config", '{"max_tokns": 5}'], "max_tokns"),
+        (["--timeout", "nan"], "--timeout must be a positive number of seconds, got nan"),
+        (["--deadline", "inf"], "--deadline must be a positive number of seconds, got inf"),
+        (["--junit", "/dev/null/junit.xml"], "--junit /dev/null/junit.xml: /dev/null is not a"),
+        (["--report-json", "/"], "--report-json /: is a directory"),
+        (["ctxkit.reference.ReferenceContextManager"], "Did you mean ctxkit.reference:Refer"),
     ],
 )
 def test_setup_problems_exit_2_without_a_traceback(args, fragment):
-    done = conformance(*args, *FAST)
+    done = conformance(*FAST, *args)  # args last: they win over FAST's
     assert done.returncode == 2, done.stdout + done.stderr
     assert fragment in done.stderr
     assert "Traceback" not in done.stderr

@@ -414,7 +414,8 @@ def test_usage_snapshot_is_json_and_counts_turns_left():
     assert snapshot["room_until_compaction"] == 7_000 - tokens
     breakdown = snapshot["breakdown"]
     assert breakdown["system"] + breakdown["user"] + breakdown["assistant"] == tokens - 3
-    assert breakdown["free"] == 10_000 - tokens
+    # The same two rows as the inspector's: room below the threshold, then the rest.
+    assert (breakdown["room"], breakdown["reserved"]) == (7_000 - tokens, 3_000)
     turns = snapshot["turns"]
     assert turns["recorded"] == 3
     average = turns["average_tokens"]

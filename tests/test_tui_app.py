@@ -366,11 +366,11 @@ async def test_a_malformed_line_is_counted_on_the_status_line() -> None:
         assert "malformed" not in status_text(app)
         app.inspector.feed_lines([MALFORMED])
         await redrawn(pilot, app)
-        assert "1 malformed line(s) skipped" in status_text(app)
+        assert "1 malformed line skipped" in status_text(app)
         assert "last skipped: not JSON" in status_text(app)
         app.inspector.feed_lines([MALFORMED, "[1, 2]"])
         await redrawn(pilot, app)
-        assert "3 malformed line(s) skipped" in status_text(app)
+        assert "3 malformed lines skipped" in status_text(app)
         assert ALPHA_PERCENT in gauge_text(app)
 
 

@@ -85,10 +85,10 @@ def test_breakdown_has_free_and_reserved_and_adds_up_to_the_budget() -> None:
     inspector.feed_lines([view(4_003)])
     breakdown = only(inspector)["breakdown"]
     assert list(breakdown) == list(model.BREAKDOWN_CATEGORIES)
-    assert breakdown["free"] == 7_000 - 4_003
+    assert breakdown["room"] == 7_000 - 4_003
     assert breakdown["reserved"] == 3_000
-    used = sum(v for k, v in breakdown.items() if k not in ("free", "reserved"))
-    assert used + breakdown["free"] + breakdown["reserved"] == 10_000 - 3  # reply priming
+    used = sum(v for k, v in breakdown.items() if k not in ("room", "reserved"))
+    assert used + breakdown["room"] + breakdown["reserved"] == 10_000 - 3  # reply priming
 
 
 def test_compaction_enters_the_log_with_before_and_after() -> None:

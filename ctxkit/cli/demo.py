@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
-from ctxkit.cli.options import config_from_json
+from ctxkit.cli.options import DEFAULT_SEED, check_writable_file, config_from_json
 from ctxkit.demo import DEFAULT_BUDGET, DemoOptions, check_workload, run_demo
 
 __all__ = ["add_parser"]
@@ -76,7 +76,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rate", type=float, default=2.0, metavar="TURNS_PER_SECOND", help="agent turns (2)"
     )
-    parser.add_argument("--seed", type=int, default=1, help="workload seed (1)")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"workload seed ({DEFAULT_SEED})"
+    )
     parser.add_argument(
         "--budget", type=int, default=DEFAULT_BUDGET, metavar="TOKENS", help="token budget (20000)"
     )
@@ -103,6 +105,8 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     check_workload(rate=args.rate, budget=args.budget, conversations=args.conversations)
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65_535:
         raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
+    if args.events is not None:
+        check_writable_file("--events", args.events)
     return DemoOptions(
         target=args.target,
         config=config,
@@ -124,13 +128,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     """The ``demo`` subcommand's body: exit code 0, or 1 if the target broke a property."""
     from ctxkit.conformance.target import ContractError, LoadError
     from ctxkit.reference import ConfigError
-    from ctxkit.telemetry import MetricsPortInUse
+    from ctxkit.telemetry import CannotServeMetrics, MetricsPortInUse
 
     try:
         options = options_from_args(args)
         result = asyncio.run(run_demo(options, progress=sys.stderr))
     except MetricsPortInUse as error:
         raise UsageError(f"{error.strerror} (--metrics-port; 0 picks a free one)") from error
+    except CannotServeMetrics as error:
+        raise UsageError(f"{error.strerror} (--metrics-host)") from error
     except (ValueError, LoadError, ContractError, ConfigError) as error:
         raise UsageError(str(error)) from error
     except ImportError as error:

@@ -15,12 +15,18 @@ from typing import Any
 from ctxkit.cli.errors import UsageError
 
 __all__ = [
+    "DEFAULT_SEED",
     "check_writable_file",
     "check_writable_folder",
     "config_from_json",
     "duration",
     "finite",
 ]
+
+DEFAULT_SEED = 1
+"""The seed of every command that makes a synthetic workload (usage, demo, inspect --demo,
+survey), so that the same command shows the same conversation. ``conformance`` alone picks a
+random seed unless given one, and prints it: each run explores further."""
 
 
 def config_from_json(text: str) -> dict[str, Any]:
@@ -57,15 +63,23 @@ def duration(text: str) -> float:
 
 
 def check_writable_file(option: str, path: Path) -> None:
-    """Refuse an output file that cannot be written, before the work, not after it."""
+    """Refuse an output file that cannot be written, before the work, not after it. Its
+    missing folders are created (the writer would create them too); a new file is created
+    and removed again, so the check is the operating system's own answer."""
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory; name a file")
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"{option} {path}: cannot write there")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{option} {path}: the file is not writable")
+    _make_folder(option, path)
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{option} {path}: the file is not writable")
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:  # created meanwhile: someone else's to judge
+        return
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there: {exc.strerror}") from None
+    path.unlink()
 
 
 def check_writable_folder(option: str, folder: Path) -> None:
@@ -78,3 +92,14 @@ def check_writable_folder(option: str, folder: Path) -> None:
         raise UsageError(f"{option} {folder} cannot be created: {exc.strerror}") from None
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{option} {folder} is not writable")
+
+
+def _make_folder(option: str, path: Path) -> None:
+    folder = path.parent
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UsageError(f"{option} {path}: {blocking} is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot create its folder: {exc.strerror}") from None

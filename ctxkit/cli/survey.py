@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxkit.cli.errors import UsageError
-from ctxkit.cli.options import check_writable_folder
+from ctxkit.cli.options import DEFAULT_SEED, check_writable_folder
+from ctxkit.wording import plural
 
 if TYPE_CHECKING:
     from ctxkit.survey.matrix import Matrix, Row
@@ -83,7 +84,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="targets checked at once (the number of cores)",
     )
     parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"])
-    parser.add_argument("--seed", type=int, default=1, help="Hypothesis seed for every run (1)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"Hypothesis seed for every run ({DEFAULT_SEED})",
+    )
     parser.add_argument(
         "--deadline", type=float, default=300.0, metavar="S", help="each run's deadline (300)"
     )
@@ -138,8 +144,8 @@ def run_survey(args: argparse.Namespace) -> int:
     check_writable_folder("--out", args.out)
     jobs = min(args.jobs, len(subjects))
     print(
-        f"ctxkit survey: {len(subjects)} target(s), {jobs} at a time, profile {args.profile}, "
-        f"seed {args.seed}",
+        f"ctxkit survey: {plural(len(subjects), 'target')}, {jobs} at a time, "
+        f"profile {args.profile}, seed {args.seed}",
         file=sys.stderr,
         flush=True,
     )
@@ -162,7 +168,8 @@ def run_survey(args: argparse.Namespace) -> int:
         for path in bug_reports(subjects, rows, args.bug_reports):
             print(f"  wrote {path}", file=sys.stderr)
     failing = [r for r in rows if r.problem is not None or r.verdict != "pass"]
-    print(f"{len(rows) - len(failing)} of {len(rows)} target(s) pass every required property")
+    passing = len(rows) - len(failing)
+    print(f"{passing} of {plural(len(rows), 'target')} pass every required property")
     return 1 if failing else 0
 
 

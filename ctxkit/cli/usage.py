@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
+from ctxkit.cli.options import DEFAULT_SEED
+from ctxkit.wording import plural
 
 __all__ = ["add_parser"]
 
@@ -54,7 +56,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     usage.add_argument(
         "--messages", type=int, default=2_000, help="synthetic messages without FILE (2000)"
     )
-    usage.add_argument("--seed", type=int, default=0, help="synthetic conversation seed (0)")
+    usage.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"synthetic conversation seed ({DEFAULT_SEED})",
+    )
     usage.add_argument(
         "--shape",
         default="openai",
@@ -65,17 +72,39 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     usage.set_defaults(run=_run_usage)
 
 
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+"""The largest conversation file ``usage`` reads (it reads it whole): far above a real one,
+and a bound on what a wrong path (``/dev/zero``, a disk image) can cost."""
+
+
 def _load_messages(path: Path) -> list[Any]:
+    """The messages of a JSON list, ``{"messages": [...]}`` or JSON Lines file; a clear
+    UsageError for anything else (binary, not UTF-8, too deep, too large, not there)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(
+            f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, which is not a conversation "
+            "usage can read whole; is it the right file?"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}); "
+            "give a JSON file of messages, saved as UTF-8"
+        ) from None
     try:
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise UsageError(f"{path}: nests too deeply to be a list of messages") from None
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         return data["messages"]
     if not isinstance(data, list):
@@ -134,7 +163,7 @@ def _print_usage(s: dict[str, Any]) -> None:
     print(f"history    {s['history_messages']:,} messages, {s['history_tokens']:,} tokens")
     print(
         f"view       {s['messages']:,} messages, {s['tokens']:,} of {s['budget']:,} tokens "
-        f"({s['ratio']:.1%}), {s['compactions']} compaction(s)"
+        f"({s['ratio']:.1%}), {plural(s['compactions'], 'compaction')}"
     )
     kinds = s["view"]
     print(

@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,19 +205,48 @@ def _is_async(method: Any) -> bool:
 
 
 def _import(module_name: str, spec: str) -> Any:
+    """The module, found as ``python -m`` would find it: installed, on PYTHONPATH, or in the
+    current directory (searched last, so it shadows nothing installed)."""
     try:
-        return importlib.import_module(module_name)
+        return _import_here(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise LoadError(
-                f"{spec}: no module named {module_name!r}. Run from the directory that "
-                "holds it, add it to PYTHONPATH, or pip install its package"
-            ) from exc
+            advice = _dotted_hint(module_name, spec) or (
+                "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
+                "its package"
+            )
+            raise LoadError(f"{spec}: no module named {module_name!r}. {advice}") from exc
         raise LoadError(f"{spec}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise LoadError(
             f"{spec}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _import_here(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
+
+
+def _dotted_hint(module_name: str, spec: str) -> str:
+    """``pkg.mod.Class`` written for ``pkg.mod:Class``: say so, when that is what it is."""
+    if ":" in spec or "." not in module_name:
+        return ""
+    parent, _, attr = module_name.rpartition(".")
+    try:
+        module = _import_here(parent)
+    except Exception:
+        return ""
+    if not hasattr(module, attr):
+        return ""
+    return f"Did you mean {parent}:{attr}? A target names its attribute after a colon"
 
 
 def _import_file(path: Path, spec: str) -> Any:

@@ -81,7 +81,8 @@ def usage_snapshot(
     compact_at = int(compact_threshold * budget)
     hard_limit = int(hard_limit_ratio * budget)
     breakdown = {category: stats.breakdown.get(category, 0) for category in CATEGORIES}
-    breakdown["free"] = max(0, budget - stats.tokens)
+    breakdown["room"] = max(0, compact_at - stats.tokens)
+    breakdown["reserved"] = max(0, budget - max(stats.tokens, compact_at))
     return {
         "encoding": encoding,
         "budget": budget,

@@ -20,11 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 from ctxkit.telemetry.instrument import InstrumentedManager, instrument
-from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
+from ctxkit.telemetry.prometheus import (
+    CannotServeMetrics,
+    MetricsPortInUse,
+    PrometheusMetrics,
+    serve_metrics,
+)
 from ctxkit.telemetry.stream import SCHEMA_VERSION, EventStream
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CannotServeMetrics",
     "EventStream",
     "InstrumentedManager",
     "MetricsPortInUse",

@@ -8,6 +8,7 @@ latest view of any conversation in the process.
 from __future__ import annotations
 
 import errno
+import socket
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -22,7 +23,11 @@ from ctxkit.telemetry.names import COMPACTION_ACTIONS, METRICS, REQUIRED_PROPERT
 __all__ = ["MetricsPortInUse", "PrometheusMetrics", "serve_metrics"]
 
 
-class MetricsPortInUse(OSError):
+class CannotServeMetrics(OSError):
+    """The metrics server cannot listen where it was asked to: the message says why."""
+
+
+class MetricsPortInUse(CannotServeMetrics):
     """The metrics port is taken by another process."""
 
 
@@ -163,7 +168,8 @@ def serve_metrics(
 
     Binds loopback unless told otherwise. Port 0 picks a free port. Returns the server (call
     ``shutdown()`` to stop it) and the port it listens on. Raises :class:`MetricsPortInUse`
-    naming the port if it is taken.
+    naming the port if it is taken, :class:`CannotServeMetrics` for any other reason it
+    cannot listen (a host name that does not resolve, an address not on this machine).
     """
     try:
         server, _thread = start_http_server(port, addr=host, registry=registry)
@@ -174,5 +180,11 @@ def serve_metrics(
                 f"metrics port {port} on {host} is already in use; choose another port, or 0 "
                 "for any free one",
             ) from error
-        raise
+        if isinstance(error, socket.gaierror):
+            why = f"{host!r} is not a host name or address this machine can resolve"
+        else:
+            why = error.strerror or str(error)
+        raise CannotServeMetrics(
+            error.errno, f"cannot serve metrics on {host} port {port}: {why}"
+        ) from error
     return server, server.server_port

@@ -49,7 +49,7 @@ FIGURES = (
     ),
     (
         "Breakdown",
-        "the latest view's tokens by category; free: room below the threshold; "
+        "the latest view's tokens by category; room: what is left below the threshold; "
         "reserved: the budget above it",
     ),
     (

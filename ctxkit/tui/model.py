@@ -51,8 +51,8 @@ UNNAMED = "-"
 WARNING_MARGIN = 0.10
 """The gauge warns this share of the budget before the compaction threshold."""
 
-BREAKDOWN_CATEGORIES = (*CATEGORIES, "free", "reserved")
-"""The breakdown's rows. ``free``: room before the compaction threshold; ``reserved``: the
+BREAKDOWN_CATEGORIES = (*CATEGORIES, "room", "reserved")
+"""The breakdown's rows. ``room``: room before the compaction threshold; ``reserved``: the
 budget past the threshold, which a view enters only when compaction cannot bring it down."""
 
 
@@ -244,7 +244,7 @@ class Conversation:
         at = self.compact_at_tokens
         if at is None:
             at = self.budget
-        rows["free"] = max(0, at - self.tokens)
+        rows["room"] = max(0, at - self.tokens)
         rows["reserved"] = max(0, self.budget - max(self.tokens, at))
         return rows
 

@@ -19,6 +19,7 @@ from typing import Protocol
 from ctxkit.events import Event
 from ctxkit.tui.follow import FileFollower, follow
 from ctxkit.tui.model import BadEvent, Inspector, Parsed, parse_line
+from ctxkit.wording import plural
 
 __all__ = ["DemoSource", "FollowSource", "ReplaySource", "Source"]
 
@@ -82,7 +83,7 @@ class FollowSource:
 def _follow_status(follower: FileFollower) -> str:
     overlong = follower.overlong
     status = follower.status
-    return f"{status}; {overlong} overlong line(s) skipped" if overlong else status
+    return f"{status}; {plural(overlong, 'overlong line')} skipped" if overlong else status
 
 
 def _read_file(path: Path, inspector: Inspector) -> None:

@@ -19,10 +19,10 @@ CATEGORY_STYLES = {
     "tool_calls": "cyan",
     "tool_results": "magenta",
     "summaries": "yellow",
-    "free": "dim",
+    "room": "dim",
     "reserved": "dim red",
 }
-BARS = {"free": "░", "reserved": "▒"}
+BARS = {"room": "░", "reserved": "▒"}
 
 
 class BreakdownPane(Drawn, can_focus=True):

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from ctxkit.tui.widgets.figures import clock, count
+from ctxkit.tui.widgets.figures import clock, count, plural
 from ctxkit.tui.widgets.table import Row, SyncedTable
 
 __all__ = ["CompactionLog", "compaction_rows", "describe"]
@@ -97,7 +97,7 @@ class CompactionLog(Vertical):
             self._describe(None)
             return
         total = figures.get("compactions", 0)
-        text = f"{count(total)} compaction(s), {count(figures.get('tokens_saved'))} tokens saved"
+        text = f"{plural(total, 'compaction')}, {count(figures.get('tokens_saved'))} tokens saved"
         if total > len(log):
             text += f"; the last {len(log)} listed"
         if log:

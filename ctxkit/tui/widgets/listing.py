@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ctxkit.tui.widgets.figures import FATE_STYLES, count
+from ctxkit.tui.widgets.figures import FATE_STYLES, count, plural
 from ctxkit.tui.widgets.table import Row, SyncedTable
 
 __all__ = ["NO_LISTING", "ViewListing", "listing_rows"]
@@ -61,7 +61,7 @@ def _caption(figures: dict[str, Any]) -> str:
         text += " (" + ", ".join(f"{count(n)} {kind}" for kind, n in kinds.items()) + ")"
     omitted = figures.get("listing_omitted") or 0
     if omitted:
-        text += f"; {count(omitted)} earlier row(s) not listed"
+        text += f"; {plural(omitted, 'earlier row')} not listed"
     return text
 
 

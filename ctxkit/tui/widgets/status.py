@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from ctxkit.tui.widgets.drawn import Drawn
-from ctxkit.tui.widgets.figures import count, plural
+from ctxkit.tui.widgets.figures import plural
 
 __all__ = ["Status", "StatusLine"]
 
@@ -62,11 +62,11 @@ class StatusLine(Drawn):
             )
         parts.append(Text(plural(status.events, "event")))
         if status.skipped:
-            parts.append(Text(f"{count(status.skipped)} malformed line(s) skipped", "yellow"))
+            parts.append(Text(f"{plural(status.skipped, 'malformed line')} skipped", "yellow"))
         if status.unknown:
-            parts.append(Text(f"{count(status.unknown)} unknown event(s)", "yellow"))
+            parts.append(Text(plural(status.unknown, "unknown event"), "yellow"))
         if status.violations:
-            parts.append(Text(f"{count(status.violations)} invariant violation(s)", "bold red"))
+            parts.append(Text(plural(status.violations, "invariant violation"), "bold red"))
         if status.conversation is not None:
             of = f" of {status.conversations}" if status.conversations > 1 else ""
             how = "following the latest" if status.following else "picked"

@@ -41,6 +41,8 @@ class DemoOptions:
     events_path: Path | None = None
     include_text: bool = False
     otlp: bool = False
+    otlp_timeout: float = 5.0
+    """Seconds the OTLP exporters get, at the end, to send what is left."""
     duration: float = 30.0
     rate: float = 2.0
     seed: int = 1
@@ -65,7 +67,8 @@ class DemoResult:
     metrics_url: str | None = None
     events_written: int = 0
     events_dropped: int = 0
-    otlp_endpoint: str | None = None
+    otlp: str | None = None
+    """What the OTLP export sent and dropped, in a line (see OtlpTally.describe)."""
 
     def __call__(self, event: Event) -> None:
         """Counts events as an inline subscriber."""
@@ -99,8 +102,8 @@ class DemoResult:
             lines.append(f"metrics: served on {self.metrics_url} while running")
         if self.events_written or self.events_dropped:
             lines.append(f"events: {self.events_written:,} written ({self.events_dropped} dropped)")
-        if self.otlp_endpoint:
-            lines.append(f"otlp: exported to {self.otlp_endpoint}")
+        if self.otlp:
+            lines.append(self.otlp)
         return "\n".join(lines)
 
 
@@ -197,18 +200,22 @@ async def run_demo(
             closers.append(stream.close)
             attached.append(stream)
         if options.otlp:
-            from ctxkit.telemetry import OpenTelemetry, configure_otlp
+            from ctxkit.telemetry import OpenTelemetry
+            from ctxkit.telemetry.otlp import start_otlp
 
-            tracer_provider, meter_provider = configure_otlp(service_name="ctxkit-demo")
-            closers.append(lambda: _shutdown_otel(tracer_provider, meter_provider))
+            export = start_otlp(service_name="ctxkit-demo")
+
+            def close_otlp() -> None:
+                result.otlp = export.shutdown(options.otlp_timeout).describe()
+
+            closers.append(close_otlp)
             attached.append(
                 OpenTelemetry(
-                    tracer_provider=tracer_provider,
-                    meter_provider=meter_provider,
+                    tracer_provider=export.tracer_provider,
+                    meter_provider=export.meter_provider,
                     include_text=options.include_text,
                 )
             )
-            result.otlp_endpoint = _otlp_endpoint()
         for manager in managers:
             for subscriber in attached:
                 manager.bus.subscribe(subscriber)
@@ -265,17 +272,6 @@ def _show_progress(out: TextIO, elapsed: float, result: DemoResult) -> None:
     )
     if out.isatty():
         print("\r" + line, end="", file=out, flush=True)
-
-
-def _otlp_endpoint() -> str:
-    import os
-
-    return os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318")
-
-
-def _shutdown_otel(tracer_provider: Any, meter_provider: Any) -> None:
-    tracer_provider.shutdown()
-    meter_provider.shutdown(timeout_millis=5_000)
 
 
 def check_workload(*, rate: float, budget: int, conversations: int) -> None:

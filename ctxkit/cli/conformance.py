@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import random
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
-from ctxkit.cli.options import check_writable_file, config_from_json
+from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json
 
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
@@ -210,10 +209,8 @@ def run_conformance(args: argparse.Namespace) -> int:
     if args.list_adapters:
         return list_adapters()
     config = config_from_json(args.config)
-    for name in ("timeout", "deadline"):
-        value = getattr(args, name)
-        if not math.isfinite(value) or value <= 0:
-            raise UsageError(f"--{name} must be a positive number of seconds, got {value}")
+    check_seconds("--timeout", args.timeout)
+    check_seconds("--deadline", args.deadline)
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     if args.fallback_budget is not None and args.fallback_budget < 1:

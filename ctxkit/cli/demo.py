@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
-from ctxkit.cli.options import DEFAULT_SEED, check_writable_file, config_from_json
+from ctxkit.cli.options import (
+    DEFAULT_SEED,
+    check_seconds,
+    check_writable_file,
+    config_from_json,
+)
 from ctxkit.demo import DEFAULT_BUDGET, DemoOptions, check_workload, run_demo
 
 __all__ = ["add_parser"]
@@ -33,7 +38,9 @@ examples:
 
 OTLP export reads the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT (default
 http://localhost:4318), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT,
-OTEL_SERVICE_NAME. Message text is never exported unless --include-text.
+OTEL_SERVICE_NAME. Message text is never exported unless --include-text. At the end the
+exporters get --otlp-timeout seconds to send what is left; the summary says what was sent
+and what was dropped.
 
 exit codes: 0 done, 1 the target broke a required property, 2 bad usage (bad target, port in
 use), 3 internal error, 130 interrupted."""
@@ -68,6 +75,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=Path, metavar="PATH", help="append events here (JSONL)")
     parser.add_argument("--otlp", action="store_true", help="export spans and metrics over OTLP")
     parser.add_argument(
+        "--otlp-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="at the end, time OTLP gets to send what is left; then it is dropped (5)",
+    )
+    parser.add_argument(
         "--include-text", action="store_true", help="put message text in events and spans"
     )
     parser.add_argument(
@@ -96,8 +110,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> DemoOptions:
     """Checked options; raises UsageError or ValueError with a message for the user."""
     config = config_from_json(args.config)
-    if not math.isfinite(args.duration) or args.duration <= 0:
-        raise ValueError(f"--duration must be a positive number of seconds, got {args.duration}")
+    check_seconds("--duration", args.duration)
     if args.metrics_host is not None and args.metrics_port is None:
         raise ValueError(
             "--metrics-host says where --metrics-port listens: give --metrics-port too"
@@ -107,6 +120,10 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
     if args.events is not None:
         check_writable_file("--events", args.events)
+    if not math.isfinite(args.otlp_timeout) or args.otlp_timeout <= 0:
+        raise ValueError(
+            f"--otlp-timeout must be a positive number of seconds, got {args.otlp_timeout}"
+        )
     return DemoOptions(
         target=args.target,
         config=config,
@@ -115,6 +132,7 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         events_path=args.events,
         include_text=args.include_text,
         otlp=args.otlp,
+        otlp_timeout=args.otlp_timeout,
         duration=args.duration,
         rate=args.rate,
         seed=args.seed,

@@ -16,6 +16,7 @@ from ctxkit.cli.errors import UsageError
 
 __all__ = [
     "DEFAULT_SEED",
+    "check_seconds",
     "check_writable_file",
     "check_writable_folder",
     "config_from_json",
@@ -50,6 +51,13 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     return value
+
+
+def check_seconds(option: str, value: float) -> None:
+    """Refuse a time that is not a positive, finite number of seconds (``nan`` and ``inf``
+    parse as floats, and would make a run endless or meaningless)."""
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{option} must be a positive number of seconds, got {value}")
 
 
 def duration(text: str) -> float:

@@ -17,7 +17,6 @@ export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (need
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -287,26 +286,11 @@ def configure_otlp(*, service_name: str = "ctxkit") -> tuple[Any, Any]:
     ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT`` and their per-signal
     variants; ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the resource
     (``service_name`` when unset). Exports run on background threads: an endpoint that is down
-    costs log warnings, never the caller. Call ``shutdown()`` on both when done.
+    costs log warnings, never the caller. Call ``shutdown()`` on both when done, or use
+    :func:`ctxkit.telemetry.otlp.start_otlp`, whose shutdown is bounded and says what was
+    sent.
     """
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from ctxkit.telemetry.otlp import start_otlp
 
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-    if protocol != "http/protobuf":
-        raise ValueError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: ctxkit exports OTLP over HTTP "
-            "(http/protobuf) only; point it at the collector's HTTP port (4318)"
-        )
-    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
-    resource = Resource.create(attributes)
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
-    return tracer_provider, meter_provider
+    export = start_otlp(service_name=service_name)
+    return export.tracer_provider, export.meter_provider

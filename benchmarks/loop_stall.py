@@ -16,6 +16,7 @@ one run:
 
     python benchmarks/loop_stall.py                    # 50 MB of random printable text
     python benchmarks/loop_stall.py --megabytes 5 --text words
+    python benchmarks/loop_stall.py --megabytes 16 --text repeated   # minutes: the worst case
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ WORDS = ("return", "value", "the", "error", "def", "x = 1", "{", "}", "path/to/f
 
 def large_text(megabytes: float, kind: str) -> str:
     """``megabytes`` of text: random printable characters (a dumped file, a base64 blob:
-    few merges, many tokens) or code-like words (many merges, few tokens)."""
+    few merges, many tokens), code-like words (many merges, few tokens), or one character
+    repeated (tiktoken's slowest case: one pre-token as long as the text)."""
     size = int(megabytes * 1_000_000)
     rng = random.Random(14)
+    if kind == "repeated":
+        return "x" * size
     if kind == "random":
         alphabet = string.ascii_letters + string.digits + string.punctuation + " \n"
         block = "".join(rng.choice(alphabet) for _ in range(1 << 16))
@@ -115,7 +119,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--megabytes", type=float, default=50, help="size of the message (50)")
-    parser.add_argument("--text", choices=("random", "words"), default="random")
+    parser.add_argument("--text", choices=("random", "words", "repeated"), default="random")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     load_encoding()

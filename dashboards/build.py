@@ -497,14 +497,17 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     )
     yield (
         _timeseries(
-            "Views and budget overruns per minute",
+            "Views, budget overruns and audit write failures per minute",
             "Views returned per minute (about one per model call), and views whose pinned "
             "content alone (system messages, the newest user message and the newest unit) "
             "did not fit the budget. Overruns need a bigger budget or shorter pinned "
-            "content; the CtxkitBudgetExceeded alert fires on them.",
+            "content; the CtxkitBudgetExceeded alert fires on them. Audit write failures: "
+            "a history file's disk is full (views go on, their audit entries wait in "
+            "memory); the CtxkitAuditNotWritten alert fires on them.",
             _targets(
                 (_per_minute("ctxkit_views"), "views"),
                 (_per_minute("ctxkit_budget_exceeded"), "budget exceeded"),
+                (_per_minute("ctxkit_audit_write_failures"), "audit write failures"),
             ),
             axis_label="views / min",
             overrides=[_override("B", color={"fixedColor": "red", "mode": "fixed"})],

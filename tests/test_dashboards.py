@@ -232,6 +232,7 @@ def test_alert_expressions_compare_declared_metrics_with_a_number() -> None:
         "CtxkitCompactionSlow",
         "CtxkitInvariantViolation",
         "CtxkitBudgetExceeded",
+        "CtxkitAuditNotWritten",
     }
     for name, expr in rules.items():
         lhs, _op, _number = split_comparison(expr)

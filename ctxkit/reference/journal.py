@@ -19,8 +19,8 @@ Line 1 is a header; every later line is one record, written whole by one ``write
     a view left messages out or shortened them (see :mod:`ctxkit.reference.audit`).
 
 Every line of a version 2 file begins with its checksum, ``{"crc":"1c291ca3",...}``: the CRC-32
-of the line's bytes after that prefix, up to its newline. A line still JSON, so any tool reads
-the file, and a flipped bit anywhere in it is found: loading names the line instead of
+of the line's bytes after that prefix, up to its newline. Each line is still JSON, so any tool
+reads the file, and a flipped bit anywhere in it is found: loading names the line instead of
 returning altered messages or token counts. Version 1 files (no checksums) are read and
 appended to as they are.
 
@@ -60,6 +60,7 @@ __all__ = [
     "HistoryFileLocked",
     "Loaded",
     "Torn",
+    "checksum_problem",
     "encode_record",
     "find_damage",
     "lock_holder",

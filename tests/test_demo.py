@@ -59,6 +59,35 @@ def test_demo_of_a_broken_target_reports_violations_and_exits_1():
     assert "broke tool_pair_integrity" in done.stderr
 
 
+def test_a_target_in_the_current_directory_is_found_as_conformance_finds_it(tmp_path: Path):
+    """The ``ctxkit`` script does not put the current directory on sys.path (``python -m``
+    does); ``demo --target mod:Class`` finds it there all the same, as ``conformance`` does."""
+    (tmp_path / "my_context.py").write_text(
+        "from ctxkit.reference import ReferenceContextManager as Manager\n"
+    )
+    launcher = tmp_path / "bin" / "ctxkit_script.py"
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom ctxkit.cli import main\nsys.exit(main())\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(launcher),
+            "demo",
+            "--target",
+            "my_context:Manager",
+            "--duration",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "invariant violations: 0" in done.stdout
+
+
 def test_a_taken_metrics_port_is_named_and_exits_2():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

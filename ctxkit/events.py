@@ -57,7 +57,11 @@ VIEW = "ctxkit:view"
 """Every view returned: ``message_count``, ``token_count``, ``budget``, ``history_messages``,
 ``history_tokens``, ``compacted`` (a compaction happened for this view), ``compact_threshold``
 (share of the budget, or None if unknown), ``breakdown`` (tokens by category), ``kinds``
-(messages kept whole, shortened, synthetic), ``duration_s``.
+(messages kept whole, shortened, synthetic), ``prefix_tokens`` (tokens of the longest
+common prefix, message by message, with this conversation's previous view: what a provider's
+prompt cache can serve; see :mod:`ctxkit.prefix`), ``previous_tokens`` (the previous view's
+message tokens; 0 for a conversation's first view, and after its history was replaced),
+``duration_s``.
 
 Opt-in (``view_listing=True`` on the reference manager or on ``instrument()``), two more keys
 list the view message by message, with the history it left out:

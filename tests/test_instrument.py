@@ -57,6 +57,9 @@ def test_wrapping_the_reference_gives_its_own_exact_token_counts():
         assert seen["breakdown"] == own["breakdown"]
         assert seen["kinds"] == own["kinds"]
         assert seen["compacted"] == own["compacted"]
+        # The prefix kept of the previous view: by fingerprints here, by the messages there.
+        assert seen["prefix_tokens"] == own["prefix_tokens"]
+        assert seen["previous_tokens"] == own["previous_tokens"]
         assert seen["conversation_id"] == "outer"
     compactions = outer.of(events.POST_COMPACT)
     assert compactions, "a 8k budget over 12 turns must compact"

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from ctxkit import events
 from ctxkit.events import EventBus
 from ctxkit.messages import InvalidMessage, copy_message
+from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.audit import audit_entry
 from ctxkit.reference.journal import (
     FSYNC_POLICIES,
@@ -315,6 +316,7 @@ class ReferenceContextManager:
         )
         self._turns = TurnTracker()
         self._last_view: ViewStats | None = None
+        self._prefix = PrefixTracker()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -456,6 +458,7 @@ class ReferenceContextManager:
                 compacted = await self._compact(plan) or compacted
             rendered = self._planner.render(plan)
             view, stats = self._render(plan, rendered)
+            kept = self._prefix.observe(rendered.messages, rendered.costs, rendered.tokens)
             if stats.tokens > budget:
                 await self._overflow(stats)
             self._last_view = stats
@@ -474,6 +477,8 @@ class ReferenceContextManager:
                 compact_threshold=self.settings.compact_threshold,
                 breakdown=dict(stats.breakdown),
                 kinds=dict(stats.kinds),
+                prefix_tokens=kept.tokens,
+                previous_tokens=kept.previous,
                 duration_s=time.perf_counter() - started,
                 **listing,
             )
@@ -577,6 +582,7 @@ class ReferenceContextManager:
     def _forget_views(self) -> None:
         self._last_view = None
         self._turns.reset()
+        self._prefix.reset()
 
     async def _record_audit(self, entry: dict[str, Any]) -> None:
         """Keep an audit entry, in the history file too when there is one. It is written at

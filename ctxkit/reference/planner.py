@@ -53,6 +53,10 @@ class Rendered:
     units: int = 0
     """How many of the plan's kept units are rendered."""
     summary_placed: bool = False
+    costs: list[int] = field(default_factory=list)
+    """Tokens of each message, in order (for the prefix a view shares with the previous)."""
+    tokens: int = 0
+    """Their sum: the view's tokens without the reply priming."""
     breakdown: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -67,6 +71,8 @@ class Rendered:
         if not is_flat(message):
             self.nested.append(len(self.messages))
         self.messages.append(message)
+        self.costs.append(cost.total)
+        self.tokens += cost.total
         self.kinds[kind] += 1
         breakdown = self.breakdown
         if kind == "summary":

@@ -35,6 +35,7 @@ from ctxkit.conformance.invariants import (
 )
 from ctxkit.events import LISTING_ROWS, EventBus
 from ctxkit.messages import copy_message, text_of
+from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.manager import provider_budget
 from ctxkit.reference.planner import Spans
 from ctxkit.telemetry.names import REQUIRED_PROPERTIES
@@ -186,6 +187,8 @@ class InstrumentedManager:
         """What was added since the previous view: 'the view before compaction' is the
         previous view plus these."""
         self._synthetic_seen: set[str] = set()
+        self._prefix = PrefixTracker()
+        """The previous view, as fingerprints, for the prefix the next one keeps."""
         self._spans = Spans()
         """Running totals of what was added, brought up to date when a listing needs them."""
 
@@ -272,6 +275,8 @@ class InstrumentedManager:
         verbatim = 0
         new_synthetic: list[Mapping[str, Any]] = []
         rows: list[dict[str, Any]] | None = [] if self.view_listing else None
+        seen: list[str] = []
+        costs: list[int] = []
         for message, source, fingerprint in zip(view, matches, prints, strict=True):
             if fingerprint is None:
                 continue
@@ -289,12 +294,15 @@ class InstrumentedManager:
                     new_synthetic.append(message)
             if rows is not None:
                 rows.append(_row(source, _role(message), cost.total, fate))
+            seen.append(fingerprint)
+            costs.append(cost.total)
             tokens += cost.total
             if source is None:
                 breakdown["summaries"] = breakdown.get("summaries", 0) + cost.total
             else:
                 for category, part in cost.parts:
                     breakdown[category] = breakdown.get(category, 0) + part
+        kept = self._prefix.observe(seen, costs, tokens - REPLY_PRIMING)
         left_out = len(index) - verbatim
         compacted = left_out > self._left_out
         if compacted:
@@ -319,6 +327,8 @@ class InstrumentedManager:
             compact_threshold=self.compact_threshold,
             breakdown=breakdown,
             kinds=kinds,
+            prefix_tokens=kept.tokens,
+            previous_tokens=kept.previous,
             duration_s=duration,
             **listing,
         )

@@ -216,39 +216,99 @@ def _row(title: str) -> dict[str, Any]:
     return {"collapsed": False, "panels": [], "title": title, "type": "row"}
 
 
+def _heatmap(title: str, description: str, target: dict[str, Any]) -> dict[str, Any]:
+    """A heatmap of a histogram's buckets over time (``target`` returns them per ``le``)."""
+    return {
+        "datasource": DATASOURCE,
+        "description": description,
+        "fieldConfig": {"defaults": {"custom": {"hideFrom": {"legend": False}}}, "overrides": []},
+        "options": {
+            "calculate": False,
+            "cellGap": 1,
+            "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
+            "legend": {"show": True},
+            "rowsFrame": {"layout": "auto"},
+            "tooltip": {"mode": "single", "yHistogram": True},
+            "yAxis": {"axisPlacement": "left", "unit": "percentunit"},
+        },
+        "targets": [target | {"format": "heatmap"}],
+        "title": title,
+        "type": "heatmap",
+    }
+
+
+def _share(part: str, whole: str) -> str:
+    """One counter's growth over another's, summed over the selected processes."""
+    return (
+        f"sum(rate({_select(part)}[$__rate_interval])) / "
+        f"sum(rate({_select(whole)}[$__rate_interval]))"
+    )
+
+
 def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     """Each panel with its width and height, in reading order."""
-    utilization = _select("ctxkit_context_utilization_ratio")
-    threshold = _select("ctxkit_compaction_threshold_ratio")
-    budget = _select("ctxkit_context_budget_tokens")
+    live = _select("ctxkit_conversations")
+    near = _select("ctxkit_conversations_near_limit")
+    over = _select("ctxkit_conversations_over_threshold")
+    highest = _select("ctxkit_context_utilization_max_ratio")
+    kept = _share("ctxkit_view_prefix_kept_tokens", "ctxkit_view_tokens")
 
-    yield _row("Now"), WIDTH, 1
+    yield _row("Fleet now"), WIDTH, 1
     yield (
         _single(
-            "gauge",
-            "Context used",
-            "The latest view's tokens over its budget, per process. Orange from 70% (the "
-            "reference manager's default compaction threshold), red from 90% (the "
-            "CtxkitContextNearLimit alert). 100% is the budget: the hard limit.",
-            _target("A", utilization, "{{instance}}"),
-            unit="percentunit",
-            thresholds=_steps(("green", None), ("orange", 0.7), ("red", 0.9)),
-            maximum=1,
+            "stat",
+            "Live conversations",
+            "Conversations with a view in the last idle time (15 minutes by default), over "
+            "all selected processes.",
+            _target("A", f"sum({live})", "conversations"),
+            unit="short",
+            thresholds=_steps(("blue", None)),
         ),
-        4,
+        3,
         5,
     )
     yield (
         _single(
             "stat",
-            "Room until compaction",
-            "Tokens the latest view can still grow before it reaches the compaction "
-            "threshold, per process. Empty for a manager that does not tell its threshold.",
-            _target("A", _select("ctxkit_context_tokens_until_compaction"), "{{instance}}"),
+            "Near their limit",
+            "Live conversations whose last view passed 90% of their budget (the "
+            "near-limit share), over all selected processes. The CtxkitContextNearLimit "
+            "alert fires while any process has one.",
+            _target("A", f"sum({near})", "near limit"),
             unit="short",
-            thresholds=_steps(("blue", None)),
+            thresholds=_steps(("green", None), ("red", 1)),
         ),
-        4,
+        3,
+        5,
+    )
+    yield (
+        _single(
+            "gauge",
+            "Highest utilization",
+            "The fullest live conversation: its last view's tokens over its budget. Orange "
+            "from 70% (the reference manager's default compaction threshold), red from 90%.",
+            _target("A", f"max({highest})", "highest"),
+            unit="percentunit",
+            thresholds=_steps(("green", None), ("orange", 0.7), ("red", 0.9)),
+            maximum=1,
+        ),
+        3,
+        5,
+    )
+    yield (
+        _single(
+            "stat",
+            "Prompt-cache prefix kept",
+            "The share of view tokens that repeat, message by message, the start of their "
+            "conversation's previous view: what a provider's prompt cache can serve at a "
+            "discount. A manager that rewrites the start of its view every turn shows near "
+            "0; one that compacts rarely and then extends its view, near 100%.",
+            _target("A", kept, "prefix kept"),
+            unit="percentunit",
+            thresholds=_steps(("red", None), ("orange", 0.5), ("green", 0.8)),
+            maximum=1,
+        ),
+        3,
         5,
     )
     yield (
@@ -260,7 +320,7 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
             unit="short",
             thresholds=_steps(("blue", None)),
         ),
-        4,
+        3,
         5,
     )
     yield (
@@ -272,7 +332,7 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
             unit="short",
             thresholds=_steps(("blue", None)),
         ),
-        4,
+        3,
         5,
     )
     yield (
@@ -291,7 +351,7 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
             unit="short",
             thresholds=_steps(("blue", None)),
         ),
-        4,
+        3,
         5,
     )
     yield (
@@ -306,27 +366,73 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
             unit="short",
             thresholds=_steps(("green", None), ("red", 1)),
         ),
-        4,
+        3,
         5,
     )
 
-    yield _row("Context"), WIDTH, 1
+    yield _row("Fleet over time"), WIDTH, 1
     yield (
         _timeseries(
-            "Context utilization",
-            "The latest view's tokens over its budget (solid), against the share of the "
-            "budget past which the manager compacts (dashed). The red line at 100% is the "
-            "budget, the hard limit: a view above it does not fit the request. Utilization "
-            "that climbs to the threshold and drops is compaction working; a line that "
-            "stays near 100% means compaction cannot free enough.",
+            "Conversations",
+            "Live conversations, those whose last view passed their compaction threshold, "
+            "and those past 90% of their budget, over all selected processes. Whatever the "
+            "number of conversations, these count each once.",
             _targets(
-                (utilization, "utilization {{instance}}"),
-                (threshold, "compaction threshold {{instance}}"),
+                (f"sum({live})", "live"),
+                (f"sum({over})", "over the compaction threshold"),
+                (f"sum({near})", "near the limit"),
+            ),
+            axis_label="conversations",
+            overrides=[_override("C", color={"fixedColor": "red", "mode": "fixed"})],
+        ),
+        12,
+        8,
+    )
+    yield (
+        _heatmap(
+            "Utilization of views",
+            "How full each view was (tokens over budget), as a distribution over time: "
+            "most views low and a thin band near 100% is a healthy fleet; a band that "
+            "settles at the top means conversations live at their limit.",
+            _target(
+                "A",
+                "sum by (le) (increase("
+                f"{_select('ctxkit_view_utilization_ratio', '_bucket')}[$__rate_interval]))",
+                "{{le}}",
+            ),
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Prompt-cache prefix kept",
+            "The share of view tokens that repeat the start of their conversation's "
+            "previous view (solid), and the median share of the previous view each view "
+            "kept (dashed). Each compaction rewrites the start of a view: the cost of "
+            "compaction in prompt-cache misses.",
+            _targets(
+                (kept, "share of view tokens"),
+                (_quantile(0.5, "ctxkit_view_prefix_kept_ratio"), "median kept of previous"),
             ),
             unit="percentunit",
-            thresholds=_steps(("transparent", None), ("red", 1)),
-            threshold_style="line",
+            maximum=1,
             overrides=[_override("B", **{"custom.lineStyle": DASHED})],
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Highest utilization by instance",
+            "Per process, the fullest live conversation's utilization: the drill-down "
+            "behind the fleet's figures (narrow it with the instance variable). The red "
+            "line is 90%, where the near-limit count starts.",
+            _targets((f"max by (instance) ({highest})", "{{instance}}")),
+            unit="percentunit",
+            thresholds=_steps(("transparent", None), ("red", 0.9)),
+            threshold_style="line",
+            maximum=1,
         ),
         12,
         8,
@@ -335,36 +441,11 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
         _timeseries(
             "Tokens per view",
             "Median and 95th percentile of the tokens in views returned (exact counts, from "
-            "the view-tokens histogram, over all selected processes), and the latest view's "
-            "tokens against the point where compaction starts (threshold x budget) and the "
-            "budget itself (the hard limit).",
+            "the view-size histogram, over all selected processes).",
             _targets(
-                (_quantile(0.5, "ctxkit_view_tokens"), "p50 view"),
-                (_quantile(0.95, "ctxkit_view_tokens"), "p95 view"),
-                (_select("ctxkit_context_tokens"), "latest view {{instance}}"),
-                (f"{threshold} * {budget}", "compaction point {{instance}}"),
-                (budget, "budget {{instance}}"),
+                (_quantile(0.5, "ctxkit_view_size_tokens"), "p50 view"),
+                (_quantile(0.95, "ctxkit_view_size_tokens"), "p95 view"),
             ),
-            axis_label="tokens",
-            overrides=[
-                _override("D", **{"custom.lineStyle": DASHED}),
-                _override(
-                    "E",
-                    color={"fixedColor": "red", "mode": "fixed"},
-                    **{"custom.lineStyle": DASHED},
-                ),
-            ],
-        ),
-        12,
-        8,
-    )
-    yield (
-        _timeseries(
-            "Room left until compaction",
-            "Tokens the latest view can still grow before it reaches the compaction "
-            "threshold. It falls turn by turn as the conversation grows and jumps back up "
-            "after each compaction. Absent for a manager that does not tell its threshold.",
-            _targets((_select("ctxkit_context_tokens_until_compaction"), "{{instance}}")),
             axis_label="tokens",
         ),
         12,
@@ -373,13 +454,16 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     yield (
         _timeseries(
             "History size",
-            "The whole stored history behind the latest view: tokens (left axis) and "
-            "messages (right axis). The reference manager never deletes, so this only "
-            "grows until the conversation is cleared; the gap between it and the view's "
-            "tokens is what compaction leaves out.",
+            "The stored histories of the live conversations, summed per process: tokens "
+            "(left axis) and messages (right axis). The reference manager never deletes, "
+            "so a conversation's history only grows until it is cleared; the gap between "
+            "it and its views is what compaction leaves out.",
             _targets(
-                (_select("ctxkit_history_tokens"), "tokens {{instance}}"),
-                (_select("ctxkit_history_messages"), "messages {{instance}}"),
+                (f"sum by (instance) ({_select('ctxkit_history_tokens')})", "tokens {{instance}}"),
+                (
+                    f"sum by (instance) ({_select('ctxkit_history_messages')})",
+                    "messages {{instance}}",
+                ),
             ),
             axis_label="tokens",
             overrides=[
@@ -557,7 +641,7 @@ def build() -> dict[str, Any]:
     views = _name("ctxkit_views")
     panels = _layout(_panels())
     panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
-    names = {"gauge": "Gauge", "stat": "Stat", "timeseries": "Time series"}
+    names = {"gauge": "Gauge", "heatmap": "Heatmap", "stat": "Stat", "timeseries": "Time series"}
     return {
         "__inputs": [
             {

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ctxkit.telemetry.names import METRICS
+from ctxkit.telemetry.names import METRICS, RETIRED
 from dashboards import build
 from tests.promql import (
     ALERTS,
@@ -133,14 +133,18 @@ def test_panels_have_unique_ids_and_do_not_overlap() -> None:
         taken |= cells
 
 
-def test_the_panels_the_issue_asks_for_are_there() -> None:
+def test_the_panels_the_issues_ask_for_are_there() -> None:
     exprs = "\n".join(expr for _title, _ref, expr in QUERIES)
     for needed in (
-        "ctxkit_context_utilization_ratio{",
-        "ctxkit_compaction_threshold_ratio{",
-        "histogram_quantile(0.95, sum by (le) (rate(ctxkit_view_tokens_bucket{",
-        "ctxkit_context_budget_tokens{",
-        "ctxkit_context_tokens_until_compaction{",
+        "sum(ctxkit_conversations{",
+        "sum(ctxkit_conversations_near_limit{",
+        "sum(ctxkit_conversations_over_threshold{",
+        "max(ctxkit_context_utilization_max_ratio{",
+        "max by (instance) (ctxkit_context_utilization_max_ratio{",
+        "sum by (le) (increase(ctxkit_view_utilization_ratio_bucket{",
+        "sum(rate(ctxkit_view_prefix_kept_tokens_total{",
+        "sum(rate(ctxkit_view_tokens_total{",
+        "histogram_quantile(0.95, sum by (le) (rate(ctxkit_view_size_tokens_bucket{",
         "60 * sum by (strategy) (rate(ctxkit_compactions_total{",
         "ctxkit_compaction_tokens_saved_total{",
         "histogram_quantile(0.99, sum by (le) (rate(ctxkit_compaction_duration_seconds_bucket{",
@@ -151,11 +155,16 @@ def test_the_panels_the_issue_asks_for_are_there() -> None:
         "ctxkit_history_tokens{",
     ):
         assert needed in exprs, needed
-    # The hard limit: a red threshold line at 100% on the utilization panel.
-    (utilization,) = [p for p in PANELS if p["title"] == "Context utilization"]
-    defaults = utilization["fieldConfig"]["defaults"]
+    # The fleet: utilization as a heatmap over the views, and a per-instance drill-down.
+    (heatmap,) = [p for p in PANELS if p["type"] == "heatmap"]
+    assert heatmap["targets"][0]["format"] == "heatmap"
+    (by_instance,) = [p for p in PANELS if p["title"] == "Highest utilization by instance"]
+    defaults = by_instance["fieldConfig"]["defaults"]
     assert defaults["custom"]["thresholdsStyle"]["mode"] == "line"
-    assert {"color": "red", "value": 1} in defaults["thresholds"]["steps"]
+    assert {"color": "red", "value": 0.9} in defaults["thresholds"]["steps"]
+    # No panel reads a retired gauge.
+    for retired in RETIRED:
+        assert f"{retired.split(' ')[0]}{{" not in exprs
 
 
 # -- the queries ------------------------------------------------------------------------------
@@ -194,7 +203,8 @@ def test_metric_names_finds_names_and_only_names() -> None:
 
 
 def test_for_prometheus_replaces_every_variable_or_refuses() -> None:
-    expr = build.for_prometheus(QUERIES[2][2], window="30s")
+    (compactions,) = [q for title, _r, q in QUERIES if title == "Compactions in range"]
+    expr = build.for_prometheus(compactions, window="30s")
     assert expr == 'sum(increase(ctxkit_compactions_total{job=~".*", instance=~".*"}[30s]))'
     with pytest.raises(ValueError, match="unknown Grafana variable"):
         build.for_prometheus("rate(x[$__interval])")

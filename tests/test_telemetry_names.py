@@ -19,7 +19,7 @@ def test_names_follow_the_prometheus_conventions(declared):
     if "seconds" in declared.prometheus or declared.unit == "s":
         assert declared.prometheus.endswith("_seconds")
     if declared.prometheus.endswith("_ratio"):
-        assert declared.kind == "gauge"
+        assert declared.kind in ("gauge", "histogram"), "a ratio is a value, never a count"
     assert "conversation" not in " ".join(declared.labels), "labels must stay bounded"
     if declared.kind == "histogram":
         assert list(declared.buckets) == sorted(declared.buckets)

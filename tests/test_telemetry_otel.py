@@ -442,9 +442,14 @@ def test_compaction_metrics(otel: Otel):
     assert tokens.sum == sum(d["token_count"] for d in published)
     assert tuple(tokens.explicit_bounds) == TOKEN_BUCKETS
 
-    (utilization,) = otel.points("ctxkit.context.utilization")
-    last = published[-1]
-    assert utilization.value == pytest.approx(last["token_count"] / last["budget"])
+    (utilization,) = otel.points("ctxkit.view.utilization")
+    assert utilization.count == len(views)
+    assert utilization.sum == pytest.approx(sum(d["token_count"] / d["budget"] for d in published))
+
+    (kept,) = otel.points("ctxkit.view.prefix_kept")
+    assert kept.value == sum(d["prefix_tokens"] for d in published) > 0
+    (share,) = otel.points("ctxkit.view.prefix_kept_ratio")
+    assert share.count == len([d for d in published if d["previous_tokens"]])
 
     units = {
         p.attributes["ctxkit.compaction.action"]: p.value

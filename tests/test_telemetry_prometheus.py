@@ -75,8 +75,8 @@ def test_counters_and_histograms_add_up_to_what_the_manager_did():
     assert compactions
 
     assert value(metrics, "ctxkit_views_total") == len(views) == 60
-    assert value(metrics, "ctxkit_view_tokens_count") == len(views)
-    assert value(metrics, "ctxkit_view_tokens_sum") == sum(v["token_count"] for v in views)
+    assert value(metrics, "ctxkit_view_size_tokens_count") == len(views)
+    assert value(metrics, "ctxkit_view_size_tokens_sum") == sum(v["token_count"] for v in views)
     assert value(metrics, "ctxkit_view_duration_seconds_count") == len(views)
 
     assert value(metrics, "ctxkit_compactions_total", strategy=STRATEGY) == len(compactions)
@@ -92,22 +92,29 @@ def test_counters_and_histograms_add_up_to_what_the_manager_did():
     assert value(metrics, "ctxkit_budget_exceeded_total") == 0
 
 
-def test_gauges_describe_the_latest_view():
-    """Utilization, threshold and room until compaction are what the 'near the limit' alerts
-    read; they must be those of the last view returned."""
+def test_the_gauges_describe_the_live_conversation():
+    """With one conversation the fleet gauges are its last view: what the near-limit alert
+    and the dashboard read."""
     metrics, recorder = drive(manager(), conversation(45))
-    last = recorder.of(events.VIEW)[-1]
+    views = recorder.of(events.VIEW)
+    last = views[-1]
     tokens, budget = last["token_count"], last["budget"]
     assert budget == 4_000
-    assert value(metrics, "ctxkit_context_tokens") == tokens
-    assert value(metrics, "ctxkit_context_budget_tokens") == budget
-    assert value(metrics, "ctxkit_context_utilization_ratio") == pytest.approx(tokens / budget)
-    assert value(metrics, "ctxkit_compaction_threshold_ratio") == 0.7  # the default
-    assert value(metrics, "ctxkit_context_tokens_until_compaction") == max(
-        0, int(0.7 * budget) - tokens
-    )
+    assert value(metrics, "ctxkit_conversations") == 1
+    assert value(metrics, "ctxkit_context_utilization_max_ratio") == pytest.approx(tokens / budget)
+    assert value(metrics, "ctxkit_conversations_over_threshold") == int(tokens > 0.7 * budget)
+    assert value(metrics, "ctxkit_conversations_near_limit") == int(tokens > 0.9 * budget)
     assert value(metrics, "ctxkit_history_messages") == 45
     assert value(metrics, "ctxkit_history_tokens") == last["history_tokens"]
+    assert value(metrics, "ctxkit_view_tokens_total") == sum(v["token_count"] for v in views)
+    assert value(metrics, "ctxkit_view_size_tokens_count") == len(views)
+    assert value(metrics, "ctxkit_view_utilization_ratio_count") == len(views)
+    kept = sum(v["prefix_tokens"] for v in views)
+    assert value(metrics, "ctxkit_view_prefix_kept_tokens_total") == kept > 0
+    measured = [v for v in views if v["previous_tokens"]]
+    assert value(metrics, "ctxkit_view_prefix_kept_ratio_count") == len(measured)
+    for retired in ("ctxkit_context_tokens", "ctxkit_context_utilization_ratio"):
+        assert value(metrics, retired) is None
 
 
 @given(
@@ -120,7 +127,7 @@ def test_gauges_follow_any_budget_and_threshold(
     max_tokens: int, threshold: float, n: int, seed: int
 ):
     """However the manager is configured, the gauges are exact functions of the last view,
-    even past the budget (best effort: utilization above 1, no room left)."""
+    even past the budget (best effort: utilization above 1)."""
     target = manager(
         max_tokens=max_tokens,
         compact_threshold=threshold,
@@ -130,13 +137,12 @@ def test_gauges_follow_any_budget_and_threshold(
     metrics, recorder = drive(target, conversation(n, seed))
     last = recorder.of(events.VIEW)[-1]
     tokens = last["token_count"]
-    assert value(metrics, "ctxkit_context_tokens") == tokens
-    assert value(metrics, "ctxkit_context_utilization_ratio") == pytest.approx(tokens / max_tokens)
-    assert value(metrics, "ctxkit_compaction_threshold_ratio") == threshold
-    room = value(metrics, "ctxkit_context_tokens_until_compaction")
-    assert room == max(0, int(threshold * max_tokens) - tokens)
-    assert room is not None
-    assert room >= 0
+    ratio = tokens / max_tokens
+    assert value(metrics, "ctxkit_context_utilization_max_ratio") == pytest.approx(ratio)
+    assert value(metrics, "ctxkit_conversations_over_threshold") == int(
+        tokens > threshold * max_tokens
+    )
+    assert value(metrics, "ctxkit_conversations_near_limit") == int(ratio > 0.9)
     assert value(metrics, "ctxkit_views_total") == n
     exceeded = len(recorder.of(events.BUDGET_EXCEEDED))
     assert value(metrics, "ctxkit_budget_exceeded_total") == exceeded
@@ -231,7 +237,8 @@ def test_serve_metrics_binds_loopback_and_serves_text_that_promtool_accepts():
     (views,) = families["ctxkit_views"].samples[:1]
     assert views.name == "ctxkit_views_total"
     assert views.value == len(recorder.of(events.VIEW)) == 50
-    assert families["ctxkit_context_utilization_ratio"].type == "gauge"
+    assert families["ctxkit_context_utilization_max_ratio"].type == "gauge"
+    assert families["ctxkit_conversations"].samples[0].value == 1
 
     promtool = require_binary("promtool")
     checked = subprocess.run(

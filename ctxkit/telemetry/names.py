@@ -11,7 +11,9 @@ from typing import Literal
 
 __all__ = [
     "ATTRIBUTES",
+    "FLEET_GAUGES",
     "METRICS",
+    "RETIRED",
     "Metric",
     "metric",
 ]
@@ -47,6 +49,8 @@ TOKEN_BUCKETS = (
     500.0, 1_000.0, 2_000.0, 4_000.0, 8_000.0, 16_000.0, 32_000.0, 64_000.0,
     128_000.0, 200_000.0, 400_000.0, 1_000_000.0,
 )  # fmt: skip
+SHARE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+UTILIZATION_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.25)
 SECONDS_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0,
@@ -59,12 +63,40 @@ METRICS: tuple[Metric, ...] = (
         "Views returned by get_messages_for_request.",
     ),
     Metric(
-        "ctxkit_view_tokens",
+        "ctxkit_view_size_tokens",
         "histogram",
         "Tokens in each view returned, by ctxkit's exact count.",
         otel="ctxkit.view.tokens",
         unit="{token}",
         buckets=TOKEN_BUCKETS,
+    ),
+    Metric(
+        "ctxkit_view_tokens",
+        "counter",
+        "Tokens of all views returned: with ctxkit_view_prefix_kept_tokens_total, the share "
+        "a prompt cache can serve.",
+    ),
+    Metric(
+        "ctxkit_view_prefix_kept_tokens",
+        "counter",
+        "Tokens of views that repeat, message by message, the start of their conversation's "
+        "previous view: what a provider's prompt cache can serve.",
+        otel="ctxkit.view.prefix_kept",
+        unit="{token}",
+    ),
+    Metric(
+        "ctxkit_view_prefix_kept_ratio",
+        "histogram",
+        "Share of the previous view of the same conversation that a view kept as its prefix.",
+        otel="ctxkit.view.prefix_kept_ratio",
+        buckets=SHARE_BUCKETS,
+    ),
+    Metric(
+        "ctxkit_view_utilization_ratio",
+        "histogram",
+        "Each view's tokens over its budget.",
+        otel="ctxkit.view.utilization",
+        buckets=UTILIZATION_BUCKETS,
     ),
     Metric(
         "ctxkit_view_duration_seconds",
@@ -73,40 +105,35 @@ METRICS: tuple[Metric, ...] = (
         buckets=SECONDS_BUCKETS,
     ),
     Metric(
-        "ctxkit_context_tokens",
+        "ctxkit_conversations",
         "gauge",
-        "Tokens in the latest view.",
+        "Live conversations: those with a view in the last idle time (15 minutes by default).",
     ),
     Metric(
-        "ctxkit_context_budget_tokens",
+        "ctxkit_conversations_over_threshold",
         "gauge",
-        "Token budget of the latest view (the hard limit).",
+        "Live conversations whose last view passed their compaction threshold.",
     ),
     Metric(
-        "ctxkit_context_utilization_ratio",
+        "ctxkit_conversations_near_limit",
         "gauge",
-        "Latest view's tokens over its budget.",
-        otel="ctxkit.context.utilization",
+        "Live conversations whose last view passed the near-limit share of their budget "
+        "(0.9 by default).",
     ),
     Metric(
-        "ctxkit_compaction_threshold_ratio",
+        "ctxkit_context_utilization_max_ratio",
         "gauge",
-        "Share of the budget past which the manager compacts (absent if unknown).",
-    ),
-    Metric(
-        "ctxkit_context_tokens_until_compaction",
-        "gauge",
-        "Tokens the latest view can grow before it reaches the compaction threshold.",
+        "The highest utilization (last view's tokens over budget) among live conversations.",
     ),
     Metric(
         "ctxkit_history_tokens",
         "gauge",
-        "Tokens in the whole stored history behind the latest view.",
+        "Tokens in the stored histories of the live conversations, summed.",
     ),
     Metric(
         "ctxkit_history_messages",
         "gauge",
-        "Messages in the whole stored history behind the latest view.",
+        "Messages in the stored histories of the live conversations, summed.",
     ),
     Metric(
         "ctxkit_compactions",
@@ -167,6 +194,30 @@ METRICS: tuple[Metric, ...] = (
     ),
 )
 
+FLEET_GAUGES = (
+    "ctxkit_conversations",
+    "ctxkit_conversations_over_threshold",
+    "ctxkit_conversations_near_limit",
+    "ctxkit_context_utilization_max_ratio",
+    "ctxkit_history_tokens",
+    "ctxkit_history_messages",
+)
+"""The gauges, all aggregated over the live conversations at scrape time
+(:mod:`ctxkit.telemetry.conversations`); no other metric is a gauge."""
+
+RETIRED = {
+    "ctxkit_context_tokens": "ctxkit_view_size_tokens (the distribution over views)",
+    "ctxkit_context_budget_tokens": "ctxkit_conversations_near_limit",
+    "ctxkit_context_utilization_ratio": (
+        "ctxkit_context_utilization_max_ratio and ctxkit_view_utilization_ratio"
+    ),
+    "ctxkit_compaction_threshold_ratio": "ctxkit_conversations_over_threshold",
+    "ctxkit_context_tokens_until_compaction": "ctxkit_conversations_over_threshold",
+    "ctxkit_view_tokens (histogram)": "ctxkit_view_size_tokens; ctxkit_view_tokens is a counter",
+}
+"""Metrics of the latest view, gone: in a process with many conversations they flapped
+between whichever spoke last. Each maps to what answers its question now."""
+
 COMPACTION_ACTIONS = {
     "dropped": "units_dropped",
     "truncated": "units_truncated",
@@ -196,6 +247,10 @@ ATTRIBUTES: dict[str, str] = {
     CONVERSATION_COMPACTED: "whether a compaction happened while building this view",
     "ctxkit.view.messages": "messages in the view returned",
     "ctxkit.view.tokens": "tokens in the view returned (exact)",
+    "ctxkit.view.prefix_kept_tokens": (
+        "tokens of the longest common prefix with the conversation's previous view"
+    ),
+    "ctxkit.view.previous_tokens": "tokens of the conversation's previous view (0: first view)",
     "ctxkit.budget.tokens": "token budget of the request",
     "ctxkit.history.messages": "messages in the stored history",
     "ctxkit.history.tokens": "tokens in the stored history",

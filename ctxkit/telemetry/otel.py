@@ -136,8 +136,13 @@ class OpenTelemetry:
         data = event.data
         tokens, budget = data["token_count"], data["budget"]
         utilization = tokens / budget if budget else 0.0
-        self._record("ctxkit_view_tokens", tokens)
-        self._record("ctxkit_context_utilization_ratio", utilization)
+        self._record("ctxkit_view_size_tokens", tokens)
+        self._record("ctxkit_view_utilization_ratio", utilization)
+        previous = data.get("previous_tokens") or 0
+        if previous:
+            kept = data.get("prefix_tokens") or 0
+            self._record("ctxkit_view_prefix_kept_tokens", kept)
+            self._record("ctxkit_view_prefix_kept_ratio", kept / previous)
 
         end = event.time
         start = end - data.get("duration_s", 0.0)
@@ -156,6 +161,8 @@ class OpenTelemetry:
                 "ctxkit.history.messages": data.get("history_messages", 0),
                 "ctxkit.history.tokens": data.get("history_tokens", 0),
                 "ctxkit.context.utilization": utilization,
+                "ctxkit.view.prefix_kept_tokens": data.get("prefix_tokens") or 0,
+                "ctxkit.view.previous_tokens": previous,
             },
         )
         try:

@@ -1,8 +1,8 @@
 """Prometheus metrics from the event bus, and an exporter serving ``/metrics`` on loopback.
 
 Labels carry only small fixed sets (strategy, action, property): never a conversation id or
-text, so the number of series stays bounded however many conversations run. Gauges describe the
-latest view of any conversation in the process.
+text, so the number of series stays bounded however many conversations run. Gauges aggregate
+the process's live conversations when scraped (:mod:`ctxkit.telemetry.conversations`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,16 @@ import socket
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
-from prometheus_client.registry import Collector
 
 from ctxkit import events
 from ctxkit.events import Event
+from ctxkit.telemetry.conversations import (
+    DEFAULT_IDLE_AFTER,
+    DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_NEAR_LIMIT,
+    ConversationTable,
+)
 from ctxkit.telemetry.names import COMPACTION_ACTIONS, METRICS, REQUIRED_PROPERTIES, Metric
 
 __all__ = ["MetricsPortInUse", "PrometheusMetrics", "serve_metrics"]
@@ -39,47 +43,20 @@ def _make(declared: Metric, registry: CollectorRegistry) -> Any:
     return kind(declared.prometheus, declared.help, declared.labels, **options)
 
 
-class _LatestView(Collector):
-    """The gauges, read from the latest view's event when scraped: a view costs the request
-    one assignment instead of seven gauge updates."""
-
-    def __init__(self) -> None:
-        self.data: Any = None
-
-    def describe(self) -> list[GaugeMetricFamily]:
-        return [GaugeMetricFamily(m.prometheus, m.help) for m in METRICS if m.kind == "gauge"]
-
-    def collect(self) -> list[GaugeMetricFamily]:
-        data = self.data
-        if data is None:
-            return []
-        tokens, budget = data["token_count"], data["budget"]
-        values: dict[str, float] = {
-            "ctxkit_context_tokens": tokens,
-            "ctxkit_context_budget_tokens": budget,
-            "ctxkit_context_utilization_ratio": tokens / budget if budget else 0.0,
-            "ctxkit_history_tokens": data.get("history_tokens", 0),
-            "ctxkit_history_messages": data.get("history_messages", 0),
-        }
-        threshold = data.get("compact_threshold")
-        if threshold is not None:
-            values["ctxkit_compaction_threshold_ratio"] = threshold
-            values["ctxkit_context_tokens_until_compaction"] = max(
-                0, int(threshold * budget) - tokens
-            )
-        return [
-            GaugeMetricFamily(m.prometheus, m.help, value=values[m.prometheus])
-            for m in METRICS
-            if m.prometheus in values
-        ]
-
-
 class PrometheusMetrics:
     """A bus subscriber recording views and compactions as Prometheus metrics.
 
     Parameters:
         registry: where the metrics live; a new private one by default (pass
             ``prometheus_client.REGISTRY`` to join an exporter you already run).
+        idle_after, max_conversations, near_limit: the live-conversation table behind the
+            gauges (see :mod:`ctxkit.telemetry.conversations`): a conversation counts as live
+            for ``idle_after`` seconds after its last view (900), the table keeps at most
+            ``max_conversations`` (10,000), and a conversation is near its limit past
+            ``near_limit`` of its budget (0.9).
+
+    Subscribe one instance to every manager of the process (each view names its
+    conversation): the gauges then describe all of them, with no conversation id as a label.
 
     Example::
 
@@ -92,13 +69,26 @@ class PrometheusMetrics:
     """Delivered when the caller's task yields, not inside the request (see
     :mod:`ctxkit.events`)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        idle_after: float = DEFAULT_IDLE_AFTER,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        near_limit: float = DEFAULT_NEAR_LIMIT,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.conversations = ConversationTable(
+            idle_after=idle_after, max_conversations=max_conversations, near_limit=near_limit
+        )
         m = {d.prometheus: _make(d, self.registry) for d in METRICS if d.kind != "gauge"}
-        self._latest = _LatestView()
-        self.registry.register(self._latest)
+        self.registry.register(self.conversations)
         self._views = m["ctxkit_views"]
+        self._view_size = m["ctxkit_view_size_tokens"]
         self._view_tokens = m["ctxkit_view_tokens"]
+        self._prefix_kept = m["ctxkit_view_prefix_kept_tokens"]
+        self._prefix_ratio = m["ctxkit_view_prefix_kept_ratio"]
+        self._utilization = m["ctxkit_view_utilization_ratio"]
         self._view_seconds = m["ctxkit_view_duration_seconds"]
         self._compactions = m["ctxkit_compactions"]
         self._saved = m["ctxkit_compaction_tokens_saved"]
@@ -125,9 +115,18 @@ class PrometheusMetrics:
             handler(event.data)
 
     def _on_view(self, data: Any) -> None:
-        self._latest.data = data
+        self.conversations.saw(data)
+        tokens, budget = data["token_count"], data["budget"]
         self._views.inc()
-        self._view_tokens.observe(data["token_count"])
+        self._view_size.observe(tokens)
+        self._view_tokens.inc(tokens)
+        if budget:
+            self._utilization.observe(tokens / budget)
+        previous = data.get("previous_tokens") or 0
+        if previous:
+            kept = data.get("prefix_tokens") or 0
+            self._prefix_kept.inc(kept)
+            self._prefix_ratio.observe(kept / previous)
         self._view_seconds.observe(data.get("duration_s", 0.0))
 
     def _on_compacted(self, data: Any) -> None:

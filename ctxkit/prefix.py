@@ -10,10 +10,32 @@ message by message: the tokens of the longest common prefix of two consecutive v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PrefixKept", "PrefixTracker", "common_prefix_length", "estimated_cost_ratio"]
+__all__ = [
+    "AGENT_LOOP_BUDGET",
+    "AGENT_LOOP_STEPS",
+    "STABILITY_THRESHOLD",
+    "PrefixKept",
+    "PrefixTracker",
+    "Stability",
+    "agent_loop_stability",
+    "agent_steps",
+    "common_prefix_length",
+    "estimated_cost_ratio",
+]
+
+STABILITY_THRESHOLD = 0.7
+"""The advisory verdict's bar: over a long agent loop, at least 70% of all view tokens
+repeat the start of the previous view (a prompt cache can serve them). The reference
+manager keeps about 85%; a window that drops the oldest units whenever it is full, about
+half; one that moves its start every request, far less."""
+AGENT_LOOP_STEPS = 150
+"""Model calls in the agent loop the measure runs (a view before each)."""
+AGENT_LOOP_BUDGET = 12_000
+"""The loop's token budget: small enough that its tool outputs force compactions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +98,76 @@ def estimated_cost_ratio(kept_tokens: int, view_tokens: int, cached_price: float
     if view_tokens <= 0:
         return 1.0
     return (view_tokens - kept_tokens + cached_price * kept_tokens) / view_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Stability:
+    """Prompt-cache stability over an agent loop."""
+
+    kept_tokens: int
+    """View tokens that repeated the start of the previous view, summed over the views."""
+    view_tokens: int
+    """All view tokens (message tokens, without the reply priming), summed."""
+    views: int
+
+    @property
+    def share(self) -> float:
+        """The share of view tokens a prompt cache could serve."""
+        return self.kept_tokens / self.view_tokens if self.view_tokens else 0.0
+
+    def describe(self, threshold: float = STABILITY_THRESHOLD) -> str:
+        verdict = "at or above" if self.share >= threshold else "below"
+        return (
+            f"{self.share:.1%} of view tokens repeat the start of the previous view over "
+            f"{self.views} views of an agent loop, {verdict} the {threshold:.0%} threshold"
+        )
+
+
+def agent_steps(
+    count: int = AGENT_LOOP_STEPS, *, seed: int = 1, shape: str = "mixed"
+) -> Iterator[list[dict[str, Any]]]:
+    """``count`` agent steps: the messages added between two model calls (a user ask, or a
+    tool call with its results), cut before each assistant message as an agent makes them."""
+    from ctxkit.workload import Workload
+
+    workload = Workload(seed=seed, shape=shape, max_output_bytes=6_000)
+    made = 0
+    step: list[dict[str, Any]] = []
+    for turn in workload.turns():
+        for message in turn:
+            if message["role"] == "assistant" and step:
+                yield step  # the model is called here, before the assistant message
+                made += 1
+                if made == count:
+                    return
+                step = []
+            step.append(message)
+
+
+async def agent_loop_stability(
+    manager: Any,
+    steps: Iterator[list[dict[str, Any]]] | Sequence[list[dict[str, Any]]],
+    *,
+    budget: int = AGENT_LOOP_BUDGET,
+    count_message: Any = None,
+) -> Stability:
+    """Drive ``manager`` (anything with the context contract) as an agent does: add each
+    step's messages, then ask for a view under ``budget``; measure every view against the
+    one before it. ``count_message``: a message's tokens (ctxkit's exact count by default)."""
+    if count_message is None:
+        from ctxkit.tokens import TokenCounter
+
+        counter = TokenCounter()
+        count_message = lambda message: counter.message_cost(message).total  # noqa: E731
+    tracker = PrefixTracker()
+    kept_total = view_total = views = 0
+    for step in steps:
+        for message in step:
+            await manager.add_message(message)
+        view = list(await manager.get_messages_for_request(token_budget=budget))
+        costs = [count_message(message) for message in view]
+        total = sum(costs)
+        kept_total += tracker.observe(view, costs, total).tokens
+        view_total += total
+        views += 1
+    return Stability(kept_tokens=kept_total, view_tokens=view_total, views=views)

@@ -16,6 +16,7 @@ import pytest
 
 from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.runner import RunOptions, SetupError, run
+from ctxkit.prefix import STABILITY_THRESHOLD
 from tests.zoo import ZOO, Member
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
         timeout=3.0,
         max_rounds=2,
         shrink_seconds=3.0,  # the minimizer's own pass goes on from there
+        stability_steps=40,  # the advisory loop, short: tests/test_prefix.py judges it whole
     )
     for key, value in overrides:
         setattr(options, key, dict(value) if key == "config" else value)
@@ -78,6 +80,19 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
 def test_correct_but_unusual_manager_passes_every_required_property(member: Member):
     outcome = check(member)
     assert not outcome["failed"] & REQUIRED, outcome["messages"]
+    assert outcome["verdict"] == "pass"
+    assert exit_code(outcome["verdict"]) == 0
+
+
+def test_cache_stability_is_an_advisory_figure_that_fails_no_run():
+    """A window whose start moves every request is correct (it passes) and costs a prompt
+    cache nearly everything: the advisory property says so with its figure."""
+    outcome = check(_member("SlidesEveryTurn"))
+    stability = outcome["properties"]["cache_stability"]
+    assert (stability.level, stability.status) == ("advisory", "failed")
+    assert stability.figure is not None
+    assert stability.figure < STABILITY_THRESHOLD
+    assert "below the 70% threshold" in stability.message
     assert outcome["verdict"] == "pass"
     assert exit_code(outcome["verdict"]) == 0
 

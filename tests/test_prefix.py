@@ -8,11 +8,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxkit.prefix import PrefixTracker, common_prefix_length, estimated_cost_ratio
+from ctxkit.prefix import (
+    AGENT_LOOP_STEPS,
+    STABILITY_THRESHOLD,
+    PrefixTracker,
+    agent_loop_stability,
+    agent_steps,
+    common_prefix_length,
+    estimated_cost_ratio,
+)
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.tokens import TokenCounter
 from ctxkit.workload import conversation
 from tests.chat import run
+from tests.zoo.base import GoodManager
+from tests.zoo.unusual import SlidesEveryTurn
 
 COUNTER = TokenCounter()
 
@@ -124,3 +134,18 @@ def test_the_reference_managers_views_say_what_they_kept():
     assert all(d["prefix_tokens"] == d["previous_tokens"] for d in extended)
     compacted = [d for d in seen if d["compacted"]]
     assert all(d["prefix_tokens"] < d["previous_tokens"] for d in compacted)
+
+
+def test_over_an_agent_loop_the_reference_keeps_its_prefix_and_windows_do_not():
+    """The advisory property's figure, measured in process over the whole loop: the
+    reference compacts rarely and then extends its view; a window that drops the oldest
+    units when full keeps about half; one that moves its start every request, little."""
+
+    async def share(manager: Any) -> float:
+        return (await agent_loop_stability(manager, agent_steps(AGENT_LOOP_STEPS))).share
+
+    reference = run(share(ReferenceContextManager()))
+    window = run(share(GoodManager()))
+    sliding = run(share(SlidesEveryTurn()))
+    assert reference >= STABILITY_THRESHOLD > window > sliding
+    assert sliding < 0.3

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 __all__ = ["PROPERTIES", "RELAXATIONS", "Property", "Relaxation", "by_id", "catalogue"]
 
-Level = Literal["required", "recommended"]
+Level = Literal["required", "recommended", "advisory"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 from ctxkit.conformance.properties import RELAXATIONS, by_id
 from ctxkit.conformance.runner import Report
+from ctxkit.prefix import STABILITY_THRESHOLD
 
 __all__ = ["summary", "write_json", "write_junit"]
 
@@ -50,6 +51,8 @@ def summary(report: Report) -> str:
             )
         elif p.status == "skipped" and p.message:
             note = f"  ({p.message.split(':')[0]})"
+        if p.figure is not None:
+            note = f"  {p.figure:.1%} of view tokens cacheable (bar: {STABILITY_THRESHOLD:.0%})"
         lines.append(f"  {p.id:<{width}}  {p.level:<11}  {_MARK[p.status]}{note}")
     for item in report.allow:
         relaxation = RELAXATIONS.get(item.split("=")[0])
@@ -57,7 +60,8 @@ def summary(report: Report) -> str:
             lines.append(f"  allowed: {item}: {relaxation.relaxes}: {relaxation.allows}")
     for p in report.properties:
         if p.status in ("failed", "error"):
-            lines += ["", f"{p.id} {p.status}: {p.message}"]
+            advisory = " (advisory: it does not fail the run)" if p.level == "advisory" else ""
+            lines += ["", f"{p.id} {p.status}{advisory}: {p.message}"]
             if p.status == "failed":
                 lines.append(f"  what must hold: {by_id(p.id).holds}")
             if p.reproducer and p.counterexample:

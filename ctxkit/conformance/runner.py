@@ -48,9 +48,11 @@ from ctxkit.conformance.minimize import minimize
 from ctxkit.conformance.properties import PROPERTIES
 from ctxkit.conformance.routes import RouteError, route_for
 from ctxkit.conformance.script import Reproduction, render_script, render_steps
+from ctxkit.conformance.stability import measure_stability
 from ctxkit.conformance.steps import Check
 from ctxkit.conformance.target import DEFAULT_TARGET
 from ctxkit.conformance.verify import verify
+from ctxkit.prefix import AGENT_LOOP_STEPS
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run"]
 
@@ -84,6 +86,9 @@ class PropertyResult:
     verified: bool | None = None
     verification: str = ""
     time_to_failure_s: float | None = None
+    figure: float | None = None
+    """An advisory property's measured value (cache_stability: the share of view tokens a
+    prompt cache could serve)."""
 
 
 @dataclass
@@ -121,6 +126,7 @@ class Report:
                     "time_to_failure_s": (
                         None if p.time_to_failure_s is None else round(p.time_to_failure_s, 3)
                     ),
+                    "figure": p.figure,
                 }
                 for p in self.properties
             ],
@@ -155,6 +161,8 @@ class RunOptions:
     the target, see :mod:`ctxkit.conformance.routes`)."""
     transcript: TextIO | None = None
     """``--protocol-log``: gets every protocol request and answer as a JSON line."""
+    stability_steps: int = AGENT_LOOP_STEPS
+    """Model calls in the agent loop that measures cache_stability (0: not measured)."""
 
     @property
     def command(self) -> str:
@@ -222,7 +230,7 @@ def run(
         )
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
-        checking = {p.id for p in PROPERTIES}
+        checking = {p.id for p in PROPERTIES if p.level != "advisory"}
         if not observes_events:
             checking.discard("events")
             results["events"].message = (
@@ -242,6 +250,20 @@ def run(
                 "context:post_compact in the whole run"
             )
         search.finish(spec)
+        if not options.stability_steps:
+            results["cache_stability"].message = "not measured (stability_steps=0)"
+        elif worker.child is not None and worker.child.alive:
+            measure_stability(
+                worker.child,
+                results["cache_stability"],
+                steps=options.stability_steps,
+                shapes=options.shapes,
+                deadline=deadline,
+                count_message=session.count_message,
+                say=say,
+            )
+        else:
+            results["cache_stability"].message = "not measured: the target had stopped"
     finally:
         worker.close()
     report = _report(spec, options, results, started)

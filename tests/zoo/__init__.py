@@ -121,6 +121,8 @@ ZOO: list[Member] = [
        "outputs before the newest call become a marker, longer than a short output"),
     _m("unusual:MergesSystem", set(), "pass", "both",
        "needs 2+ system messages: merged into one; preservation says merged (merged-system)"),
+    _m("unusual:SlidesEveryTurn", set(), "pass", "both",
+       "a window of the newest 12 messages: its start moves every request (cache_stability)"),
     # coverage: what a run must reach (tests/zoo/history.py, views.py, misc.py)
     _m("history:SetMessagesKeepsList", {"isolation"}, "fail", "both",
        "set_messages keeps the caller's list: a later append or edit changes history"),

@@ -16,6 +16,8 @@ the same; stored history is untouched, and every property passes, preservation t
   longer than a short output.
 - MergesSystem: all system messages merged into one (fails preservation as "merged" unless
   ``merged-system`` or ``dropped-system`` is allowed).
+- SlidesEveryTurn: a window of the newest 12 messages: its start moves every request, so
+  the advisory cache_stability is far below its bar while every required property holds.
 """
 
 from __future__ import annotations
@@ -212,3 +214,25 @@ class MergesSystem(GoodManager):
         return [
             merged if i == systems[0] else m for i, m in enumerate(view) if i not in systems[1:]
         ]
+
+
+class SlidesEveryTurn(GoodManager):
+    """Correct, and a prompt cache's worst case: the view is the pinned units and the newest
+    whole units holding at most 12 messages (within the budget), so its start moves on every
+    request once the conversation is longer. Every required property holds; cache_stability
+    (advisory) is far below its bar."""
+
+    WINDOW = 12
+
+    def _plan(self, history: list[Any], limit: int) -> list[int]:
+        kept = super()._plan(history, limit)
+        units = self._units(history)
+        pinned = {i for k in self._pinned(history, units) for i in units[k][0]}
+        newest: list[int] = []
+        for ids, _complete in reversed(units):
+            if ids[0] in pinned or not set(ids) <= set(kept):
+                continue
+            if len(newest) + len(ids) > self.WINDOW:
+                break
+            newest[:0] = ids
+        return sorted(pinned | set(newest))

@@ -1,0 +1,88 @@
+"""The advisory property ``cache_stability``: how much of each view a prompt cache could serve.
+
+Not a Hypothesis search: after the required and recommended properties, the target is built
+afresh and driven as an agent drives it, a view before each model call over a long loop
+(:func:`ctxkit.prefix.agent_loop_stability`). The figure is the share of view tokens that
+repeat, message by message, the start of the previous view; the verdict compares it with
+:data:`ctxkit.prefix.STABILITY_THRESHOLD` and never fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ctxkit.conformance.child import Child, TargetUnusable
+from ctxkit.conformance.remote import RemoteError, RemoteManager
+from ctxkit.prefix import (
+    AGENT_LOOP_STEPS,
+    STABILITY_THRESHOLD,
+    Stability,
+    agent_loop_stability,
+    agent_steps,
+)
+
+__all__ = ["MIN_VIEWS", "measure_stability"]
+
+PROPERTY = "cache_stability"
+MIN_VIEWS = 20
+"""Fewer views than this (a short loop, or the deadline came first) give no verdict."""
+
+
+def measure_stability(
+    child: Child,
+    result: Any,
+    *,
+    steps: int = AGENT_LOOP_STEPS,
+    shapes: tuple[str, ...],
+    deadline: float,
+    count_message: Callable[[dict[str, Any]], int],
+    say: Callable[[str], None],
+) -> None:
+    """Run the agent loop on a fresh manager in ``child`` and fill ``result`` (the
+    property's PropertyResult): passed or failed against the threshold, with the figure;
+    skipped when the target cannot be driven or the deadline leaves too little time."""
+    say(f"{PROPERTY}: an agent loop of {steps} model calls")
+    shape = shapes[0] if len(shapes) == 1 else "mixed"
+    manager = RemoteManager(child)
+    try:
+        reset = child.call("reset")
+        if not reset.ok:
+            raise RemoteError(reset.type, reset.message)
+        measured = asyncio.run(
+            agent_loop_stability(
+                manager,
+                _until(deadline, agent_steps(steps, shape=shape)),
+                count_message=count_message,
+            )
+        )
+    except TargetUnusable as exc:
+        _skip(result, f"the agent loop stopped: {exc.message}")
+        return
+    except RemoteError as exc:
+        _skip(result, f"the agent loop stopped: the target raised {exc}")
+        return
+    if measured.views < MIN_VIEWS:
+        _skip(result, f"only {measured.views} views before the deadline; {MIN_VIEWS} needed")
+        return
+    _judge(result, measured)
+
+
+def _judge(result: Any, measured: Stability) -> None:
+    result.figure = round(measured.share, 4)
+    result.status = "passed" if measured.share >= STABILITY_THRESHOLD else "failed"
+    result.message = measured.describe()
+
+
+def _skip(result: Any, why: str) -> None:
+    result.status = "skipped"
+    result.message = why
+
+
+def _until(deadline: float, steps: Iterator[list[dict[str, Any]]]) -> Iterator[Any]:
+    for step in steps:
+        if time.monotonic() >= deadline:
+            return
+        yield step

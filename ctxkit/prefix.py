@@ -10,7 +10,8 @@ message by message: the tokens of the longest common prefix of two consecutive v
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "agent_steps",
     "common_prefix_length",
     "estimated_cost_ratio",
+    "steps_of",
 ]
 
 STABILITY_THRESHOLD = 0.7
@@ -123,30 +125,31 @@ class Stability:
         )
 
 
+def steps_of(messages: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """A conversation cut where an agent calls the model: before each assistant message.
+    Each step is what the agent adds between two model calls; what follows the last
+    assistant message is no step (no model call comes after it)."""
+    step: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant" and step:
+            yield step
+            step = []
+        step.append(message)
+
+
 def agent_steps(
     count: int = AGENT_LOOP_STEPS, *, seed: int = 1, shape: str = "mixed"
 ) -> Iterator[list[dict[str, Any]]]:
-    """``count`` agent steps: the messages added between two model calls (a user ask, or a
-    tool call with its results), cut before each assistant message as an agent makes them."""
+    """``count`` steps of ctxkit's synthetic agent traffic (tool outputs up to 6 KB)."""
     from ctxkit.workload import Workload
 
     workload = Workload(seed=seed, shape=shape, max_output_bytes=6_000)
-    made = 0
-    step: list[dict[str, Any]] = []
-    for turn in workload.turns():
-        for message in turn:
-            if message["role"] == "assistant" and step:
-                yield step  # the model is called here, before the assistant message
-                made += 1
-                if made == count:
-                    return
-                step = []
-            step.append(message)
+    return itertools.islice(steps_of(itertools.chain.from_iterable(workload.turns())), count)
 
 
 async def agent_loop_stability(
     manager: Any,
-    steps: Iterator[list[dict[str, Any]]] | Sequence[list[dict[str, Any]]],
+    steps: Iterable[list[dict[str, Any]]],
     *,
     budget: int = AGENT_LOOP_BUDGET,
     count_message: Any = None,

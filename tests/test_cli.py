@@ -43,6 +43,20 @@ def test_usage_on_the_synthetic_workload_reports_a_compacted_view(capsys):
     assert report["source"].startswith("synthetic openai conversation")
 
 
+def test_usage_replays_the_conversation_for_its_prompt_cache_figure(capsys):
+    """A view before each assistant message, each measured against the one before, by the
+    reference's own view events; the same figure in the text and the JSON."""
+    assert main(["usage", "--messages", "300", "--budget", "20000", "--json"]) == EXIT_OK
+    cache = json.loads(capsys.readouterr().out)["cache"]
+    assert cache["views"] > 50
+    assert 0 < cache["kept_tokens"] < cache["view_tokens"]
+    assert cache["share"] == round(cache["kept_tokens"] / cache["view_tokens"], 4)
+    assert main(["usage", "--messages", "300", "--budget", "20000"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert f"cache      {cache['share']:.1%} of view tokens cacheable" in out
+    assert f"{cache['views']} views replayed" in out
+
+
 def test_usage_text_report_shows_the_breakdown(capsys):
     assert main(["usage", "--messages", "50", "--shape", "anthropic"]) == EXIT_OK
     out = capsys.readouterr().out

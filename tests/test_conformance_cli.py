@@ -14,6 +14,7 @@ import pytest
 
 from ctxkit.cli import main
 from ctxkit.conformance.target import ContractError, LoadError, load_target
+from ctxkit.prefix import STABILITY_THRESHOLD
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5"]
@@ -118,11 +119,17 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
             "verified",
             "verification",
             "time_to_failure_s",
+            "figure",
         }
         assert entry["status"] == "passed"
+    (stability,) = [p for p in data["properties"] if p["id"] == "cache_stability"]
+    assert stability["level"] == "advisory"
+    assert stability["figure"] >= STABILITY_THRESHOLD
     suite = ElementTree.parse(junit).getroot()
-    assert suite.get("tests") == "11"
+    assert suite.get("tests") == "12"
     assert suite.get("failures") == "0"
+    (case,) = [c for c in suite if c.get("name") == "cache_stability"]
+    assert case.find("properties/property").get("value") == str(stability["figure"])
 
 
 QUICK = ["--profile", "quick", "--seed", "5", "--timeout", "20"]

@@ -473,6 +473,12 @@ def test_any_accepted_view_draws_at_any_width(
     assert len(drawn.plain.splitlines()) == 5, "caption, three rows of chart, marks"
 
 
+def test_the_headline_shows_the_cache_figure_when_the_stream_has_it() -> None:
+    figures = {"tokens": 3_000, "budget": 10_000, "level": "ok", "cache": {"share": 0.853}}
+    assert "cache 85%" in _headline(figures, 120).plain
+    assert "cache" not in _headline({**figures, "cache": None}, 120).plain
+
+
 def test_the_timeline_fits_many_views_to_the_width_keeping_peaks_and_compactions() -> None:
     points = [[T0 + i, i % 100, i == 537] for i in range(600)]
     fitted = fit_columns(points, 60)

@@ -80,6 +80,33 @@ def test_level_follows_threshold_and_limit(tokens: int, level: str) -> None:
     assert only(inspector)["level"] == level
 
 
+def test_the_cache_figure_and_its_history_come_from_the_prefix_kept() -> None:
+    inspector = Inspector()
+    inspector.feed_lines([view(2_000)])  # a stream from before prefixes were measured
+    assert only(inspector)["cache"] is None
+    inspector.feed_lines(
+        [
+            view(3_000, ts=1001.0, prefix_tokens=0, previous_tokens=0),
+            view(4_000, ts=1002.0, prefix_tokens=3_000, previous_tokens=3_000),
+            view(2_500, ts=1003.0, prefix_tokens=1_000, previous_tokens=4_000),
+        ]
+    )
+    figures = only(inspector)
+    assert figures["cache"] == {
+        "share": round(4_000 / 9_500, 4),
+        "kept_tokens": 4_000,
+        "view_tokens": 9_500,
+        "last": 0.25,
+    }
+    assert figures["cache_history"] == [[1002.0, 1.0], [1003.0, 0.25]]
+
+
+def test_a_bad_prefix_figure_skips_the_view() -> None:
+    inspector = Inspector()
+    inspector.feed_lines([view(3_000, prefix_tokens=-1, previous_tokens=10)])
+    assert inspector.snapshot()["skipped"] == 1
+
+
 def test_breakdown_has_free_and_reserved_and_adds_up_to_the_budget() -> None:
     inspector = Inspector()
     inspector.feed_lines([view(4_003)])

@@ -23,8 +23,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="show where the tokens of a conversation go, and what a view keeps",
         description=(
             "Feed a conversation through the reference manager, ask for one view under a "
-            "budget, and report tokens, compaction and the breakdown by category. Without "
-            "FILE, a seeded synthetic agent conversation is used."
+            "budget, and report tokens, compaction and the breakdown by category; then replay "
+            "it as an agent made it (a view before each assistant message) and report how "
+            "much of each view repeats the previous one's start, what a prompt cache can "
+            "serve. Without FILE, a seeded synthetic agent conversation is used."
         ),
         epilog=(
             "examples:\n"
@@ -151,11 +153,47 @@ def _run_usage(args: argparse.Namespace) -> int:
         return EXIT_FOUND_PROBLEM
     snapshot = manager.usage()
     snapshot["source"] = source
+    snapshot["cache"] = _cache_stability(messages, args)
     if args.json:
         print(json.dumps(snapshot, indent=2))
     else:
         _print_usage(snapshot)
     return EXIT_OK
+
+
+def _cache_stability(messages: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The conversation replayed as an agent made it, through a fresh manager with the same
+    options: a view before each assistant message, each measured (by the manager's own view
+    events) against the one before: the tokens a prompt cache could serve (ctxkit.prefix)."""
+    from ctxkit import events
+    from ctxkit.prefix import steps_of
+    from ctxkit.reference import ReferenceContextManager
+
+    replay = ReferenceContextManager(
+        max_tokens=args.budget,
+        encoding=args.encoding,
+        strategies=args.strategies,
+        on_overflow="best_effort",
+    )
+    seen = {"kept_tokens": 0, "view_tokens": 0, "views": 0}
+
+    def count(event: events.Event) -> None:
+        if event.name == events.VIEW:
+            seen["kept_tokens"] += event.data["prefix_tokens"]
+            seen["view_tokens"] += event.data["token_count"]
+            seen["views"] += 1
+
+    replay.bus.subscribe(count)
+
+    async def drive() -> None:
+        for step in steps_of(messages):
+            for message in step:
+                await replay.add_message(message)
+            await replay.get_messages_for_request()
+
+    asyncio.run(drive())
+    views = seen["view_tokens"]
+    return {"share": round(seen["kept_tokens"] / views, 4) if views else 0.0, **seen}
 
 
 def _print_usage(s: dict[str, Any]) -> None:
@@ -174,6 +212,12 @@ def _print_usage(s: dict[str, Any]) -> None:
         f"room       {s['room_until_compaction']:,} tokens until compaction at "
         f"{s['compact_at_tokens']:,}; {s['room_until_limit']:,} until the limit"
     )
+    cache = s["cache"]
+    if cache["views"]:
+        print(
+            f"cache      {cache['share']:.1%} of view tokens cacheable (the previous view's "
+            f"start; {plural(cache['views'], 'view')} replayed)"
+        )
     print(f"encoding   {s['encoding']} (exact)")
     print("breakdown")
     width = max(len(name) for name in s["breakdown"])

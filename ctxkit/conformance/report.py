@@ -98,13 +98,16 @@ def write_json(report: Report, path: Path) -> None:
 
 
 def write_junit(report: Report, path: Path) -> None:
-    """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>."""
+    """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>.
+    An advisory property is never a failure (CI must not fail on it): its figure is a
+    <property> of the testcase and its verdict the <system-out>."""
+    judged = [p for p in report.properties if p.level != "advisory"]
     suite = ElementTree.Element(
         "testsuite",
         name=f"ctxkit conformance {report.target}",
         tests=str(len(report.properties)),
-        failures=str(sum(p.status == "failed" for p in report.properties)),
-        errors=str(sum(p.status == "error" for p in report.properties)),
+        failures=str(sum(p.status == "failed" for p in judged)),
+        errors=str(sum(p.status == "error" for p in judged)),
         skipped=str(sum(p.status == "skipped" for p in report.properties)),
         time=f"{report.duration_s:.3f}",
     )
@@ -112,13 +115,18 @@ def write_junit(report: Report, path: Path) -> None:
         case = ElementTree.SubElement(
             suite, "testcase", classname=f"conformance.{p.level}", name=p.id
         )
-        if p.status == "failed":
+        if p.status == "skipped":
+            ElementTree.SubElement(case, "skipped", message=p.message or "not checked")
+        elif p.level == "advisory":
+            if p.figure is not None:
+                properties = ElementTree.SubElement(case, "properties")
+                ElementTree.SubElement(properties, "property", name="figure", value=str(p.figure))
+            ElementTree.SubElement(case, "system-out").text = f"{p.status}: {p.message}"
+        elif p.status == "failed":
             node = ElementTree.SubElement(case, "failure", message=p.message)
             node.text = p.reproducer or p.message
         elif p.status == "error":
             ElementTree.SubElement(case, "error", message=p.message)
-        elif p.status == "skipped":
-            ElementTree.SubElement(case, "skipped", message=p.message or "not checked")
     path.parent.mkdir(parents=True, exist_ok=True)
     tree = ElementTree.ElementTree(suite)
     ElementTree.indent(tree)

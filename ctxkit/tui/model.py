@@ -194,6 +194,14 @@ class Conversation:
         default_factory=lambda: deque(maxlen=TIMELINE_POINTS)
     )
     log: deque[Compaction] = field(default_factory=lambda: deque(maxlen=COMPACTIONS_KEPT))
+    prefix_kept_tokens: int = 0
+    """View tokens that repeated the start of the previous view (a prompt cache's hits)."""
+    prefix_view_tokens: int = 0
+    """All view tokens the stream said a prefix of (views with ``prefix_tokens``)."""
+    cache_history: deque[tuple[float, float]] = field(
+        default_factory=lambda: deque(maxlen=TIMELINE_POINTS)
+    )
+    """(time, share of the previous view kept) for each view that had a previous one."""
     growth: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_SAMPLES))
     pending_messages: int | None = None
     """``message_count`` of the last ``pre_compact``, waiting for its ``post_compact``."""
@@ -275,6 +283,7 @@ class Conversation:
             "view": dict(self.kinds),
             "compactions": self.compactions,
             "tokens_saved": self.tokens_saved,
+            "cache": self.cache(),
             "summaries": self.summaries,
             "violations": self.violations,
             "last_violation": self.last_violation,
@@ -286,7 +295,20 @@ class Conversation:
         }
         if timeline:
             snapshot["timeline"] = [list(point) for point in self.timeline]
+            snapshot["cache_history"] = [list(point) for point in self.cache_history]
         return snapshot
+
+    def cache(self) -> dict[str, Any] | None:
+        """Prompt-cache stability: the share of view tokens that repeated the start of the
+        previous view (see :mod:`ctxkit.prefix`); None before the stream says it."""
+        if not self.prefix_view_tokens:
+            return None
+        return {
+            "share": round(self.prefix_kept_tokens / self.prefix_view_tokens, 4),
+            "kept_tokens": self.prefix_kept_tokens,
+            "view_tokens": self.prefix_view_tokens,
+            "last": self.cache_history[-1][1] if self.cache_history else None,
+        }
 
     def listing(self) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The latest listing's rows, checked, or None and what is wrong with them."""
@@ -319,6 +341,8 @@ class Conversation:
         omitted = _count(data, "listing_omitted", 0)
         history_messages = _count(data, "history_messages", 0)
         history_tokens = _count(data, "history_tokens", 0)
+        kept = _count(data, "prefix_tokens", 0) if "prefix_tokens" in data else None
+        previous = _count(data, "previous_tokens", 0)
         # All checked: now change state, so a bad event changes nothing.
         if self.views and not compacted and tokens > self.tokens:
             self.growth.append(tokens - self.tokens)
@@ -331,6 +355,11 @@ class Conversation:
             self.listing_rows = listing[-LISTING_ROWS_KEPT:]
             self.listing_omitted = omitted + len(listing) - len(self.listing_rows)
         self.timeline.append((ts, tokens, compacted))
+        if kept is not None:  # streams from before ctxkit measured it have no prefix_tokens
+            self.prefix_kept_tokens += kept
+            self.prefix_view_tokens += tokens
+            if previous:
+                self.cache_history.append((ts, round(kept / previous, 4)))
 
     def on_pre_compact(self, data: dict[str, Any], ts: float) -> None:
         self.pending_messages = _count(data, "message_count")

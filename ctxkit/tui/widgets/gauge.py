@@ -61,6 +61,9 @@ def _headline(figures: dict[str, Any], width: int) -> Text:
         left.append(percent(tokens, budget), style=f"bold {style}")
         left.append(f"  {count(tokens)} / {count(budget)} tokens  ")
         left.append(LEVEL_WORDS.get(figures.get("level"), str(figures.get("level"))), style=style)
+        cache = figures.get("cache")
+        if cache:
+            left.append(f"  cache {cache['share']:.0%}")
     else:
         left.append(f"{count(tokens)} tokens, ")
         left.append("no budget in the stream", style="italic")

@@ -68,7 +68,9 @@ DEFAULT_DEADLINE = 300.0
 MAX_STOPS = 3
 """Hangs, crashes or protocol breaks after which the properties left are not checked."""
 
-Status = Literal["passed", "failed", "error", "skipped"]
+Status = Literal["passed", "failed", "error", "skipped", "below"]
+"""``below``: an advisory property measured under its bar. ``failed`` always means a property
+that does not hold, with the steps that show it; an advisory one is a figure, not a fault."""
 
 
 class SetupError(Exception):

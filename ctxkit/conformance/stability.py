@@ -72,7 +72,7 @@ def measure_stability(
 
 def _judge(result: Any, measured: Stability) -> None:
     result.figure = round(measured.share, 4)
-    result.status = "passed" if measured.share >= STABILITY_THRESHOLD else "failed"
+    result.status = "passed" if measured.share >= STABILITY_THRESHOLD else "below"
     result.message = measured.describe()
 
 

@@ -28,8 +28,8 @@ class Finding:
 
 @dataclass
 class Cell:
-    """One property of one target: ``passed``, ``failed``, ``error``, ``skipped`` or
-    ``not run`` (the target could not be checked)."""
+    """One property of one target: ``passed``, ``failed``, ``error``, ``skipped``, ``below``
+    (an advisory figure under its bar) or ``not run`` (the target could not be checked)."""
 
     status: str
     level: str
@@ -44,6 +44,8 @@ class Cell:
     """Where the survey wrote the reproducer, relative to its output folder."""
     trace: list[dict[str, Any]] | None = None
     """The counterexample's calls as data (for reports in a library's own types)."""
+    figure: float | None = None
+    """An advisory property's measured value (cache_stability: the share cacheable)."""
 
 
 @dataclass
@@ -118,6 +120,7 @@ def row_from_report(
             messages=counterexample.get("messages"),
             finding=findings.get(result["id"]) if failed else None,
             trace=counterexample.get("trace"),
+            figure=result.get("figure"),
         )
     return Row(
         target=target,

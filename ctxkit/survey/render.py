@@ -15,6 +15,7 @@ _WORD = {
     "failed": "FAIL",
     "error": "error",
     "skipped": "skip",
+    "below": "below",
     "not run": "-",
 }
 
@@ -28,12 +29,21 @@ def _md(text: str) -> str:
 def _md_cell(cell: Cell | None) -> str:
     if cell is None:
         return "-"
-    word = _WORD.get(cell.status, cell.status)
+    word = _word(cell)
     if cell.status in ("failed", "error") and cell.reproducer_path:
         word = f"[{word}]({cell.reproducer_path})"
     if cell.status in ("failed", "error"):
         word = f"**{word}**"
     return word
+
+
+def _word(cell: Cell) -> str:
+    """What a cell says: pass, FAIL, ...; an advisory figure as a share, under its bar
+    marked so."""
+    if cell.figure is not None:
+        share = f"{cell.figure:.0%}"
+        return f"{share} (below)" if cell.status == "below" else share
+    return _WORD.get(cell.status, cell.status)
 
 
 def to_markdown(matrix: Matrix) -> str:
@@ -95,6 +105,7 @@ th[aria-sort=descending]::after { content: " \\25BC"; }
 td.target { text-align: left; font-family: ui-monospace, monospace; }
 td.passed { background: #dafbe1; } td.failed { background: #ffebe9; font-weight: 600; }
 td.error { background: #fff8c5; } td.skipped, td.not-run { color: #57606a; }
+td.below { background: #fff1e5; }
 button.repro { font: inherit; background: none; border: 0; color: #cf222e;
   text-decoration: underline; cursor: pointer; padding: 0; }
 dialog { max-width: min(90vw, 60rem); } dialog pre { max-height: 60vh; overflow: auto;
@@ -125,7 +136,7 @@ document.querySelectorAll("dialog button.close").forEach((button) => {
 });
 """
 
-_ORDER = {"failed": "0", "error": "1", "skipped": "2", "not run": "3", "passed": "4"}
+_ORDER = {"failed": "0", "error": "1", "below": "2", "skipped": "3", "not run": "4", "passed": "5"}
 
 
 def to_html(matrix: Matrix) -> str:
@@ -150,9 +161,9 @@ def to_html(matrix: Matrix) -> str:
         ]
         for property_id in ids:
             cell = row.cells.get(property_id) or Cell("not run", levels.get(property_id, ""))
-            word = html.escape(_WORD.get(cell.status, cell.status))
+            word = html.escape(_word(cell))
             css = cell.status.replace(" ", "-")
-            order = _ORDER.get(cell.status, "5")
+            order = _ORDER.get(cell.status, "6")
             if cell.status in ("failed", "error"):
                 dialog_id = f"r{number}-{property_id}"
                 dialogs.append(_dialog(dialog_id, row.target, property_id, cell))

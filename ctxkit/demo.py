@@ -51,6 +51,15 @@ class DemoOptions:
     check_invariants: bool = True
     turns: int | None = None
     """Stop after this many agent turns (over all conversations), whatever the duration."""
+    first_conversation: int = 1
+    """The number of the first conversation (``demo-<n>``): unique ids across a fleet."""
+    budgets: tuple[int, ...] = ()
+    """A mix of budgets, one per conversation in turn (empty: ``budget`` for all)."""
+    near_limit: int = 0
+    """How many conversations, the first ones, are constructed near their limit: the
+    reference manager compacting late (at 99% of a 64k budget, down to 95%), filled past
+    90% before the demo starts, then left idle there, live: what a fleet's near-limit gauge
+    and alert must count exactly."""
 
 
 @dataclass(slots=True)
@@ -125,30 +134,45 @@ def agent_turns(seed: int) -> Iterator[list[list[dict[str, Any]]]]:
         yield steps
 
 
+NEAR_LIMIT_BUDGET = 64_000
+NEAR_LIMIT_CONFIG = {"compact_threshold": 0.99, "target_ratio": 0.95}
+"""A conversation built to sit near its limit: it compacts only at 99% of its budget, and
+its units are small beside 64k tokens, so no view of it falls back under 90%."""
+
+
+def budget_of(options: DemoOptions, index: int) -> int:
+    """The budget of the process's ``index``-th conversation (0-based)."""
+    if index < options.near_limit:
+        return NEAR_LIMIT_BUDGET
+    return options.budgets[index % len(options.budgets)] if options.budgets else options.budget
+
+
 async def _build_managers(options: DemoOptions) -> list[Any]:
+    numbers = range(options.first_conversation, options.first_conversation + options.conversations)
     if options.target is None:
         from ctxkit.reference import ReferenceContextManager
 
         return [
             ReferenceContextManager.from_config(
                 {
-                    "max_tokens": options.budget,
+                    "max_tokens": budget_of(options, index),
                     "on_overflow": "best_effort",
                     "tool_output_max_bytes": SHORTENED_OUTPUT_BYTES,
                     "conversation_id": f"demo-{number}",
                     # ctxkit inspect's View pane lists each view message by message.
                     "view_listing": True,
+                    **(NEAR_LIMIT_CONFIG if index < options.near_limit else {}),
                     **options.config,
                 }
             )
-            for number in range(1, options.conversations + 1)
+            for index, number in enumerate(numbers)
         ]
     from ctxkit.conformance.target import EventRecorder, load_target
     from ctxkit.telemetry import instrument
 
     target = load_target(options.target, options.config)
     managers = []
-    for number in range(1, options.conversations + 1):
+    for number in numbers:
         manager = await target.build(EventRecorder())
         managers.append(
             instrument(
@@ -233,15 +257,20 @@ async def run_demo(
 async def _drive(
     managers: list[Any], options: DemoOptions, result: DemoResult, progress: TextIO | None
 ) -> None:
-    conversations = [agent_turns(options.seed + number) for number in range(len(managers))]
+    first = options.first_conversation - 1  # conversation demo-1 has the seed itself
+    conversations = [agent_turns(options.seed + first + n) for n in range(len(managers))]
+    budgets = [budget_of(options, index) for index in range(len(managers))]
+    talking = list(range(options.near_limit, len(managers)))
+    if len(managers) > 1 or options.near_limit:
+        await _start_fleet(managers, conversations, budgets, options.near_limit, result)
     started = time.monotonic()
     deadline = started + options.duration
     interval = 1.0 / options.rate
     next_turn = started
     last_progress = 0.0
-    for number in itertools.cycle(range(len(managers))):
+    for number in itertools.cycle(talking or [None]):
         now = time.monotonic()
-        if now >= deadline or result.turns == options.turns:
+        if now >= deadline or result.turns == options.turns or number is None:
             break
         if next_turn > now:
             await asyncio.sleep(min(next_turn, deadline) - now)
@@ -249,11 +278,7 @@ async def _drive(
             if now >= deadline:
                 break
         next_turn += interval
-        manager = managers[number]
-        for step in next(conversations[number]):
-            for message in step:
-                await manager.add_message(message)
-            await manager.get_messages_for_request(token_budget=options.budget)
+        await _turn(managers[number], conversations[number], budgets[number])
         result.turns += 1
         if progress is not None and now - last_progress >= 0.5:
             last_progress = now
@@ -261,6 +286,42 @@ async def _drive(
     result.seconds = time.monotonic() - started
     if progress is not None and progress.isatty():
         print(file=progress)
+
+
+async def _turn(manager: Any, turns: Iterator[list[list[dict[str, Any]]]], budget: int) -> None:
+    """One agent turn: each step's messages, then a view, as before each model call."""
+    for step in next(turns):
+        for message in step:
+            await manager.add_message(message)
+        await manager.get_messages_for_request(token_budget=budget)
+
+
+async def _start_fleet(
+    managers: list[Any],
+    conversations: list[Iterator[list[list[dict[str, Any]]]]],
+    budgets: list[int],
+    near_limit: int,
+    result: DemoResult,
+) -> None:
+    """Before the paced loop: every conversation speaks once, so all are live from the
+    start; the first ``near_limit`` go on until their view passes 90% of the budget, and
+    then wait there."""
+    for index, manager in enumerate(managers):
+        await _turn(manager, conversations[index], budgets[index])
+        result.turns += 1
+        if index >= near_limit:
+            continue
+        for _ in range(NEAR_LIMIT_TURNS):
+            if manager.usage()["ratio"] > 0.9:
+                break
+            await _turn(manager, conversations[index], budgets[index])
+            result.turns += 1
+        else:
+            raise RuntimeError(f"conversation {index} never passed 90% of its budget")
+
+
+NEAR_LIMIT_TURNS = 500
+"""Turns a near-limit conversation may take to pass 90% of its budget (about 30 do)."""
 
 
 def _show_progress(out: TextIO, elapsed: float, result: DemoResult) -> None:

@@ -1,8 +1,11 @@
-"""The dashboard and alerts against a real Prometheus scraping a real ``ctxkit demo``.
+"""The dashboard and alerts against a real Prometheus scraping a real fleet of ``ctxkit demo``
+processes: 3 processes, 200 conversations, 7 of them constructed near their limit.
 
 Parsing a query proves little: a panel can parse and still show "No data" because a name, a
-label or a suffix is wrong. Here Prometheus scrapes the demo every second, loads alerts.yml,
-and every panel query and every alert expression must come back with data.
+label or a suffix is wrong. Here Prometheus scrapes the fleet every second with the
+configuration the demo wrote, loads alerts.yml, and every panel query and every alert
+expression must come back with data; the fleet's gauges must count each conversation once,
+and the near-limit alert must fire for exactly the instance that holds them.
 """
 
 from __future__ import annotations
@@ -28,8 +31,14 @@ from tests.promql import ALERTS, alert_rules, split_comparison
 from tests.system import require_binary
 
 JOB = "ctxkit-demo"
-DEMO = ("--duration", "90", "--rate", "20", "--seed", "1")
-"""Longer than the tests take (they stop it): 20 turns a second on a small budget compact often."""
+PROCESSES, CONVERSATIONS, NEAR_LIMIT = 3, 200, 7
+DEMO = (
+    "--duration", "120", "--rate", "50", "--seed", "1", "--budget", "12000",
+    "--processes", str(PROCESSES), "--conversations", str(CONVERSATIONS),
+    "--near-limit", str(NEAR_LIMIT),
+)  # fmt: skip
+"""Longer than the tests take (they stop it): 50 turns a second per process on budgets of
+12k to 36k tokens compact within seconds."""
 WINDOW = "30s"
 """Rate and range windows: 30 scrapes at 1 s, so rates exist a few seconds after the start."""
 DEADLINE = 60.0
@@ -40,11 +49,16 @@ T = TypeVar("T")
 
 @dataclass
 class Stack:
-    """Where to reach the running demo and Prometheus, and their logs."""
+    """Where to reach the running fleet and Prometheus, and their logs."""
 
-    metrics_url: str
+    instances: list[str]
+    """host:port of each process, in order: process 0 holds the near-limit conversations."""
     prometheus_url: str
     logs: Path
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        return [f"http://{instance}/metrics" for instance in self.instances]
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's result; fails the test on an error status."""
@@ -112,34 +126,42 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
 
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports on loopback."""
+    for _ in range(50):
+        first = _free_port()
+        if first + count > 65_535:
+            continue
+        sockets = []
+        try:
+            for port in range(first, first + count):
+                probe = socket.socket()
+                sockets.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in sockets:
+                probe.close()
+    pytest.fail("no run of free ports on loopback")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus = require_binary("prometheus")
     require_binary("promtool")
     logs = tmp_path_factory.mktemp("prometheus-stack")
-    metrics_port, web_port = _free_port(), _free_port()
+    first, web_port = _free_ports(PROCESSES), _free_port()
     running = Stack(
-        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+        instances=[f"127.0.0.1:{first + i}" for i in range(PROCESSES)],
         prometheus_url=f"http://127.0.0.1:{web_port}",
         logs=logs,
     )
     config = logs / "prometheus.yml"
-    # JSON is YAML. Intervals of 1 s so that rates and alerts have data within seconds.
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(ALERTS)],
-                "scrape_configs": [
-                    {
-                        "job_name": JOB,
-                        "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
-                    }
-                ],
-            },
-            indent=2,
-        )
-    )
+    # The near-limit alert's "for: 1m", shortened so that it fires within the test.
+    rules = logs / "alerts.yml"
+    rules.write_text(ALERTS.read_text().replace("for: 1m", "for: 2s"))
     started: list[subprocess.Popen[bytes]] = []
 
     def alive(process: subprocess.Popen[bytes], name: str) -> None:
@@ -149,17 +171,29 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
     try:
         demo = _start(
-            [sys.executable, "-m", "ctxkit", "demo", "--metrics-port", str(metrics_port), *DEMO],
+            [
+                sys.executable, "-m", "ctxkit", "demo", *DEMO,
+                "--metrics-port", str(first), "--prometheus-config", str(config),
+            ],
             logs / "demo.log",
-        )
+        )  # fmt: skip
         started.append(demo)
 
         def metrics_answer() -> bool | None:
             alive(demo, "ctxkit demo")
-            with urllib.request.urlopen(running.metrics_url, timeout=5) as response:
-                return b"ctxkit_views_total" in response.read() or None
+            for url in running.metrics_urls:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if b"ctxkit_views_total" not in response.read():
+                        return None
+            return True
 
-        _wait_for("ctxkit demo to serve /metrics", metrics_answer, running)
+        _wait_for("every process of the fleet to serve /metrics", metrics_answer, running)
+        # The configuration the demo wrote, scraped every second, with the rules loaded.
+        written = config.read_text()
+        assert all(f'"{instance}"' in written for instance in running.instances), written
+        config.write_text(
+            written.replace("15s", "1s") + f"rule_files: [{json.dumps(str(rules))}]\n"
+        )
         server = _start(
             [
                 prometheus,
@@ -174,17 +208,45 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         def scraped() -> bool | None:
             alive(server, "prometheus")
-            return bool(running.query(f'ctxkit_views_total{{job="{JOB}"}} > 0')) or None
+            up = running.query(f'sum(ctxkit_conversations{{job="{JOB}"}})')
+            return (up and float(up[0]["value"][1]) == CONVERSATIONS) or None
 
-        _wait_for("Prometheus to scrape the demo", scraped, running)
+        _wait_for("Prometheus to scrape the whole fleet", scraped, running)
         yield running
     finally:
         for process in reversed(started):
             _stop(process)
 
 
-def test_demo_metrics_pass_promtool_lint(stack: Stack) -> None:
-    with urllib.request.urlopen(stack.metrics_url, timeout=10) as response:
+def test_the_fleet_gauges_count_each_conversation_once(stack: Stack) -> None:
+    """200 conversations over 3 processes, 7 built near their limit (all in process 0): the
+    gauges say exactly that, whatever the others are doing."""
+    (total,) = stack.query(f'sum(ctxkit_conversations{{job="{JOB}"}})')
+    assert float(total["value"][1]) == CONVERSATIONS
+    near = {
+        series["metric"]["instance"]: float(series["value"][1])
+        for series in stack.query(f'ctxkit_conversations_near_limit{{job="{JOB}"}}')
+    }
+    assert near == {stack.instances[0]: NEAR_LIMIT, **dict.fromkeys(stack.instances[1:], 0.0)}
+    (highest,) = stack.query(f'max(ctxkit_context_utilization_max_ratio{{job="{JOB}"}})')
+    assert 0.9 < float(highest["value"][1]) <= 1.0
+
+
+def test_the_near_limit_alert_fires_for_the_instance_that_holds_them(stack: Stack) -> None:
+    def firing() -> set[str] | None:
+        alerts = stack.query('ALERTS{alertname="CtxkitContextNearLimit", alertstate="firing"}')
+        return {series["metric"]["instance"] for series in alerts} or None
+
+    assert _wait_for("CtxkitContextNearLimit to fire", firing, stack) == {stack.instances[0]}
+    # Its value, the number of conversations near the limit there, is what its text says.
+    lhs, _op, _number = split_comparison(alert_rules()["CtxkitContextNearLimit"])
+    (value,) = stack.query(f'{lhs} and on (instance) ALERTS{{alertname="CtxkitContextNearLimit"}}')
+    assert float(value["value"][1]) == NEAR_LIMIT
+
+
+@pytest.mark.parametrize("process", range(PROCESSES))
+def test_each_exporter_passes_promtool_lint(stack: Stack, process: int) -> None:
+    with urllib.request.urlopen(stack.metrics_urls[process], timeout=10) as response:
         exposition = response.read()
     result = subprocess.run(
         [require_binary("promtool"), "check", "metrics"],
@@ -220,8 +282,8 @@ def test_job_and_instance_variables_find_the_demo(stack: Stack) -> None:
         selector = build.for_prometheus(definition.removeprefix("label_values(").split(", ")[0])
         query = urllib.parse.urlencode({"match[]": selector})
         values = stack.api(f"/api/v1/label/{variable}/values?{query}")
-        wanted = JOB if variable == "job" else stack.metrics_url.split("/")[2]
-        assert wanted in values, (variable, values)
+        wanted = [JOB] if variable == "job" else stack.instances
+        assert set(wanted) <= set(values), (variable, values)
 
 
 QUERIES = build.queries(build.build())
@@ -254,5 +316,5 @@ def test_alert_expression_evaluates(stack: Stack, name: str) -> None:
     for series in result:
         # The annotations name the job and instance: the aggregation must keep them.
         assert series["metric"]["job"] == JOB, series
-        assert series["metric"]["instance"] == stack.metrics_url.split("/")[2], series
+        assert series["metric"]["instance"] in stack.instances, series
         assert series["value"][1] in {"0", "1"}, series

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from ctxkit.cli.options import (
     config_from_json,
 )
 from ctxkit.demo import DEFAULT_BUDGET, DemoOptions, check_workload, run_demo
+from ctxkit.fleet import budget_mix
 
 __all__ = ["add_parser"]
 
@@ -104,6 +104,29 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --target: do not check the required properties on every view",
     )
+    fleet = parser.add_argument_group("a fleet (many processes, many conversations)")
+    fleet.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N processes sharing --conversations; with --metrics-port P they serve "
+        "ports P to P+N-1 (1)",
+    )
+    fleet.add_argument(
+        "--near-limit",
+        type=int,
+        metavar="K",
+        help="construct the first K conversations near their limit (past 90%% of the "
+        "budget, then idle there); default: a twentieth of them with --processes",
+    )
+    fleet.add_argument(
+        "--prometheus-config",
+        type=Path,
+        metavar="FILE",
+        help="write a Prometheus configuration that scrapes every process",
+    )
+    parser.add_argument("--fleet-first", type=int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(run=run_from_args)
 
 
@@ -120,10 +143,13 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         raise ValueError(f"--metrics-port must be 0-65535, got {args.metrics_port}")
     if args.events is not None:
         check_writable_file("--events", args.events)
-    if not math.isfinite(args.otlp_timeout) or args.otlp_timeout <= 0:
-        raise ValueError(
-            f"--otlp-timeout must be a positive number of seconds, got {args.otlp_timeout}"
-        )
+    check_seconds("--otlp-timeout", args.otlp_timeout)
+    near_limit = args.near_limit or 0
+    if not 0 <= near_limit <= args.conversations:
+        raise ValueError(f"--near-limit must be 0 to --conversations, got {near_limit}")
+    if near_limit and args.target is not None:
+        raise ValueError("--near-limit constructs reference managers; leave out --target")
+    in_fleet = args.fleet_first is not None
     return DemoOptions(
         target=args.target,
         config=config,
@@ -139,6 +165,9 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
         budget=args.budget,
         conversations=args.conversations,
         check_invariants=not args.no_invariants,
+        first_conversation=args.fleet_first if in_fleet else 1,
+        budgets=budget_mix(args.budget) if in_fleet else (),
+        near_limit=near_limit,
     )
 
 
@@ -148,6 +177,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     from ctxkit.reference import ConfigError
     from ctxkit.telemetry import CannotServeMetrics, MetricsPortInUse
 
+    if args.processes != 1 or args.prometheus_config is not None:
+        return _run_fleet(args)
     try:
         options = options_from_args(args)
         result = asyncio.run(run_demo(options, progress=sys.stderr))
@@ -161,3 +192,71 @@ def run_from_args(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from error
     print(result.summary(options.conversations))
     return EXIT_FOUND_PROBLEM if result.violations else EXIT_OK
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    """``--processes N``: check what the processes share, write the Prometheus
+    configuration, then run them (each is a ``ctxkit demo`` of its own)."""
+    from ctxkit.fleet import plan, prometheus_config, run_fleet
+
+    processes = args.processes
+    if not 1 <= processes <= 64:
+        raise UsageError(f"--processes must be 1-64, got {processes}")
+    if args.conversations < processes:
+        raise UsageError(
+            f"--conversations ({args.conversations}) must be at least --processes ({processes})"
+        )
+    if args.events is not None:
+        raise UsageError("--events takes one process's stream; leave it out with --processes")
+    port = args.metrics_port
+    if port is not None and (port == 0 or not 1 <= port <= 65_536 - processes):
+        raise UsageError(
+            f"--metrics-port must be a port P from 1 to {65_536 - processes}: the processes "
+            f"serve P to P+{processes - 1}"
+        )
+    if args.prometheus_config is not None:
+        if port is None:
+            raise UsageError("--prometheus-config needs --metrics-port: it lists their ports")
+        check_writable_file("--prometheus-config", args.prometheus_config)
+    near_limit = args.conversations // 20 if args.near_limit is None else args.near_limit
+    if not 0 <= near_limit <= args.conversations:
+        raise UsageError(f"--near-limit must be 0 to --conversations, got {near_limit}")
+    members = plan(args.conversations, processes, near_limit, port)
+    for member in members:  # each process checks its own options the same way
+        try:
+            check_workload(rate=args.rate, budget=args.budget, conversations=member.conversations)
+        except ValueError as error:
+            raise UsageError(f"{error} (per process)") from error
+    host = args.metrics_host or "127.0.0.1"
+    if args.prometheus_config is not None and port is not None:
+        ports = [member.port for member in members if member.port is not None]
+        args.prometheus_config.write_text(prometheus_config(host, ports), encoding="utf-8")
+        print(f"ctxkit demo: wrote {args.prometheus_config}", file=sys.stderr)
+    shown = f" on {host}:{port}-{port + processes - 1}" if port is not None else ""
+    print(
+        f"ctxkit demo: {processes} processes, {args.conversations} conversations "
+        f"({near_limit} near their limit){shown}",
+        file=sys.stderr,
+    )
+    return run_fleet(members, _child_args(args))
+
+
+def _child_args(args: argparse.Namespace) -> list[str]:
+    """The options every process of a fleet runs with (its share is added per process)."""
+    child = [
+        "--duration", str(args.duration), "--rate", str(args.rate), "--seed", str(args.seed),
+        "--budget", str(args.budget), "--config", args.config,
+        "--otlp-timeout", str(args.otlp_timeout),
+    ]  # fmt: skip
+    if args.metrics_host is not None:
+        child += ["--metrics-host", args.metrics_host]
+    if args.target is not None:
+        child += ["--target", args.target]
+    for flag, on in (
+        ("--otlp", args.otlp),
+        ("--include-text", args.include_text),
+        ("--no-invariants", args.no_invariants),
+    ):
+        if on:
+            child.append(flag)
+    return child

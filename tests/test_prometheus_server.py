@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any, TypeVar
 import pytest
 
 from dashboards import build
+from tests.ports import free_port, free_ports
 from tests.promql import ALERTS, alert_rules, split_comparison
 from tests.system import require_binary
 
@@ -88,12 +88,6 @@ def _get(url: str) -> Any:
         return json.load(error)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _wait_for(what: str, attempt: Callable[[], T | None], stack: Stack | None = None) -> T:
     """Call ``attempt`` until it returns something, for at most ``DEADLINE`` seconds."""
     deadline = time.monotonic() + DEADLINE
@@ -126,33 +120,12 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports on loopback."""
-    for _ in range(50):
-        first = _free_port()
-        if first + count > 65_535:
-            continue
-        sockets = []
-        try:
-            for port in range(first, first + count):
-                probe = socket.socket()
-                sockets.append(probe)
-                probe.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for probe in sockets:
-                probe.close()
-    pytest.fail("no run of free ports on loopback")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus = require_binary("prometheus")
     require_binary("promtool")
     logs = tmp_path_factory.mktemp("prometheus-stack")
-    first, web_port = _free_ports(PROCESSES), _free_port()
+    first, web_port = free_ports(PROCESSES), free_port()
     running = Stack(
         instances=[f"127.0.0.1:{first + i}" for i in range(PROCESSES)],
         prometheus_url=f"http://127.0.0.1:{web_port}",

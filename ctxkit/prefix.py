@@ -11,7 +11,7 @@ message by message: the tokens of the longest common prefix of two consecutive v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +152,7 @@ async def agent_loop_stability(
     steps: Iterable[list[dict[str, Any]]],
     *,
     budget: int = AGENT_LOOP_BUDGET,
-    count_message: Any = None,
+    count_message: Callable[[dict[str, Any]], int] | None = None,
 ) -> Stability:
     """Drive ``manager`` (anything with the context contract) as an agent does: add each
     step's messages, then ask for a view under ``budget``; measure every view against the
@@ -160,8 +160,7 @@ async def agent_loop_stability(
     if count_message is None:
         from ctxkit.tokens import TokenCounter
 
-        counter = TokenCounter()
-        count_message = lambda message: counter.message_cost(message).total  # noqa: E731
+        count_message = TokenCounter().count_message
     tracker = PrefixTracker()
     kept_total = view_total = views = 0
     for step in steps:

@@ -473,10 +473,16 @@ def test_any_accepted_view_draws_at_any_width(
     assert len(drawn.plain.splitlines()) == 5, "caption, three rows of chart, marks"
 
 
-def test_the_headline_shows_the_cache_figure_when_the_stream_has_it() -> None:
+def test_the_headline_shows_the_cache_figure_and_the_timeline_its_history() -> None:
     figures = {"tokens": 3_000, "budget": 10_000, "level": "ok", "cache": {"share": 0.853}}
     assert "cache 85%" in _headline(figures, 120).plain
     assert "cache" not in _headline({**figures, "cache": None}, 120).plain
+    timeline = TokenTimeline()
+    timeline.points, timeline.budget = [[T0, 1_000, False], [T0 + 1, 3_000, True]], 10_000
+    timeline.cache = [[T0 + 1, 0.25]]
+    assert "cache kept 25%" in timeline.draw(160, 5).plain.splitlines()[0]
+    timeline.cache = []
+    assert "cache" not in timeline.draw(160, 5).plain
 
 
 def test_the_timeline_fits_many_views_to_the_width_keeping_peaks_and_compactions() -> None:

@@ -43,6 +43,8 @@ class TokenTimeline(Drawn):
         self.points: list[list[Any]] = []
         self.budget = 0
         self.threshold: float | None = None
+        self.cache: list[list[Any]] = []
+        """(time, share of the previous view kept) per view: the prompt cache's history."""
 
     def show(self, figures: dict[str, Any] | None) -> None:
         """Draw the timeline of ``figures`` (a conversation's snapshot), or nothing yet."""
@@ -50,6 +52,7 @@ class TokenTimeline(Drawn):
         self.points = list(figures.get("timeline") or [])
         self.budget = figures.get("budget") or 0
         self.threshold = figures.get("compact_threshold")
+        self.cache = list(figures.get("cache_history") or [])
         self.refresh()
 
     def draw(self, width: int, height: int) -> Text:
@@ -68,7 +71,7 @@ class TokenTimeline(Drawn):
         axis = max(len(label) for label in labels.values()) + 1
         columns = fit_columns(points, max(1, width - axis))
         styles = [level_style(level_of(tokens, budget, threshold)) for tokens, _ in columns]
-        lines = [_caption(points, len(columns), width)]
+        lines = [_caption(points, len(columns), width, self.cache)]
         for row in range(rows - 1, -1, -1):
             label = labels.get(row)
             line = Text(f"{label}┤".rjust(axis) if label else "│".rjust(axis), style="dim")
@@ -88,11 +91,16 @@ class TokenTimeline(Drawn):
         return Text("\n").join(lines)
 
 
-def _caption(points: Sequence[Sequence[Any]], columns: int, width: int) -> Text:
+def _caption(
+    points: Sequence[Sequence[Any]], columns: int, width: int, cache: Sequence[Sequence[Any]] = ()
+) -> Text:
     views = len(points)
     span = f"{clock(points[0][0])}-{clock(points[-1][0])}"
     per = "a view per column" if views <= columns else f"~{views / columns:.1f} views per column"
     caption = Text(f"tokens per view: {count(views)} views {span}, {per}", style="bold")
+    if cache:  # the prompt cache's history: how much of the view before each view kept
+        recent = [share for _, share in cache[-5:]]
+        caption.append(" · cache kept " + " ".join(f"{share:.0%}" for share in recent))
     legend = Text.assemble(
         (COMPACTION_MARK, COMPACTION_STYLE),
         " compacted  ",

@@ -11,7 +11,7 @@ message by message: the tokens of the longest common prefix of two consecutive v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,7 +156,8 @@ async def agent_loop_stability(
 ) -> Stability:
     """Drive ``manager`` (anything with the context contract) as an agent does: add each
     step's messages, then ask for a view under ``budget``; measure every view against the
-    one before it. ``count_message``: a message's tokens (ctxkit's exact count by default)."""
+    one before it. ``count_message``: a message's tokens (ctxkit's exact count by default).
+    Raises ValueError when a view is not a list of messages."""
     if count_message is None:
         from ctxkit.tokens import TokenCounter
 
@@ -166,7 +167,12 @@ async def agent_loop_stability(
     for step in steps:
         for message in step:
             await manager.add_message(message)
-        view = list(await manager.get_messages_for_request(token_budget=budget))
+        returned = await manager.get_messages_for_request(token_budget=budget)
+        if not isinstance(returned, list | tuple) or not all(
+            isinstance(message, Mapping) for message in returned
+        ):
+            raise ValueError(f"view {views + 1} is not a list of messages: {returned!r:.80}")
+        view = list(returned)
         costs = [count_message(message) for message in view]
         total = sum(costs)
         kept_total += tracker.observe(view, costs, total).tokens

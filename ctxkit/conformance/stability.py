@@ -64,6 +64,9 @@ def measure_stability(
     except RemoteError as exc:
         _skip(result, f"the agent loop stopped: the target raised {exc}")
         return
+    except ValueError as exc:  # a view that is not a list of messages has no prefix
+        _skip(result, f"not measured: {exc}")
+        return
     if measured.views < MIN_VIEWS:
         _skip(result, f"only {measured.views} views before the deadline; {MIN_VIEWS} needed")
         return

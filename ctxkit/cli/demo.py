@@ -35,6 +35,8 @@ examples:
   ctxkit demo --events events.jsonl                    # follow it with ctxkit inspect
   ctxkit demo --otlp                                   # OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT
   ctxkit demo --target my_pkg.context:MyManager --conversations 3
+  ctxkit demo --processes 3 --conversations 200 --metrics-port 9464 \\
+              --prometheus-config fleet.yml --duration 600   # a fleet for a dashboard
 
 OTLP export reads the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT (default
 http://localhost:4318), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT,

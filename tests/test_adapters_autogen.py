@@ -19,6 +19,7 @@ from ctxkit.survey.matrix import row_from_report
 from ctxkit.survey.subjects import report_text, subjects_in
 from tests.adapter_runs import checked
 from tests.processes import json_lines
+from tests.system import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,10 +28,7 @@ def _python() -> str:
     path = os.environ.get("CTXKIT_AUTOGEN_PYTHON") or str(ROOT / ".venvs/autogen/bin/python")
     if not Path(path).exists():
         reason = f"no AutoGen environment at {path}: python3 -m venv .venvs/autogen && "
-        reason += ".venvs/autogen/bin/pip install -e '.[autogen]'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; CI=true, so .ci/run must make it", pytrace=False)
-        pytest.skip(reason)
+        missing(reason + ".venvs/autogen/bin/pip install -e '.[autogen]'")
     return path
 
 

@@ -27,6 +27,7 @@ from ctxkit.conformance.coordinator import (
     make_coordinator,
 )
 from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
+from tests.system import missing
 from tests.test_conformance_cli import FAST, ROOT, conformance
 from tests.zoo.amplifier import BUDGET, LLM_RESPONSE, METER, OWN_EVENT, READY
 
@@ -40,10 +41,7 @@ def require_amplifier() -> None:
     """Skip without amplifier-core, or fail when ``CI=true`` (the dev extra installs it)."""
     if HAS_AMPLIFIER:
         return
-    reason = "amplifier-core is not installed (pip install 'ctxkit[amplifier]')"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI=true, so it must be installed (.ci/run)", pytrace=False)
-    pytest.skip(reason)
+    missing("amplifier-core is not installed (pip install 'ctxkit[amplifier]')")
 
 
 @pytest.fixture(params=["stand-in", "amplifier"])

@@ -7,7 +7,6 @@ missing library says what to run. The libraries come from tests/js (installed by
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +23,7 @@ from ctxkit.conformance.strategies import conversations
 from ctxkit.survey.matrix import row_from_report
 from tests.adapter_runs import assert_judged
 from tests.processes import ctxkit, json_lines
-from tests.system import require_binary
+from tests.system import missing, require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "js"
@@ -36,10 +35,7 @@ ADAPTER_PART = {"non_destructive", "isolation", "robustness", "concurrency"}
 def installed() -> None:
     require_binary("node")
     if not all((FIXTURES / "node_modules" / p).is_dir() for p in ("@langchain/core", "ai")):
-        reason = "tests/js has no node_modules: run `npm ci --prefix tests/js`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; CI=true, so .ci/run must install it", pytrace=False)
-        pytest.skip(reason)
+        missing("tests/js has no node_modules: run `npm ci --prefix tests/js`")
 
 
 @pytest.fixture(scope="module", params=["langchain", "ai"])

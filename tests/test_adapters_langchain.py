@@ -1,9 +1,11 @@
 """The LangChain adapter: messages cross to LangChain's types and back faithfully, in both
-shapes; the adapter's own part (storing the history) passes; the library's findings are found
-with verified reproducers; a missing library is a clear load error."""
+shapes; every option reaches trim_messages exactly as written (None included) or is refused
+with a sentence; the adapter's own part (storing the history) passes; the library's findings
+are found with verified reproducers; a missing library is a clear load error."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -18,9 +20,16 @@ from ctxkit.conformance.target import LoadError, load_target
 pytest.importorskip("langchain_core", reason="pip install 'ctxkit[langchain]'")
 
 from ctxkit.adapters import ADAPTERS, Adapter, by_name
-from ctxkit.adapters.langchain import bug_report, from_langchain, to_langchain
+from ctxkit.adapters.langchain import (
+    TrimMessagesFirst,
+    TrimMessagesLast,
+    bug_report,
+    from_langchain,
+    to_langchain,
+)
+from ctxkit.conformance.runner import RunOptions, run
 from ctxkit.survey.matrix import row_from_report
-from tests.adapter_runs import assert_judged, checked
+from tests.adapter_runs import SHORT, assert_judged, checked
 from tests.processes import ctxkit
 
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
@@ -126,3 +135,129 @@ def test_a_library_that_conflicts_with_the_others_says_to_install_it_apart(monke
     with pytest.raises(LoadError, match="in an environment of its own") as caught:
         load_target("nolib:trim")
     assert "-m ctxkit.conformance.worker" in str(caught.value)
+
+
+def _split(text: str) -> list[str]:
+    return text.split()
+
+
+HISTORY = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "list the files"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+]
+
+
+def trim_calls(monkeypatch, adapter_class, **options) -> list[dict]:
+    """The keyword arguments of every call the adapter makes to the real trim_messages (the
+    check while it is built, then one request's view)."""
+    import langchain_core.messages
+
+    real = langchain_core.messages.trim_messages
+    calls: list[dict] = []
+
+    def spy(messages, **kwargs):
+        calls.append(kwargs)
+        return real(messages, **kwargs)
+
+    monkeypatch.setattr(langchain_core.messages, "trim_messages", spy)
+    adapter = adapter_class(**options)
+    asyncio.run(adapter.set_messages(HISTORY))
+    asyncio.run(adapter.get_messages_for_request(token_budget=10_000))
+    assert len(calls) == 2
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("adapter_class", "option", "value"),
+    [
+        (TrimMessagesLast, "start_on", None),
+        (TrimMessagesLast, "start_on", "ai"),
+        (TrimMessagesLast, "start_on", ["human", "tool"]),
+        (TrimMessagesLast, "include_system", None),
+        (TrimMessagesLast, "include_system", False),
+        (TrimMessagesLast, "end_on", None),
+        (TrimMessagesLast, "end_on", "tool"),
+        (TrimMessagesLast, "allow_partial", None),
+        (TrimMessagesLast, "allow_partial", True),
+        (TrimMessagesLast, "text_splitter", None),
+        (TrimMessagesLast, "text_splitter", _split),
+        (TrimMessagesFirst, "start_on", None),
+        (TrimMessagesFirst, "include_system", None),
+        (TrimMessagesFirst, "include_system", False),
+        (TrimMessagesFirst, "end_on", None),
+        (TrimMessagesFirst, "end_on", ["ai"]),
+        (TrimMessagesFirst, "allow_partial", None),
+        (TrimMessagesFirst, "allow_partial", True),
+        (TrimMessagesFirst, "text_splitter", _split),
+    ],
+)
+def test_each_option_reaches_trim_messages_exactly_as_written(
+    monkeypatch, adapter_class, option, value
+):
+    for kwargs in trim_calls(monkeypatch, adapter_class, **{option: value}):
+        assert option in kwargs
+        assert kwargs[option] is value or (kwargs[option] == value and value is not None)
+        assert type(kwargs[option]) is type(value)
+        assert kwargs["strategy"] == adapter_class.strategy
+
+
+def test_a_default_applies_only_to_an_option_not_written(monkeypatch):
+    (_, last) = trim_calls(monkeypatch, TrimMessagesLast)
+    assert (last["include_system"], last["start_on"]) == (True, "human")
+    (_, last) = trim_calls(monkeypatch, TrimMessagesLast, start_on=None)
+    assert (last["include_system"], last["start_on"]) == (True, None)
+    (_, first) = trim_calls(monkeypatch, TrimMessagesFirst)
+    assert not {"include_system", "start_on", "end_on", "allow_partial"} & set(first)
+
+
+@pytest.mark.parametrize("adapter_class", [TrimMessagesLast, TrimMessagesFirst])
+def test_an_unknown_option_is_refused_with_a_sentence_naming_the_known_ones(adapter_class):
+    with pytest.raises(TypeError) as caught:
+        adapter_class(startOn="human")
+    assert str(caught.value) == (
+        f"{adapter_class.name} (trim_messages) has no option 'startOn'; its options are "
+        "include_system, start_on, end_on, allow_partial, text_splitter (and max_tokens, the "
+        "budget when a request names none)"
+    )
+
+
+@pytest.mark.parametrize("option", ["strategy", "token_counter"])
+def test_an_option_the_adapter_sets_itself_is_refused_with_the_reason(option):
+    with pytest.raises(TypeError, match=f"'{option}' cannot be set: the adapter"):
+        TrimMessagesLast(**{option: "first"})
+
+
+def test_an_option_the_library_refuses_is_refused_when_the_manager_is_built():
+    with pytest.raises(ValueError, match="start_on parameter is only valid with strategy='last'"):
+        TrimMessagesFirst(start_on="human")
+
+
+def test_the_cli_refuses_an_unknown_option_with_exit_2_naming_the_known_ones():
+    done = ctxkit("conformance", "langchain:trim_messages", "--config", '{"startOn": null}')
+    assert done.returncode == 2, done.stderr
+    assert "has no option 'startOn'; its options are include_system, start_on" in done.stderr
+
+
+def test_start_on_none_reaches_the_library_and_splits_a_tool_pair():
+    """langchain #33245: without start_on="human", trim_messages can start a view at a tool
+    result whose call it cut; the adapter used to put "human" back and hide it."""
+    quick = {**SHORT, "max_examples": 3, "shrink_seconds": 1.0}
+    report = run(
+        RunOptions(
+            target="langchain:trim_messages",
+            config={"start_on": None},
+            stability_steps=0,
+            **quick,
+        )
+    )
+    (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
+    assert pairs.status == "failed", pairs.message
+    assert pairs.verified, pairs.verification

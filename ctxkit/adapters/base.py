@@ -9,12 +9,18 @@ library's part (:meth:`TrimmingAdapter.trim`). Libraries whose manager is the hi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit.messages import copy_message, inspect_message, validate_history
 
-__all__ = ["DEFAULT_MAX_TOKENS", "LibraryAdapter", "TrimmingAdapter", "split_system"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "LibraryAdapter",
+    "TrimmingAdapter",
+    "library_options",
+    "split_system",
+]
 
 DEFAULT_MAX_TOKENS = 128_000
 """The budget of a request that names neither a budget nor a provider (config ``max_tokens``)."""
@@ -27,6 +33,32 @@ def split_system(history: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]
     while lead < len(history) and history[lead]["role"] in ("system", "developer"):
         lead += 1
     return list(history[:lead]), list(history[lead:])
+
+
+def library_options(
+    owner: str,
+    written: Mapping[str, Any],
+    known: Sequence[str],
+    defaults: Mapping[str, Any] | None = None,
+    set_by_adapter: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The options to hand the library: every key the user wrote, exactly as written (``None``
+    included), and a default only for a key not written at all.
+
+    A key that is not an option is refused with a :class:`TypeError` naming the known ones; a
+    key the adapter sets itself (``set_by_adapter``: key -> why) is refused with the reason.
+    Raised while the manager is built, so the CLI reports it and exits 2, as for any bad
+    keyword argument."""
+    for key in written:
+        if key in (set_by_adapter or {}):
+            raise TypeError(f"{owner}: {key!r} cannot be set: {(set_by_adapter or {})[key]}")
+        if key not in known:
+            options = f"its options are {', '.join(known)}" if known else "it has no options"
+            raise TypeError(
+                f"{owner} has no option {key!r}; {options} (and max_tokens, the budget when a "
+                "request names none)"
+            )
+    return {**(defaults or {}), **written}
 
 
 class LibraryAdapter:

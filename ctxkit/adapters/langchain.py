@@ -15,10 +15,10 @@ priming of a request), so "fits the budget" means the same to the library and to
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, library_options
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use
 from ctxkit.adapters.reports import history_before_view
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
@@ -218,31 +218,38 @@ def _assistant_json(
 
 
 class _TrimMessages(TrimmingAdapter):
-    """``trim_messages`` with ``strategy`` and the options its docs give for chat history."""
+    """``trim_messages`` with ``strategy`` and the options the user writes, each passed to the
+    library exactly as written (``None`` included). Only a key not written gets the adapter's
+    default: for ``strategy="last"`` the chat-history settings of LangChain's docs,
+    ``include_system=True`` and ``start_on="human"``; for ``"first"`` none (the library's)."""
 
+    name = "langchain:trim_messages"
     strategy = "last"
+    OPTIONS = ("include_system", "start_on", "end_on", "allow_partial", "text_splitter")
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {"include_system": True, "start_on": "human"}
 
     def __init__(
-        self,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        hooks: Any = None,
-        *,
-        include_system: bool | None = None,
-        start_on: str | list[str] | None = None,
-        end_on: str | list[str] | None = None,
-        allow_partial: bool = False,
+        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
     ) -> None:
         super().__init__(max_tokens, hooks)
         from langchain_core.messages import trim_messages  # fails early if not installed
 
         self._trim = trim_messages
-        last = self.strategy == "last"
-        self.options = {
-            "include_system": last if include_system is None else include_system,
-            "start_on": ("human" if last else None) if start_on is None else start_on,
-            "end_on": end_on,
-            "allow_partial": allow_partial,
-        }
+        self.options = library_options(
+            f"{self.name} (trim_messages)",
+            options,
+            self.OPTIONS,
+            self.DEFAULTS,
+            {
+                "strategy": "the adapter's name sets it (langchain:trim_messages is 'last', "
+                "langchain:trim_messages:first is 'first')",
+                "token_counter": "the adapter counts with ctxkit's exact counter, so 'fits "
+                "the budget' means the same to the library and to the suite",
+            },
+        )
+        # The library's own checks of its options (start_on with strategy="first", ...) refuse
+        # a bad combination now, while the manager is built, instead of on every request.
+        trim_messages([], max_tokens=0, token_counter=len, strategy=self.strategy, **self.options)
         self._counter = TokenCounter()
 
     def _counting(self, history: list[dict[str, Any]]) -> Callable[[list[Any]], int]:
@@ -279,7 +286,9 @@ class TrimMessagesLast(_TrimMessages):
 class TrimMessagesFirst(_TrimMessages):
     """Keeps the oldest messages that fit."""
 
+    name = "langchain:trim_messages:first"
     strategy = "first"
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {}
 
 
 def _split_pairs(view: list[Any]) -> bool:

@@ -1,11 +1,13 @@
 """The strands-agents adapters: messages cross to Strands' Bedrock-shaped messages and back
 faithfully, in both shapes, including what Strands rewrites (truncated tool results) or makes
-(summaries); the managers run on a real Agent; each failure the suite finds is verified and
+(summaries); the managers run on a real Agent; every option reaches the manager exactly as
+written, or is refused naming the known ones; each failure the suite finds is verified and
 classified."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +21,7 @@ from ctxkit.adapters.base import split_system
 from ctxkit.adapters.strands import (
     SlidingWindow,
     Summarizing,
+    _recap_model_class,
     from_strands,
     to_strands,
 )
@@ -127,3 +130,92 @@ def test_a_request_that_cannot_shrink_is_refused_not_retried_for_ever():
 @pytest.mark.parametrize("adapter", [a.name for a in ADAPTERS if a.extra == "strands"])
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified(adapter):
     assert_judged(checked(adapter), ADAPTER_PART, by_name(adapter).findings)
+
+
+MANAGERS = {
+    SlidingWindow: "SlidingWindowConversationManager",
+    Summarizing: "SummarizingConversationManager",
+}
+
+
+def built_with(monkeypatch, adapter_class, **options):
+    """The real manager the adapter built, and the keyword arguments it was built with."""
+    import strands.agent.conversation_manager as module
+
+    real = getattr(module, MANAGERS[adapter_class])
+    calls: list[dict] = []
+
+    class Spy(real):  # type: ignore[misc, valid-type]
+        @functools.wraps(real.__init__)
+        def __init__(self, *args, **kwargs):
+            calls.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(module, MANAGERS[adapter_class], Spy)
+    adapter = adapter_class(**options)
+    assert adapter.agent.conversation_manager is adapter.manager
+    return adapter.manager, calls[0]
+
+
+def _summarizer():
+    from strands import Agent
+
+    return Agent(model=_recap_model_class()(), callback_handler=None)
+
+
+@pytest.mark.parametrize(
+    ("adapter_class", "option", "value"),
+    [
+        (SlidingWindow, "window_size", 4),
+        (SlidingWindow, "should_truncate_results", False),
+        (SlidingWindow, "per_turn", True),
+        (SlidingWindow, "per_turn", 3),
+        (SlidingWindow, "pin_first", None),
+        (SlidingWindow, "pin_first", 1),
+        (SlidingWindow, "proactive_compression", None),
+        (SlidingWindow, "proactive_compression", True),
+        (Summarizing, "summary_ratio", 0.5),
+        (Summarizing, "preserve_recent_messages", 2),
+        (Summarizing, "summarization_agent", None),
+        (Summarizing, "summarization_agent", "agent"),
+        (Summarizing, "summarization_system_prompt", None),
+        (Summarizing, "summarization_system_prompt", "Summarize."),
+        (Summarizing, "pin_first", None),
+        (Summarizing, "proactive_compression", None),
+    ],
+)
+def test_each_option_reaches_the_strands_manager_exactly_as_written(
+    monkeypatch, adapter_class, option, value
+):
+    value = _summarizer() if value == "agent" else value
+    manager, kwargs = built_with(monkeypatch, adapter_class, **{option: value})
+    assert kwargs == {option: value}
+    assert kwargs[option] is value
+    if option != "proactive_compression":  # the manager keeps it as a threshold
+        assert getattr(manager, option) is value
+
+
+def test_no_option_written_means_the_managers_own_defaults(monkeypatch):
+    for adapter_class in MANAGERS:
+        _, kwargs = built_with(monkeypatch, adapter_class)
+        assert kwargs == {}
+
+
+def test_a_none_the_manager_cannot_take_reaches_it_and_it_refuses():
+    with pytest.raises(TypeError, match="'<' not supported between instances of 'NoneType'"):
+        SlidingWindow(window_size=None)
+
+
+@pytest.mark.parametrize("adapter_class", list(MANAGERS))
+def test_an_unknown_option_is_refused_with_a_sentence_naming_the_known_ones(adapter_class):
+    with pytest.raises(TypeError) as caught:
+        adapter_class(windowSize=4)
+    known = (
+        "window_size, should_truncate_results"
+        if adapter_class is SlidingWindow
+        else ("summary_ratio, preserve_recent_messages, summarization_agent")
+    )
+    assert f"{adapter_class.name} ({MANAGERS[adapter_class]}) has no option 'windowSize'" in str(
+        caught.value
+    )
+    assert f"its options are {known}" in str(caught.value)

@@ -23,11 +23,17 @@ answers with a one-line recap, so what is judged is the manager's choice of what
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter, split_system
+from ctxkit.adapters.base import (
+    DEFAULT_MAX_TOKENS,
+    LibraryAdapter,
+    library_options,
+    split_system,
+)
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message, inspect_message, validate_history
 from ctxkit.tokens import TokenCounter
@@ -219,7 +225,10 @@ def _recap_model_class() -> type:
 
 class _StrandsAdapter(LibraryAdapter):
     """A real Strands ``Agent`` with one of its conversation managers; the agent's messages
-    are the history, as in Strands."""
+    are the history, as in Strands. The options are the manager's constructor arguments,
+    passed exactly as written; a key it does not take is refused, naming those it does."""
+
+    name = "strands"
 
     def __init__(
         self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
@@ -227,7 +236,15 @@ class _StrandsAdapter(LibraryAdapter):
         super().__init__(max_tokens, hooks)
         from strands import Agent  # fails early if not installed
 
-        self.manager = self._manager(**options)
+        manager_class = self._manager_class()
+        known = [
+            name
+            for name, parameter in inspect.signature(manager_class).parameters.items()
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        ]
+        self.manager = manager_class(
+            **library_options(f"{self.name} ({manager_class.__name__})", options, known)
+        )
         self.agent = Agent(
             model=_recap_model_class()(),
             conversation_manager=self.manager,
@@ -236,7 +253,7 @@ class _StrandsAdapter(LibraryAdapter):
         self._system: list[dict[str, Any]] = []
         self._counter = TokenCounter()
 
-    def _manager(self, **options: Any) -> Any:
+    def _manager_class(self) -> type:
         raise NotImplementedError
 
     def _load(self, history: list[dict[str, Any]]) -> None:
@@ -291,17 +308,21 @@ class SlidingWindow(_StrandsAdapter):
     """``SlidingWindowConversationManager``: keeps the newest ``window_size`` messages, cuts
     only where tool pairs stay whole, truncates old tool results on overflow."""
 
-    def _manager(self, **options: Any) -> Any:
+    name = "strands:sliding_window"
+
+    def _manager_class(self) -> type:
         from strands.agent.conversation_manager import SlidingWindowConversationManager
 
-        return SlidingWindowConversationManager(**options)
+        return SlidingWindowConversationManager
 
 
 class Summarizing(_StrandsAdapter):
     """``SummarizingConversationManager``: on overflow, replaces the oldest share of the
     messages with a summary, keeping the newest ``preserve_recent_messages``."""
 
-    def _manager(self, **options: Any) -> Any:
+    name = "strands:summarizing"
+
+    def _manager_class(self) -> type:
         from strands.agent.conversation_manager import SummarizingConversationManager
 
-        return SummarizingConversationManager(**options)
+        return SummarizingConversationManager

@@ -260,7 +260,9 @@ def test_content_block_that_is_not_a_dict_is_rejected():
 
 
 def test_content_block_without_type_or_text_is_rejected():
-    assert raises_invalid({"role": "user", "content": [{"text": "a"}]}).field == "content[0]"
+    # Untyped blocks are Bedrock Converse's; mixed with typed ones they are neither shape.
+    mixed = {"role": "user", "content": [{"type": "text", "text": "a"}, {"text": "b"}]}
+    assert raises_invalid(mixed).field == "content[1]"
     exc = raises_invalid({"role": "user", "content": [{"type": "text", "text": 5}]})
     assert exc.field == "content[0].text"
 

@@ -1,6 +1,7 @@
 """The Semantic Kernel adapter: messages cross to ChatMessageContent (text, function calls,
 function results, in both shapes) and back unchanged; the reducer cuts by message count and
-keeps pairs whole; each failure the suite finds is verified and classified."""
+keeps pairs whole; its options reach it exactly as written, or are refused naming the known
+ones; each failure the suite finds is verified and classified."""
 
 from __future__ import annotations
 
@@ -89,3 +90,39 @@ def test_the_reducer_cuts_to_target_count_without_orphaning_a_result():
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified():
     name = "semantic_kernel:truncation_reducer"
     assert_judged(checked(name), ADAPTER_PART, by_name(name).findings)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("target_count", 4), ("threshold_count", 0), ("threshold_count", 3)]
+)
+def test_each_option_reaches_the_reducer_exactly_as_written(option, value):
+    reducer = TruncationReducer(**{option: value}).reducer
+    assert getattr(reducer, option) == value
+    assert type(getattr(reducer, option)) is int
+
+
+@pytest.mark.parametrize("option", ["target_count", "threshold_count"])
+def test_none_reaches_the_reducer_which_refuses_it(option):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        TruncationReducer(**{option: None})
+    (error,) = caught.value.errors()
+    assert (error["loc"], error["input"]) == ((option,), None)
+
+
+def test_no_option_written_means_target_count_10_and_the_libraries_threshold():
+    from semantic_kernel.contents import ChatHistoryTruncationReducer
+
+    reducer = TruncationReducer().reducer
+    default = ChatHistoryTruncationReducer.model_fields["threshold_count"].default
+    assert (reducer.target_count, reducer.threshold_count) == (10, default)
+
+
+def test_an_unknown_option_is_refused_with_a_sentence_naming_the_known_ones():
+    with pytest.raises(TypeError) as caught:
+        TruncationReducer(auto_reduce=True)
+    assert str(caught.value).startswith(
+        "semantic_kernel:truncation_reducer (ChatHistoryTruncationReducer) has no option "
+        "'auto_reduce'; its options are target_count, threshold_count"
+    )

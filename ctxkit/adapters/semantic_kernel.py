@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter, library_options
 from ctxkit.messages import copy_message, inspect_message, validate_history
 
 __all__ = ["TruncationReducer", "from_semantic_kernel", "to_semantic_kernel"]
@@ -103,21 +103,25 @@ def from_semantic_kernel(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
 class TruncationReducer(LibraryAdapter):
     """``ChatHistoryTruncationReducer(target_count, threshold_count)``, reduced before every
-    request."""
+    request. Both are passed exactly as written; ``target_count``, which the library requires,
+    is 10 when not written, and ``threshold_count`` is the library's default when not written."""
+
+    name = "semantic_kernel:truncation_reducer"
+    OPTIONS = ("target_count", "threshold_count")
 
     def __init__(
-        self,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        hooks: Any = None,
-        *,
-        target_count: int = 10,
-        threshold_count: int = 0,
+        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
     ) -> None:
         super().__init__(max_tokens, hooks)
         from semantic_kernel.contents import ChatHistoryTruncationReducer  # fails early
 
         self.reducer = ChatHistoryTruncationReducer(
-            target_count=target_count, threshold_count=threshold_count
+            **library_options(
+                f"{self.name} (ChatHistoryTruncationReducer)",
+                options,
+                self.OPTIONS,
+                {"target_count": 10},
+            )
         )
 
     async def add_message(self, message: dict[str, Any]) -> None:

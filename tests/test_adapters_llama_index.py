@@ -1,6 +1,7 @@
 """The llama-index adapter: messages cross to llama-index's ChatMessage and back faithfully,
-in both shapes and in the parts a view keeps; the buffer runs with ctxkit's encoding; each
-failure the suite finds is verified and classified."""
+in both shapes and in the parts a view keeps; the buffer runs with ctxkit's encoding and the
+budget as token_limit; it takes no options, and says so; each failure the suite finds is
+verified and classified."""
 
 from __future__ import annotations
 
@@ -87,3 +88,40 @@ def test_the_buffer_keeps_the_newest_turns_and_the_system_prompt():
 def test_the_adapters_part_passes_and_every_failure_is_verified_and_classified():
     name = "llama_index:chat_memory_buffer"
     assert_judged(checked(name), ADAPTER_PART, by_name(name).findings)
+
+
+def test_the_budget_reaches_the_buffer_as_its_token_limit(monkeypatch):
+    from llama_index.core.memory import ChatMemoryBuffer as Buffer
+
+    built: list = []
+    real = Buffer.from_defaults.__func__
+
+    def spy(cls, **kwargs):
+        built.append(real(cls, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(Buffer, "from_defaults", classmethod(spy))
+    manager = ChatMemoryBuffer(max_tokens=777)
+
+    async def scenario() -> None:
+        await manager.add_message({"role": "user", "content": "hi"})
+        await manager.get_messages_for_request(token_budget=123)
+        await manager.get_messages_for_request()
+
+    asyncio.run(scenario())
+    assert [b.token_limit for b in built] == [123, 777]
+
+
+def test_an_option_is_refused_with_a_sentence_saying_there_are_none():
+    with pytest.raises(TypeError) as caught:
+        ChatMemoryBuffer(chat_store_key="x")
+    assert str(caught.value).startswith(
+        "llama_index:chat_memory_buffer (ChatMemoryBuffer) has no option 'chat_store_key'; "
+        "it has no options (and max_tokens"
+    )
+
+
+@pytest.mark.parametrize("option", ["token_limit", "tokenizer_fn"])
+def test_what_the_adapter_sets_itself_is_refused_with_the_reason(option):
+    with pytest.raises(TypeError, match=f"'{option}' cannot be set: "):
+        ChatMemoryBuffer(**{option: None})

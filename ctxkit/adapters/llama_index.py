@@ -24,7 +24,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, split_system
+from ctxkit.adapters.base import (
+    DEFAULT_MAX_TOKENS,
+    TrimmingAdapter,
+    library_options,
+    split_system,
+)
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message
 from ctxkit.tokens import load_encoding
@@ -140,11 +145,29 @@ def from_llama_index(
 
 
 class ChatMemoryBuffer(TrimmingAdapter):
-    """``llama_index.core.memory.ChatMemoryBuffer``: the newest messages whose text fits."""
+    """``llama_index.core.memory.ChatMemoryBuffer``: the newest messages whose text fits. It
+    takes no options: a key written is refused, as ``token_limit`` and ``tokenizer_fn`` (set
+    by the adapter) are, with the reason."""
 
-    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
+    name = "llama_index:chat_memory_buffer"
+
+    def __init__(
+        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
+    ) -> None:
         super().__init__(max_tokens, hooks)
         from llama_index.core.memory import ChatMemoryBuffer as Buffer  # fails early
+
+        library_options(
+            f"{self.name} (ChatMemoryBuffer)",
+            options,
+            (),
+            set_by_adapter={
+                "token_limit": "it is each request's budget (a request without one uses "
+                "max_tokens)",
+                "tokenizer_fn": "the adapter counts with ctxkit's encoding, so a token means "
+                "the same to the library and to the suite",
+            },
+        )
 
         self._buffer_class = Buffer
         self._encode = load_encoding().encode_ordinary

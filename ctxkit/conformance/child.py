@@ -179,9 +179,12 @@ class Child:
         config: dict[str, Any] | None = None,
         ignore: Iterable[str] = (),
         timeout: float | None = None,
+        form: str | None = None,
     ) -> Reply:
         """Load the target: the protocol's first request. A ``load`` kind of failure is the
-        user's (a bad target); the value names the implementation and the resolved target."""
+        user's (a bad target); the value names the implementation and the resolved target.
+        ``form`` (``--form``) is sent only when given, so implementations that know nothing
+        of forms see the hello they always saw."""
         args = {
             "protocol": PROTOCOL_VERSION,
             "token": self._token.decode(),
@@ -189,6 +192,8 @@ class Child:
             "config": dict(config or {}),
             "ignore": sorted(ignore),
         }
+        if form is not None:
+            args["form"] = form
         reply = self._exchange("hello", args, timeout, framed=False)
         if reply.ok:
             value = reply.value if isinstance(reply.value, dict) else {}

@@ -43,12 +43,16 @@ class RemoteManager:
         self.events: list[tuple[str, Any]] = []
 
     @classmethod
-    def start(cls, route: Route, config: Mapping[str, Any] | None = None) -> RemoteManager:
-        """Start the route's program, load the target and build a manager."""
+    def start(
+        cls, route: Route, config: Mapping[str, Any] | None = None, *, form: str | None = None
+    ) -> RemoteManager:
+        """Start the route's program, load the target (in ``form``, if given) and build a
+        manager."""
         child = Child(route.command, timeout=CALL_TIMEOUT_S)
         atexit.register(child.close)
         manager = cls(child)
-        manager._answer(child.hello(route.target, dict(config or {}), ANNOTATION_KEYS))
+        hello = child.hello(route.target, dict(config or {}), ANNOTATION_KEYS, form=form)
+        manager._answer(hello)
         manager._call("reset")
         return manager
 

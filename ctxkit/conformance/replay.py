@@ -53,26 +53,28 @@ async def open_manager(
     config: Mapping[str, Any] | None = None,
     *,
     command: str | None = None,
+    form: str | None = None,
 ) -> tuple[Any, list[tuple[str, Any]]]:
     """A fresh manager built from a TARGET string exactly as ``ctxkit conformance`` builds it,
     and the list its events are recorded into. Targets import from the current directory, as
     they do for the command. A target in another language (a JavaScript module, or any
     ``command`` that speaks the protocol) runs in its own process behind a
-    :class:`~ctxkit.conformance.remote.RemoteManager`."""
+    :class:`~ctxkit.conformance.remote.RemoteManager`. ``form`` is ``--form``: ``contract``,
+    ``function`` or ``session`` (see :mod:`ctxkit.forms`); detected when not given."""
     from ctxkit.conformance.routes import route_for
 
     route = route_for(target, command)
     if route.kind != "python":
         from ctxkit.conformance.remote import RemoteManager
 
-        remote = RemoteManager.start(route, config)
+        remote = RemoteManager.start(route, config, form=form)
         return remote, remote.events
     from ctxkit.conformance.target import EventRecorder, load_target
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     recorder = EventRecorder()
-    manager = await load_target(target, dict(config or {})).build(recorder)
+    manager = await load_target(target, dict(config or {}), form).build(recorder)
     return manager, recorder.events
 
 

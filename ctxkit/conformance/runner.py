@@ -165,6 +165,9 @@ class RunOptions:
     """``--protocol-log``: gets every protocol request and answer as a JSON line."""
     stability_steps: int = AGENT_LOOP_STEPS
     """Model calls in the agent loop that measures cache_stability (0: not measured)."""
+    form: str | None = None
+    """``--form``: ``contract``, ``function`` or ``session`` (None: detected; see
+    :mod:`ctxkit.forms`)."""
 
     @property
     def command(self) -> str:
@@ -174,6 +177,8 @@ class RunOptions:
             parts += ["--command", self.implementation]
         if self.target:
             parts.append(self.target)
+        if self.form:
+            parts += ["--form", self.form]
         if self.config:
             parts += ["--config", json.dumps(self.config)]
         parts += ["--seed", str(self.seed)]
@@ -315,6 +320,7 @@ class _Worker:
             self.options.config,
             ANNOTATION_KEYS,
             timeout=self._allowance(),
+            form=self.options.form,
         )
         if not loaded.ok:
             raise SetupError(loaded.message or loaded.error)
@@ -623,6 +629,7 @@ class _Search:
                 command=self.options.command,
                 implementation=self.options.implementation,
                 remote=route.kind != "python",
+                form=self.options.form,
             )
             result.counterexample = {
                 "messages": failure.history,

@@ -138,6 +138,8 @@ class Reproduction:
     remote: bool = False
     """The target runs in another process (another language): the caller's edits and
     concurrent adds happen there, through the protocol."""
+    form: str | None = None
+    """``--form``: the form the run loaded the target in, when it was given."""
 
 
 def render_script(repro: Reproduction) -> str:
@@ -167,6 +169,7 @@ def render_script(repro: Reproduction) -> str:
             f"TARGET = {literal(repro.target)}",
             f"CONFIG = {literal(dict(repro.config))}",
             *([f"COMMAND = {literal(repro.implementation)}"] if repro.implementation else []),
+            *([f"FORM = {literal(repro.form)}"] if repro.form else []),
             "",
             "",
             "async def reproduce() -> None:",
@@ -230,6 +233,7 @@ class _Body:
         self.requests: list[Request] = []
         events = repro.check.kind == "events"
         command = ", command=COMMAND" if repro.implementation else ""
+        command += ", form=FORM" if repro.form else ""
         self.lines.append(
             f"manager, {'events' if events else '_events'} = "
             f"await open_manager(TARGET, CONFIG{command})"

@@ -10,6 +10,18 @@ Forms of TARGET:
 * an adapter's short name (``langchain:trim_messages``; see :mod:`ctxkit.adapters`);
 * nothing: ctxkit's reference manager.
 
+What ``module:attr`` (or a file's ``attr``) names may take one of three forms
+(:mod:`ctxkit.forms`), told apart by :func:`ctxkit.forms.detect_form` or given as ``form``:
+
+* ``contract``: a class, factory or mount function that builds a context manager;
+* ``function``: a function over the message list (``trim(messages)``, a pydantic-ai history
+  processor), called before every request by a :class:`~ctxkit.forms.FunctionManager`; the
+  ``--config`` keys are its keyword arguments, and one it does not take is refused;
+* ``session``: an OpenAI Agents SDK ``Session`` (an object, or a class or factory building
+  one with the ``--config`` keys), read as ``Runner`` reads it by a
+  :class:`~ctxkit.forms.SessionManager`. An object is one long-lived store, cleared before
+  each example.
+
 A mount function gets the coordinator of :mod:`ctxkit.conformance.coordinator`: amplifier-core's
 real one when it is installed, a stand-in otherwise (``CTXKIT_COORDINATOR`` picks).
 """
@@ -33,6 +45,16 @@ from ctxkit.conformance.coordinator import (
     CoordinatorUnavailable,
     coordinator_kind,
     make_coordinator,
+)
+from ctxkit.forms import (
+    FORMS,
+    FunctionManager,
+    SessionManager,
+    describe,
+    detect_form,
+    is_history_function,
+    is_session,
+    refused_options,
 )
 
 __all__ = [
@@ -77,7 +99,10 @@ class EventRecorder:
         self.events.append((name, data))
 
 
-Kind = Literal["factory", "mount"]
+Kind = Literal["factory", "mount", "function", "session"]
+"""How a target is built: ``factory`` and ``mount`` give a context manager (the contract
+form), ``function`` wraps a function over the message list, ``session`` a session store (a
+class or factory building one, or the store itself)."""
 
 
 @dataclass
@@ -97,20 +122,47 @@ class Target:
     _mounted: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
     @property
+    def form(self) -> str:
+        """``contract``, ``function`` or ``session`` (:mod:`ctxkit.forms`)."""
+        return self.kind if self.kind in ("function", "session") else "contract"
+
+    @property
     def observes_events(self) -> bool:
-        """Events are seen through a mount's coordinator, or a factory's ``hooks`` keyword."""
+        """Events are seen through a mount's coordinator, or a factory's (or a function's)
+        ``hooks`` keyword; a session has none."""
+        if self.kind == "session":
+            return False
+        if self.kind == "function":
+            return _named(self.obj, "hooks")
         return self.kind == "mount" or _accepts(self.obj, "hooks")
 
     async def build(self, recorder: EventRecorder) -> Any:
         """A fresh manager, checked against the protocol."""
         if self.kind == "mount":
             return await self._mount(recorder)
+        if self.kind == "function":
+            from ctxkit.messages import inspect_message  # the history is ctxkit's: it checks
+
+            return FunctionManager(
+                self.obj, hooks=recorder, options=self.config, validate=inspect_message
+            )
+        if self.kind == "session" and not callable(self.obj):
+            manager = SessionManager(self.obj)
+            await manager.clear()  # one long-lived store: each example starts empty
+            return manager
         kwargs = dict(self.config)
-        if _accepts(self.obj, "hooks"):
+        if self.kind != "session" and _accepts(self.obj, "hooks"):
             kwargs["hooks"] = recorder
         manager = self.obj(**kwargs)
         if inspect.isawaitable(manager):
             manager = await manager
+        if self.kind == "session" or is_session(manager):
+            if not is_session(manager):
+                raise LoadError(
+                    f"{self.spec}: --form session, but it built {describe(manager)}, not a "
+                    "session with add_items, get_items, pop_item and clear_session"
+                )
+            return SessionManager(manager)
         check_protocol(manager)
         return manager
 
@@ -166,6 +218,14 @@ async def _session_ready(mount: Callable[..., Any], coordinator: Any) -> None:
             await coordinator.hooks.emit(
                 "module:on_session_ready_failed", {"module_id": module_id, "error": str(exc)}
             )
+
+
+def _named(obj: Callable[..., Any], name: str) -> bool:
+    """``obj`` has a parameter called ``name`` (``**kwargs`` does not count)."""
+    try:
+        return name in inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _accepts(obj: Callable[..., Any], name: str) -> bool:
@@ -315,19 +375,86 @@ def _kind(obj: Any, spec: str) -> Kind:
     return "factory"
 
 
-def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Target:
-    """Resolve a TARGET string (see the module docstring). Raises :class:`LoadError`."""
+def _form_kind(obj: Any, spec: str, config: dict[str, Any], form: str | None) -> Kind | None:
+    """``function`` or ``session`` when ``obj`` takes that form (detected, or ``form``), None
+    for a contract object (then :func:`_kind` says which). A form that does not fit ``obj``
+    is a :class:`LoadError` that says what ``obj`` looks like."""
+    detected = detect_form(obj, config=config)
+    if form is None:
+        form = detected
+    elif form != detected:
+        _check_forced(obj, spec, config, form)
+    if form == "function":
+        refused = refused_options(obj, config)
+        if refused:
+            raise LoadError(
+                f"{spec}: the function takes no keyword {', '.join(map(repr, refused))}; "
+                f"--config keys are passed to it as keywords on every request, and it is "
+                f"{describe(obj)}"
+            )
+        return "function"
+    if form == "session":
+        return "session"
+    return None
+
+
+def _check_forced(obj: Any, spec: str, config: dict[str, Any], form: str) -> None:
+    """``--form`` names a form ``obj`` cannot take: say which forms exist and what it is."""
+    looks = describe(obj)
+    forms = (
+        "the forms are contract (a context manager, its class or factory, or a mount "
+        "function), function (a function over the message list) and session (an object with "
+        "add_items, get_items, pop_item and clear_session)"
+    )
+    if form == "function" and (inspect.isclass(obj) or not callable(obj)):
+        raise LoadError(f"{spec}: --form function, but it is {looks}; {forms}")
+    if form == "function" and not is_history_function(obj, ()) and not _one_argument(obj):
+        raise LoadError(
+            f"{spec}: --form function, but {looks} cannot be called with the message list "
+            f"alone; {forms}"
+        )
+    if form == "session" and not callable(obj) and not is_session(obj):
+        raise LoadError(f"{spec}: --form session, but it is {looks}; {forms}")
+    if form == "session" and inspect.isclass(obj) and not is_session(obj):
+        raise LoadError(f"{spec}: --form session, but it is {looks}, not a session; {forms}")
+    if form == "session" and is_history_function(obj, config):
+        raise LoadError(f"{spec}: --form session, but it is {looks}; {forms}")
+    if form == "contract" and is_session(obj):
+        raise LoadError(f"{spec}: --form contract, but it is {looks}; {forms}")
+    if form == "contract" and not callable(obj):
+        raise LoadError(f"{spec}: --form contract, but it is {looks}; {forms}")
+
+
+def _one_argument(obj: Any) -> bool:
+    """``obj(messages)`` binds: one positional argument is all it needs."""
+    try:
+        inspect.signature(obj).bind(None)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def load_target(
+    spec: str | None, config: dict[str, Any] | None = None, form: str | None = None
+) -> Target:
+    """Resolve a TARGET string (see the module docstring); ``form`` (``contract``,
+    ``function`` or ``session``) overrides the detected form. Raises :class:`LoadError`."""
     spec = spec or DEFAULT_TARGET
     config = dict(config or {})
+    if form is not None and form not in FORMS:
+        raise LoadError(f"--form {form!r}: the forms are {', '.join(FORMS)}")
     if spec.startswith("grpc://"):
+        if form not in (None, "contract"):
+            raise LoadError(f"{spec}: a gRPC module is a context manager: --form contract")
         return _grpc(spec, config)
     adapted = _adapter(spec)
     if adapted is not None:
         module_name, attr = adapted.split(":")
-        return _target(spec, _attribute(_import(module_name, spec), attr, spec), config)
+        obj = _attribute(_import(module_name, spec), attr, spec)
+        return _target(spec, obj, config, form)
     if spec.startswith("ep:"):
         obj = _entry_point(spec[3:], spec)
-        return _target(spec, obj, config)
+        return _target(spec, obj, config, form)
     path_part, _, attr = spec.partition(":")
     if path_part.endswith(".py"):
         module = _import_file(Path(path_part), spec)
@@ -346,7 +473,7 @@ def load_target(spec: str | None, config: dict[str, Any] | None = None) -> Targe
                 )
             attr = "mount"
     obj = _attribute(module, attr, spec)
-    return _target(spec, obj, config)
+    return _target(spec, obj, config, form)
 
 
 def _grpc(spec: str, config: dict[str, Any]) -> Target:
@@ -383,8 +510,8 @@ def _adapter(spec: str) -> str | None:
     return adapter.factory
 
 
-def _target(spec: str, obj: Any, config: dict[str, Any]) -> Target:
-    kind = _kind(obj, spec)
+def _target(spec: str, obj: Any, config: dict[str, Any], form: str | None = None) -> Target:
+    kind = _form_kind(obj, spec, config, form) or _kind(obj, spec)
     if kind == "mount":
         try:
             coordinator_kind()  # a bad CTXKIT_COORDINATOR is a load error, said once

@@ -94,10 +94,11 @@ class Worker:
         target: str | None = None,
         config: dict[str, Any] | None = None,
         ignore: list[str] | tuple[str, ...] = (),
+        form: str | None = None,
     ) -> dict[str, Any]:
         if protocol != PROTOCOL_VERSION:
             raise ProtocolVersion(f"this worker speaks protocol {PROTOCOL_VERSION}, not {protocol}")
-        self.target = load_target(target, config)
+        self.target = load_target(target, config, form)
         self.ignore = frozenset(ignore)
         return {
             "protocol": PROTOCOL_VERSION,

@@ -43,6 +43,19 @@ TARGET is one of:
                       (default export without :Export; .js and .cjs too; Node.js 18+)
   (nothing)           ctxkit's reference manager
 
+What module:attr (or a file's, or a JavaScript module's export) names takes one of three
+forms, detected or given with --form:
+  contract            a context manager's class, factory or mount function (as above)
+  function            a function over the message list, e.g. trim(messages) or
+                      trim(messages, token_budget=None), sync or async, returning the view:
+                      ctxkit keeps the history and calls it (on a copy) before every request,
+                      as pydantic-ai's history_processors and LangGraph's pre_model_hook are;
+                      --config keys are its keyword arguments. JavaScript: (messages,
+                      { tokenBudget }) => view
+  session             an OpenAI Agents SDK Session (add_items, get_items, pop_item,
+                      clear_session), or its class or factory: each view is get_items(limit)
+                      with the session's own session_settings.limit, as Runner reads it
+
 Any other language: --command "PROGRAM ARGS" starts a program that speaks ctxkit's
 conformance protocol (JSON lines on two pipes; see PROTOCOL.md in the installed
 ctxkit/conformance/spec/ folder, or conformance/PROTOCOL.md in the repository); TARGET, if
@@ -64,8 +77,7 @@ restarted and the rest go on.
 reproducers: each failure's script imports only ctxkit.conformance.replay, fails while the
 bug is there (as a script or under pytest), and is run once in a fresh process before it is
 shown: the report says "verified" or why not.
-    )
-    parser.add_argument(
+
 containment: the target runs in a process of its own under a supervisor; anything it starts
 (children, double-forked daemons) ends with it, and with ctxkit, however ctxkit ends. Its
 output is kept to the first and last MiB. Its address space is capped: --memory-limit SIZE
@@ -81,6 +93,8 @@ examples:
   ctxkit conformance ep:context-simple --profile thorough --report-json report.json
   ctxkit conformance ./my_manager.py --seed 42 --format anthropic --junit junit.xml
   ctxkit conformance ./manager.mjs:SlidingWindow --config '{"maxTokens": 8000}'
+  ctxkit conformance mypkg.agent:trim_history         # a function over the message list
+  ctxkit conformance mypkg.agent:make_session --form session
   ctxkit conformance --command "./my-manager-harness --mode=strict"
 """
 
@@ -104,6 +118,11 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config", default="{}", metavar="JSON", help="keyword arguments or mount() config"
+    )
+    parser.add_argument(
+        "--form",
+        choices=["contract", "function", "session"],
+        help="the form TARGET takes (default: detected; see above)",
     )
     parser.add_argument("--seed", type=int, help="Hypothesis seed (default: random, printed)")
     parser.add_argument("--max-examples", type=int, metavar="N", help="runs per search")
@@ -245,6 +264,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         allow=list(args.allow),
         fallback_budget=args.fallback_budget,
         verify=args.verify,
+        form=args.form,
         memory_limit=(
             DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
         ),

@@ -16,7 +16,8 @@ The suite runs once per target and session. A failure shows what the command sho
 sentence, what must hold, the seed, the steps and the verified reproducer script.
 
 Options (command line over environment over ini): ``--ctxkit-target`` / ``CTXKIT_TARGET`` /
-``ctxkit_target``, and likewise ``config`` (JSON), ``profile``, ``seed``, ``allow`` (repeat
+``ctxkit_target``, and likewise ``config`` (JSON), ``form`` (``contract``, ``function`` or
+``session``; detected by default), ``profile``, ``seed``, ``allow`` (repeat
 it or separate with commas), ``timeout``, ``deadline`` and ``strict`` (a flag; ``1``/``true``
 in the environment or ini).
 """
@@ -37,6 +38,7 @@ __all__ = ["ConformanceSuite"]
 OPTIONS = {
     "target": "the context manager to check (module:attr, module, ep:NAME, file.py)",
     "config": "JSON object: the target's keyword arguments or mount() config",
+    "form": "the form the target takes: contract, function or session (default: detected)",
     "command": "a program that speaks the conformance protocol and holds the manager (any "
     "language; see PROTOCOL.md)",
     "profile": "how hard to search: quick, default or thorough",
@@ -140,6 +142,11 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
+    form = getattr(suite, "form", None) or option(config, "form")
+    if form is not None and form not in ("contract", "function", "session"):
+        raise pytest.UsageError(
+            f"ctxkit conformance: form {form!r}: the forms are contract, function and session"
+        )
     allow = [a for a in (option(config, "allow") or "").split(",") if a]
     key = (
         target,
@@ -150,6 +157,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         tuple(allow),
         timeout,
         deadline,
+        form,
     )
     if key not in _REPORTS:
         options = RunOptions(
@@ -161,6 +169,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
             allow=allow,
             timeout=timeout,
             deadline=deadline,
+            form=form,
         )
         try:
             _REPORTS[key] = run(options)
@@ -187,10 +196,11 @@ def _detail(report: Any, result: Any) -> str:
 
 
 class ConformanceSuite:
-    """Subclass with ``target`` (and optionally ``config``, ``profile``, and ``command`` for a
-    manager in another language) set."""
+    """Subclass with ``target`` (and optionally ``config``, ``profile``, ``form``, and
+    ``command`` for a manager in another language) set."""
 
     target: ClassVar[str | None] = None
+    form: ClassVar[str | None] = None
     command: ClassVar[str | None] = None
     config: ClassVar[dict[str, Any] | None] = None
     profile: ClassVar[str | None] = None

@@ -34,6 +34,7 @@ from ctxkit.conformance.invariants import (
     check_tool_pairs,
 )
 from ctxkit.events import LISTING_ROWS, EventBus
+from ctxkit.forms import FORMS, Form, as_manager, detect_form
 from ctxkit.messages import copy_message, text_of
 from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.manager import provider_budget
@@ -61,11 +62,16 @@ def instrument(
     compact_threshold: float | None = None,
     conversation_id: str | None = None,
     view_listing: bool = False,
+    form: Form | None = None,
 ) -> InstrumentedManager:
     """Wrap a context manager so that it publishes ctxkit's events on ``bus``.
 
     Parameters:
-        manager: any object with the context protocol's async methods.
+        manager: any object with the context protocol's async methods; or a function over
+            the message list (``trim(messages)``, a pydantic-ai history processor), wrapped in
+            a :class:`~ctxkit.forms.FunctionManager`; or an OpenAI Agents SDK ``Session``,
+            wrapped in a :class:`~ctxkit.forms.SessionManager`. Then ``.manager`` is the
+            wrapper (the function or session is its ``.function`` or ``.session``).
         bus: where events go (subscribe :class:`~ctxkit.telemetry.PrometheusMetrics`,
             :class:`~ctxkit.telemetry.EventStream`, ...); a new one by default, as ``.bus``.
         encoding: the tiktoken encoding for exact counts.
@@ -87,6 +93,8 @@ def instrument(
             manager's summaries are not traced back to what they stand for, so nothing is
             ``summarized``). Off by default: it costs work that follows the view per request,
             and up to :data:`~ctxkit.events.LISTING_ROWS` rows of bytes in every view event.
+        form: ``"contract"``, ``"function"`` or ``"session"``: what ``manager`` is, if
+            :func:`~ctxkit.forms.detect_form` would guess wrong.
 
     Returns an :class:`InstrumentedManager`; use it where you used the manager.
 
@@ -109,12 +117,17 @@ def instrument(
             )
     if not isinstance(view_listing, bool):
         raise TypeError(f"view_listing must be True or False, got {view_listing!r}")
+    if form is not None and form not in FORMS:
+        raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
+    if (form or detect_form(manager)) != "contract":
+        manager = as_manager(manager, form or detect_form(manager))
     for method in ("add_message", "get_messages_for_request", "get_messages"):
         if not callable(getattr(manager, method, None)):
             raise TypeError(
                 f"{type(manager).__name__} has no {method}(): instrument() wraps objects with "
                 "the context protocol (add_message, get_messages_for_request, get_messages, "
-                "set_messages, clear)"
+                "set_messages, clear), functions over the message list and Agents SDK "
+                "sessions (add_items, get_items, pop_item, clear_session)"
             )
     if max_tokens is None:
         own = getattr(manager, "max_tokens", None)

@@ -8,6 +8,11 @@
 // hooks)`) that gives an object with the methods addMessage(message),
 // getMessagesForRequest({ tokenBudget, provider } = {}), getMessages(), setMessages(messages)
 // and clear(); each may return a promise or a value. `hooks.emit(name, data)` records an event.
+//
+// Or a function over the message list, `(messages, { tokenBudget, ...config }) => view`, sync
+// or async (the "function" form): the harness keeps the history and calls it on a copy before
+// every request. It is recognised by its first parameter's name (messages, history, ...) or
+// named by `form: "function"` in `hello` (`--form function`).
 
 import { createHash } from "node:crypto";
 import { closeSync, createReadStream, writeSync } from "node:fs";
@@ -136,9 +141,82 @@ async function loadTarget(spec) {
   return { spec: short ?? `${file}:${name}`, make: found };
 }
 
+// -- the function form: a function over the message list --------------------------------------------
+
+const MESSAGE_LIST_NAMES = new Set([
+  "messages", "history", "msgs", "messageHistory", "chatHistory", "conversation", "items",
+]);
+
+function isClass(fn) {
+  return /^class[\s{]/.test(Function.prototype.toString.call(fn));
+}
+
+function firstParameter(fn) {
+  const source = Function.prototype.toString.call(fn);
+  const match =
+    /^\s*(?:async\s+)?function\s*\*?\s*[\w$]*\s*\(\s*([\w$]+)/.exec(source) ??
+    /^\s*(?:async\s*)?\(?\s*([\w$]+)\s*(?:[,)=]|=>)/.exec(source) ??
+    /^\s*(?:async\s+)?[\w$]+\s*\(\s*([\w$]+)/.exec(source); // a method: name(messages)
+  return match?.[1];
+}
+
+function formOf(target, form) {
+  const looks = isClass(target.make) ? `the class ${target.make.name}` : `a function ${target.make.name || "(anonymous)"}(${firstParameter(target.make) ?? ""}...)`;
+  const forms = "the forms are contract (a class or factory building the manager) and function ((messages, { tokenBudget }) => view); a session is a Python form";
+  if (form === "session" || (form && form !== "contract" && form !== "function")) {
+    throw new LoadError(`${target.spec}: --form ${form}: the Node harness takes ${forms}`);
+  }
+  if (form === "function" && isClass(target.make)) {
+    throw new LoadError(`${target.spec}: --form function, but it is ${looks}; ${forms}`);
+  }
+  if (form) return form;
+  return !isClass(target.make) && MESSAGE_LIST_NAMES.has(firstParameter(target.make)) ? "function" : "contract";
+}
+
+function functionManager(fn, config) {
+  let history = [];
+  const check = (message) => {
+    if (message === null || typeof message !== "object" || Array.isArray(message)) {
+      throw new TypeError(`a message must be an object, not ${Array.isArray(message) ? "an array" : typeof message}`);
+    }
+  };
+  return {
+    addMessage(message) {
+      check(message);
+      history.push(structuredClone(message));
+    },
+    async getMessagesForRequest({ tokenBudget, provider } = {}) {
+      let budget = tokenBudget;
+      if ((budget === undefined || budget === null) && provider) {
+        const defaults = (await provider.getInfo())?.defaults ?? {};
+        if (defaults.context_window != null) {
+          budget = defaults.context_window - (defaults.max_output_tokens ?? 0) - (defaults.safety_margin ?? 0);
+        }
+      }
+      const options = { ...config };
+      if (budget !== undefined && budget !== null) options.tokenBudget = budget;
+      const view = await fn(structuredClone(history), options);
+      if (!Array.isArray(view)) {
+        throw new TypeError(`${fn.name || "the function"} returned ${view === null ? "null" : typeof view}, not an array: a history function returns the view, the messages to send`);
+      }
+      return view;
+    },
+    getMessages() {
+      return structuredClone(history);
+    },
+    setMessages(messages) {
+      messages.forEach(check);
+      history = structuredClone(messages);
+    },
+    clear() {
+      history = [];
+    },
+  };
+}
+
 async function build(target, config, hooks) {
-  const isClass = /^class[\s{]/.test(Function.prototype.toString.call(target.make));
-  const manager = isClass ? new target.make(config, hooks) : await target.make(config, hooks);
+  if (target.form === "function") return functionManager(target.make, config);
+  const manager = isClass(target.make) ? new target.make(config, hooks) : await target.make(config, hooks);
   const missing = METHODS.filter((m) => typeof manager?.[m] !== "function");
   if (missing.length) {
     const what = manager === null || typeof manager !== "object" ? String(manager) : "the manager";
@@ -170,7 +248,7 @@ class Worker {
     };
   }
 
-  async hello({ protocol, target, config, ignore }) {
+  async hello({ protocol, target, config, ignore, form }) {
     if (protocol !== PROTOCOL) {
       const error = new Error(`this harness speaks protocol ${PROTOCOL}, not ${protocol}`);
       error.name = "ProtocolVersion";
@@ -178,6 +256,7 @@ class Worker {
       throw error;
     }
     this.target = await loadTarget(target);
+    this.target.form = formOf(this.target, form);
     this.config = config ?? {};
     this.ignore = new Set(ignore ?? []);
     return {

@@ -162,12 +162,12 @@ function firstParameter(fn) {
 
 function formOf(target, form) {
   const looks = isClass(target.make) ? `the class ${target.make.name}` : `a function ${target.make.name || "(anonymous)"}(${firstParameter(target.make) ?? ""}...)`;
-  const forms = "the forms are contract (a class or factory building the manager) and function ((messages, { tokenBudget }) => view); a session is a Python form";
+  const forms = "contract (a class or factory building the manager) and function ((messages, { tokenBudget }) => view)";
   if (form === "session" || (form && form !== "contract" && form !== "function")) {
-    throw new LoadError(`${target.spec}: --form ${form}: the Node harness takes ${forms}`);
+    throw new LoadError(`${target.spec}: --form ${form}: the Node harness takes the forms ${forms}; a session is a Python form`);
   }
   if (form === "function" && isClass(target.make)) {
-    throw new LoadError(`${target.spec}: --form function, but it is ${looks}; ${forms}`);
+    throw new LoadError(`${target.spec}: --form function, but it is ${looks}; the forms are ${forms}`);
   }
   if (form) return form;
   return !isClass(target.make) && MESSAGE_LIST_NAMES.has(firstParameter(target.make)) ? "function" : "contract";

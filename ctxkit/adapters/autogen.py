@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter
+from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, library_options
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 from ctxkit.messages import copy_message
 from ctxkit.tokens import TokenCounter
@@ -217,7 +217,19 @@ def counting_client(count: Callable[[Sequence[Any]], int], budget: int) -> Any:
 
 
 class _ModelContext(TrimmingAdapter):
-    """An AutoGen ``ChatCompletionContext`` built over the history for every request."""
+    """An AutoGen ``ChatCompletionContext`` built over the history for every request. Its
+    options (``OPTIONS``) reach the context's constructor exactly as written, ``None``
+    included; ``DEFAULTS`` only fill keys not written; any other key is refused, naming the
+    options. The context is built once while the manager is built, so a value the library
+    refuses is refused then, not on every request."""
+
+    name = "autogen"
+    library_class = "ChatCompletionContext"
+    OPTIONS: tuple[str, ...] = ()
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+    SET_BY_ADAPTER: ClassVar[Mapping[str, str]] = {
+        "initial_messages": "the adapter gives the context the stored history on each request"
+    }
 
     def __init__(
         self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
@@ -225,7 +237,14 @@ class _ModelContext(TrimmingAdapter):
         super().__init__(max_tokens, hooks)
         import autogen_core.model_context  # noqa: F401  (fails early if not installed)
 
-        self.options = options
+        self.options = library_options(
+            f"{self.name} ({self.library_class})",
+            options,
+            self.OPTIONS,
+            self.DEFAULTS,
+            self.SET_BY_ADAPTER,
+        )
+        self._context([], {}, [], self.max_tokens)
 
     def _context(self, messages: list[Any], origins: Origins, history: Any, budget: int) -> Any:
         raise NotImplementedError
@@ -241,31 +260,47 @@ class _ModelContext(TrimmingAdapter):
 
 
 class Buffered(_ModelContext):
-    """``BufferedChatCompletionContext(buffer_size)`` (default 20): the newest messages."""
+    """``BufferedChatCompletionContext(buffer_size)`` (20 when not written): the newest
+    messages."""
+
+    name = "autogen:buffered"
+    library_class = "BufferedChatCompletionContext"
+    OPTIONS = ("buffer_size",)
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {"buffer_size": 20}
 
     def _context(self, messages: list[Any], origins: Origins, history: Any, budget: int) -> Any:
         from autogen_core.model_context import BufferedChatCompletionContext
 
-        return BufferedChatCompletionContext(
-            buffer_size=self.options.get("buffer_size", 20), initial_messages=messages
-        )
+        return BufferedChatCompletionContext(**self.options, initial_messages=messages)
 
 
 class HeadAndTail(_ModelContext):
-    """``HeadAndTailChatCompletionContext(head_size, tail_size)`` (defaults 3 and 17)."""
+    """``HeadAndTailChatCompletionContext(head_size, tail_size)`` (3 and 17 when not
+    written)."""
+
+    name = "autogen:head_and_tail"
+    library_class = "HeadAndTailChatCompletionContext"
+    OPTIONS = ("head_size", "tail_size")
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {"head_size": 3, "tail_size": 17}
 
     def _context(self, messages: list[Any], origins: Origins, history: Any, budget: int) -> Any:
         from autogen_core.model_context import HeadAndTailChatCompletionContext
 
-        return HeadAndTailChatCompletionContext(
-            head_size=self.options.get("head_size", 3),
-            tail_size=self.options.get("tail_size", 17),
-            initial_messages=messages,
-        )
+        return HeadAndTailChatCompletionContext(**self.options, initial_messages=messages)
 
 
 class TokenLimited(_ModelContext):
-    """``TokenLimitedChatCompletionContext(token_limit=budget)``."""
+    """``TokenLimitedChatCompletionContext(token_limit=budget)``. No options: the adapter sets
+    ``token_limit`` (the budget) and ``model_client`` (counting with ctxkit's encoding)."""
+
+    name = "autogen:token_limited"
+    library_class = "TokenLimitedChatCompletionContext"
+    SET_BY_ADAPTER: ClassVar[Mapping[str, str]] = {
+        **_ModelContext.SET_BY_ADAPTER,
+        "token_limit": "it is each request's budget (a request without one uses max_tokens)",
+        "model_client": "the adapter's client counts with ctxkit's encoding, so a token means "
+        "the same to the library and to the suite",
+    }
 
     def _context(self, messages: list[Any], origins: Origins, history: Any, budget: int) -> Any:
         from autogen_core.model_context import TokenLimitedChatCompletionContext

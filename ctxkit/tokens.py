@@ -200,10 +200,16 @@ class TokenCounter:
             text, calls, results = self._blocks_cost(content)
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
-            arguments = function.get("arguments")
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-            calls += CALL_OVERHEAD + name(function.get("name", "")) + count(arguments)
+            calls += self._call_cost(function.get("name"), function.get("arguments"))
+        parts = message.get("parts")
+        if isinstance(parts, list):
+            more = self._parts_cost(parts)
+            text, calls, results = text + more[0], calls + more[1], results + more[2]
+        kind = message.get("type")
+        if kind is not None and kind != "message":
+            return self._item_cost(message, kind, own)
+        if role == "tool" and results and not text:
+            return MessageCost(own + results, (("tool_results", own + results),))
         if role == "tool":
             return MessageCost(own + text, (("tool_results", own + text),))
         home = "system" if role in ("system", "developer") else role
@@ -218,20 +224,89 @@ class TokenCounter:
             parts["tool_results"] = parts.get("tool_results", 0) + results
         return MessageCost(own + text + calls + results, tuple(parts.items()))
 
+    def _call_cost(self, name: Any, arguments: Any) -> int:
+        if not isinstance(arguments, str):
+            arguments = _json(arguments if arguments is not None else {})
+        return CALL_OVERHEAD + self._count_name(str(name or "")) + self.count_text(arguments)
+
+    def _value_tokens(self, value: Any) -> int:
+        """A tool output: its text, its parts' texts, or its JSON."""
+        if value is None:
+            return 0
+        if isinstance(value, str):
+            return self.count_text(value)
+        if isinstance(value, list):
+            return self._blocks_cost(value)[0]
+        return self.count_text(_json(value))
+
+    def _item_cost(self, item: Mapping[str, Any], kind: str, own: int) -> MessageCost:
+        """A Responses item that is not a message: a call, an output, reasoning, a server
+        tool's record. Counted as the provider reads it, with no role."""
+        own -= self._count_name(str(item.get("role", "")))
+        if kind.endswith("_output"):
+            tokens = own + RESULT_OVERHEAD + self._value_tokens(item.get("output"))
+            return MessageCost(tokens, (("tool_results", tokens),))
+        if kind in ("function_call", "custom_tool_call"):
+            arguments = item.get("arguments", item.get("input"))
+            tokens = own + self._call_cost(item.get("name"), arguments)
+            return MessageCost(tokens, (("tool_calls", tokens),))
+        if kind == "reasoning":
+            summary = [p.get("text", "") for p in item.get("summary") or () if isinstance(p, dict)]
+            hidden = item.get("encrypted_content")
+            tokens = own + self.count_text("\n".join(summary))
+            tokens += self.count_text(hidden) if isinstance(hidden, str) else 0
+            return MessageCost(tokens, (("assistant", tokens),))
+        body = {k: v for k, v in item.items() if k not in ("type", "id", "status")}
+        tokens = own + self.count_text(_json(body))
+        home = "tool_calls" if kind.endswith("_call") else "assistant"
+        return MessageCost(tokens, ((home, tokens),))
+
+    def _parts_cost(self, parts: Iterable[Any]) -> tuple[int, int, int]:
+        """Gemini parts and OpenTelemetry GenAI parts."""
+        text = calls = results = 0
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            call = part.get("functionCall", part.get("function_call"))
+            response = part.get("functionResponse", part.get("function_response"))
+            if isinstance(call, dict):
+                calls += self._call_cost(call.get("name"), call.get("args"))
+            elif isinstance(response, dict):
+                results += RESULT_OVERHEAD + self._value_tokens(response.get("response"))
+            elif kind == "tool_call":
+                calls += self._call_cost(part.get("name"), part.get("arguments"))
+            elif kind == "tool_call_response":
+                results += RESULT_OVERHEAD + self._value_tokens(
+                    part.get("response", part.get("result"))
+                )
+            elif isinstance(part.get("text"), str):
+                text += self.count_text(part["text"])
+            elif kind in ("text", "reasoning") and isinstance(part.get("content"), str):
+                text += self.count_text(part["content"])
+            else:
+                text += self.count_text(_json(part))
+        return text, calls, results
+
     def _blocks_cost(self, blocks: Iterable[Any]) -> tuple[int, int, int]:
         text = calls = results = 0
         for block in blocks:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
-            if kind == "text":
+            if kind is None and ("toolUse" in block or "toolResult" in block):
+                use, result = block.get("toolUse"), block.get("toolResult")
+                if isinstance(use, dict):
+                    calls += self._call_cost(use.get("name"), use.get("input"))
+                elif isinstance(result, dict):
+                    results += RESULT_OVERHEAD + self._value_tokens(result.get("content"))
+                continue
+            if kind in ("text", "input_text", "output_text", None) and isinstance(
+                block.get("text"), str
+            ):
                 text += self.count_text(block.get("text") or "")
             elif kind == "tool_use":
-                arguments = json.dumps(
-                    block.get("input", {}), ensure_ascii=False, separators=(",", ":")
-                )
-                calls += CALL_OVERHEAD + self._count_name(block.get("name", ""))
-                calls += self.count_text(arguments)
+                calls += self._call_cost(block.get("name", ""), block.get("input", {}))
             elif kind == "tool_result":
                 inner = block.get("content")
                 if isinstance(inner, str):
@@ -270,3 +345,8 @@ class Chars4Estimator(TokenCounter):
 
     def clip(self, text: str, max_tokens: int) -> str:
         return text if len(text) <= 4 * max_tokens else text[: 4 * max_tokens - 4] + "…"
+
+
+def _json(value: Any) -> str:
+    """Structured tool arguments and outputs as the compact JSON a provider renders."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

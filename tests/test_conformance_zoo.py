@@ -27,8 +27,10 @@ def check(member: Member, **overrides: Any) -> dict[str, Any]:
     """The run's outcome for a member, with its config (and, for a correct member checked in
     one shape, that shape only)."""
     overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
-    if member.outcome == "pass" and member.shape != "both":
-        overrides.setdefault("shapes", (member.shape,))
+    if member.shape == "both":
+        overrides.setdefault("shapes", ("openai", "anthropic"))
+    elif member.shape != "any" and (member.outcome == "pass" or "," in member.shape):
+        overrides.setdefault("shapes", tuple(member.shape.split(",")))
     return _check(member.target, tuple(sorted(overrides.items(), key=str)))
 
 

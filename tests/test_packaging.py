@@ -39,6 +39,8 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
     for shipped in ("PROTOCOL.md", "protocol.schema.json", "harnesses/node/harness.mjs"):
         assert f"ctxkit/conformance/spec/{shipped}" in names
     assert "ctxkit/conformance/worker.py" in names
+    for shape in ("openai", "anthropic", "responses", "gemini", "bedrock", "genai"):
+        assert f"ctxkit/shapes/spec/{shape}.json" in names
     assert "ctxkit/tui/inspector.tcss" in names
 
 

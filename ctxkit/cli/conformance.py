@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
-from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json
+from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json, shape_list
 
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
@@ -157,9 +157,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=["openai", "anthropic", "both"],
-        default="both",
-        help="message shapes to generate (both)",
+        type=shape_list,
+        default=None,
+        metavar="SHAPES",
+        help="message shapes to generate, comma-separated: openai (Chat Completions), "
+        "anthropic, responses, gemini, bedrock, genai (OpenTelemetry parts), or all; "
+        "default: every shape the target takes on its first add",
     )
     parser.add_argument(
         "--allow", action="append", default=[], metavar="RELAXATION", help="see below"
@@ -260,7 +263,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         max_examples=args.max_examples,
         timeout=args.timeout,
         deadline=args.deadline,
-        shapes=("openai", "anthropic") if args.format == "both" else (args.format,),
+        shapes=args.format,
         allow=list(args.allow),
         fallback_budget=args.fallback_budget,
         verify=args.verify,

@@ -22,12 +22,33 @@ __all__ = [
     "config_from_json",
     "duration",
     "finite",
+    "shape_list",
 ]
 
 DEFAULT_SEED = 1
 """The seed of every command that makes a synthetic workload (usage, demo, inspect --demo,
 survey), so that the same command shows the same conversation. ``conformance`` alone picks a
 random seed unless given one, and prints it: each run explores further."""
+
+
+SHAPE_NAMES = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
+"""``--format`` names, as :data:`ctxkit.shapes.SHAPES` (a test keeps the two equal)."""
+
+
+def shape_list(text: str) -> tuple[str, ...]:
+    """``--format``: shapes, comma-separated, or ``all``; ``both`` is openai,anthropic."""
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    if words == ["all"]:
+        return SHAPE_NAMES
+    if words == ["both"]:
+        return ("openai", "anthropic")
+    unknown = [w for w in words if w not in SHAPE_NAMES]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"unknown shape {', '.join(unknown) or repr(text)}; choose from "
+            f"{', '.join(SHAPE_NAMES)}, or all"
+        )
+    return tuple(dict.fromkeys(words))
 
 
 def config_from_json(text: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ctxkit.conformance.allow import Relaxations
 from ctxkit.conformance.invariants import (
     ANNOTATION_KEYS,
     Violation,
+    check_attachments,
     check_events,
     check_lifecycle,
     check_non_destructive,
@@ -29,6 +30,7 @@ from ctxkit.conformance.invariants import (
 __all__ = [
     "CHECKS",
     "EDIT_MARK",
+    "attachments",
     "empty_view",
     "events",
     "fits",
@@ -74,6 +76,11 @@ def is_list(view: Any) -> list[Violation]:
 
 def tool_pairs(view: Sequence[Any]) -> list[Violation]:
     return check_tool_pairs(view)
+
+
+def attachments(view: Sequence[Any], history: Sequence[Mapping[str, Any]]) -> list[Violation]:
+    """Reasoning items and thinking blocks kept with the calls they belong to."""
+    return check_attachments(history, view)
 
 
 def ordering(
@@ -274,6 +281,7 @@ def _short(value: Any, limit: int = 60) -> str:
 CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "is_list": is_list,
     "tool_pairs": tool_pairs,
+    "attachments": attachments,
     "ordering": ordering,
     "preserved": preserved,
     "fits": fits,

@@ -23,16 +23,30 @@ from ctxkit.conformance.matching import (
     match_view,
     semantic,
 )
+from ctxkit.conformance.shapes import (
+    THINKING,
+    is_call_item,
+    is_result,
+    is_result_message,
+    newest_user_message,
+    reasoning_id,
+    server_results,
+)
+from ctxkit.conformance.shapes import blocks as _blocks
 from ctxkit.conformance.shapes import calls as _calls
-from ctxkit.conformance.shapes import is_result, newest_user_message
+from ctxkit.conformance.shapes import family as _family
+from ctxkit.conformance.shapes import pairing as _pairing
+from ctxkit.conformance.shapes import positional as _positional
 from ctxkit.conformance.shapes import results as _results
 from ctxkit.conformance.shapes import tool_ids as _tool_ids
+from ctxkit.shapes.rules import rule
 
 __all__ = [
     "ANNOTATION_KEYS",
     "RELAXED_KINDS",
     "HistoryIndex",
     "Violation",
+    "check_attachments",
     "check_budget",
     "check_events",
     "check_lifecycle",
@@ -101,23 +115,33 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 
 def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
     """In the view: each calling message is followed at once by all its results and nothing
-    else in between; no result appears anywhere else; no call id is used twice.
+    else in between; no result appears anywhere else; no call id is used twice. Each shape's
+    rules are in ``conformance/rules/``:
 
-    OpenAI: the ``tool`` messages right after the call, in any order. Anthropic: the very
-    next message is a user message with a ``tool_result`` for every ``tool_use``.
+    - Chat Completions, Responses and GenAI: the result messages (``tool`` messages,
+      ``*_output`` items) right after the call, in any order; parallel Responses calls come as
+      call items one after another;
+    - Anthropic, Bedrock and Gemini: the very next message answers every call, nothing else
+      (Gemini: as many responses as calls, by id, else by position and name);
+    - Anthropic server tools: each result block in the same message as its call.
+
+    What travels with a call (reasoning items, thinking blocks) needs the history:
+    :func:`check_attachments`.
     """
     found: list[Violation] = []
 
-    def fail(message: str, *ids: str) -> None:
-        found.append(Violation("tool_pair_integrity", message, tuple(ids)))
+    def fail(message: str, *ids: str, kind: str = "") -> None:
+        found.append(Violation("tool_pair_integrity", message, tuple(ids), kind))
 
     where_called: dict[str, int] = {}
     for index, message in enumerate(view):
         if not isinstance(message, Mapping):
             fail(f"view[{index}] is a {type(message).__name__}, not a message dict")
             continue
-        openai, anthropic = _calls(message)
-        for call_id in (*openai, *anthropic):
+        _check_server_tools(index, message, fail)
+        if _positional(message):
+            continue
+        for call_id in _calls(message):
             if call_id in where_called:
                 fail(
                     f"view[{index}] calls {call_id}, "
@@ -134,35 +158,55 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
         if not isinstance(message, Mapping):
             index += 1
             continue
-        openai, anthropic = _calls(message)
         _report_stray_results(view, index, message, where_called, answered, fail)
-        if not openai and not anthropic:
+        called = _calls(message)
+        if not called:
             index += 1
             continue
-        if openai and anthropic:
-            fail(f"view[{index}] mixes tool_calls and tool_use blocks", *openai, *anthropic)
-        expected = set(openai) | set(anthropic)
+        family = _family(message)
+        if message.get("tool_calls") and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in _blocks(message)
+        ):
+            fail(f"view[{index}] mixes tool_calls and tool_use blocks", *called)
+        expected = dict.fromkeys(called)
         following = index + 1
-        if openai:
-            while following < len(view) and _is_tool_message(view[following]):
-                result_id = str(view[following].get("tool_call_id"))
-                if result_id in expected:
-                    expected.discard(result_id)
-                    answered.add(result_id)
-                else:
-                    _report_stray_result(following, result_id, where_called, answered, fail)
+        if is_call_item(message):
+            # Parallel Responses calls: call items (and reasoning between them) in a row.
+            while following < len(view) and (
+                is_call_item(view[following]) or reasoning_id(view[following]) is not None
+            ):
+                expected.update(dict.fromkeys(_calls(view[following])))
                 following += 1
-        else:
-            after = view[following] if following < len(view) else None
-            if isinstance(after, Mapping) and after.get("role") == "user" and _results(after):
-                for result_id in _results(after):
+        if _pairing(message) == "following":
+            while following < len(view) and is_result_message(view[following]):
+                if _family(view[following]) != family:
+                    break
+                for result_id in _results(view[following]):
                     if result_id in expected:
-                        expected.discard(result_id)
+                        del expected[result_id]
                         answered.add(result_id)
                     else:
                         _report_stray_result(following, result_id, where_called, answered, fail)
                 following += 1
-        for call_id in sorted(expected):
+        else:
+            after = view[following] if following < len(view) else None
+            if isinstance(after, Mapping) and _results(after) and _family(after) == family:
+                counted = _results(after)
+                if family == "gemini" and len(counted) != len(called):
+                    fail(
+                        f"view[{following}] answers {len(counted)} of the "
+                        f"{len(called)} function calls of view[{index}]: "
+                        + rule("gemini.responses_match_calls").error,
+                        *called,
+                    )
+                for result_id in counted:
+                    if result_id in expected:
+                        del expected[result_id]
+                        answered.add(result_id)
+                    elif not _positional(after):
+                        _report_stray_result(following, result_id, where_called, answered, fail)
+                following += 1
+        for call_id in expected:
             fail(
                 f"view[{index}] calls {call_id}, but no result for it follows at once"
                 + _where_else(view, call_id, following),
@@ -172,12 +216,172 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
     return found
 
 
-def _is_tool_message(message: Any) -> bool:
-    return isinstance(message, Mapping) and message.get("role") == "tool"
+def _check_server_tools(index: int, message: Mapping[str, Any], fail: Any) -> None:
+    """Anthropic server tools: each result block after its call, in the same message."""
+    called: set[str] = set()
+    answered: set[str] = set()
+    for position, kind, tool_id in server_results(message):
+        if kind == "call":
+            called.add(tool_id)
+        elif tool_id not in called:
+            fail(
+                f"view[{index}].content[{position}] is a server tool result for {tool_id}, but "
+                f"no server_tool_use before it in the same message calls {tool_id}: "
+                + rule("anthropic.server_result_in_message").error,
+                tool_id,
+                kind="server-result-moved",
+            )
+        else:
+            answered.add(tool_id)
+    for tool_id in sorted(called - answered):
+        fail(
+            f"view[{index}] calls server tool {tool_id}, but its result is not in the same message",
+            tool_id,
+            kind="server-result-moved",
+        )
+
+
+def check_attachments(history: Sequence[Mapping[str, Any]], view: Sequence[Any]) -> list[Violation]:
+    """What must travel with a call, found by the call's id in the history:
+
+    - a Responses ``reasoning`` item stays right before the call items it preceded, and is
+      followed by the item that followed it (``responses.reasoning_with_call``);
+    - the Anthropic assistant turn whose calls the view's last message answers keeps the
+      thinking blocks it started with, unchanged (``anthropic.thinking_kept``): with thinking
+      on, the provider refuses the request otherwise. Earlier turns may lose theirs (the
+      provider drops them itself), so they are not checked.
+    """
+    found: list[Violation] = []
+    called_at: dict[str, int] = {}
+    for position, message in enumerate(history):
+        if isinstance(message, Mapping) and not _positional(message):
+            for call_id in _calls(message):
+                called_at.setdefault(call_id, position)
+    found.extend(_reasoning_violations(history, view, called_at))
+    found.extend(_thinking_violations(history, view, called_at))
+    return found
+
+
+def _reasoning_before(history: Sequence[Mapping[str, Any]], position: int) -> int | None:
+    """The reasoning item that preceded the call item at ``position`` in the model's output
+    (through the call items of the same output), if any."""
+    at = position - 1
+    while at >= 0 and is_call_item(history[at]):
+        at -= 1
+    return at if at >= 0 and reasoning_id(history[at]) is not None else None
+
+
+def _same_item(first: Any, second: Mapping[str, Any]) -> bool:
+    if not isinstance(first, Mapping):
+        return False
+    if second.get("id"):
+        return first.get("id") == second.get("id")
+    return _strip(first, ANNOTATION_KEYS) == _strip(second, ANNOTATION_KEYS)
+
+
+def _reasoning_violations(history, view, called_at) -> list[Violation]:
+    found = []
+    for index, message in enumerate(view):
+        if not is_call_item(message):
+            continue
+        call_id = _calls(message)[0]
+        source = called_at.get(call_id)
+        if source is None:
+            continue
+        reasoning = _reasoning_before(history, source)
+        if reasoning is None:
+            continue
+        at = index - 1
+        while at >= 0 and is_call_item(view[at]):
+            at -= 1
+        if at < 0 or not _same_item(view[at], history[reasoning]):
+            wanted = reasoning_id(history[reasoning]) or f"history[{reasoning}]"
+            found.append(
+                Violation(
+                    "tool_pair_integrity",
+                    f"view[{index}] is the call {call_id}, but the reasoning item that preceded "
+                    f"it (history[{reasoning}], {wanted}) is not right before it: "
+                    + rule("responses.reasoning_with_call").error.format(
+                        id=message.get("id") or call_id, reasoning_id=wanted
+                    ),
+                    (call_id,),
+                    "reasoning-separated",
+                )
+            )
+    for index, message in enumerate(view):
+        if reasoning_id(message) is None:
+            continue
+        source = next((k for k, h in enumerate(history) if _same_item(message, h)), None)
+        if source is None or source + 1 >= len(history):
+            continue
+        after = view[index + 1] if index + 1 < len(view) else None
+        wanted = history[source + 1]
+        if not isinstance(after, Mapping) or not (
+            _same_item(after, wanted) or set(_calls(after)) & set(_calls(wanted))
+        ):
+            shown = reasoning_id(message) or f"view[{index}]"
+            found.append(
+                Violation(
+                    "tool_pair_integrity",
+                    f"view[{index}] is a reasoning item without the item that followed it "
+                    f"(history[{source + 1}]): "
+                    + rule("responses.reasoning_followed").error.format(reasoning_id=shown),
+                    (),
+                    "reasoning-separated",
+                )
+            )
+    return found
+
+
+def _leading_thinking(message: Mapping[str, Any]) -> list[Any]:
+    found = []
+    for block in _blocks(message):
+        if block.get("type") not in THINKING:
+            break
+        found.append(dict(block))
+    return found
+
+
+def _thinking_violations(history, view, called_at) -> list[Violation]:
+    if len(view) < 2 or not isinstance(view[-1], Mapping):
+        return []
+    last = view[-1]
+    if _family(last) != "anthropic" or not _results(last):
+        return []
+    caller = view[-2]
+    if not isinstance(caller, Mapping) or not _calls(caller):
+        return []
+    source = called_at.get(_calls(caller)[0])
+    if source is None:
+        return []
+    wanted = _leading_thinking(history[source])
+    if not wanted or _leading_thinking(caller)[: len(wanted)] == wanted:
+        return []
+    return [
+        Violation(
+            "tool_pair_integrity",
+            f"view[{len(view) - 2}] is the assistant turn whose tool calls the last message "
+            f"answers, but it no longer starts with the {len(wanted)} thinking block(s) of "
+            f"history[{source}], unchanged: "
+            + rule("anthropic.thinking_kept").error.format(index=len(view) - 2),
+            tuple(_calls(caller)),
+            "thinking-dropped",
+        )
+    ]
 
 
 def _report_stray_results(view, index, message, where_called, answered, fail) -> None:
     """Results in a message that no call right before it claimed."""
+    if _positional(message):
+        # Answers known by name and place, not by id: they answer nothing but the turn
+        # right before them, which has not claimed them.
+        if _results(message):
+            fail(
+                f"view[{index}] answers calls ({', '.join(_results(message))}) that the message "
+                "right before it does not make: " + rule("gemini.response_has_call").error,
+                *_results(message),
+            )
+        return
     for result_id in _results(message):
         _report_stray_result(index, result_id, where_called, answered, fail)
 

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from hypothesis import currently_in_test_context, reject
 from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from ctxkit.conformance import checks
 from ctxkit.conformance.allow import Relaxations
@@ -32,8 +32,10 @@ from ctxkit.conformance.child import Child, Reply, TargetUnusable, during
 from ctxkit.conformance.invariants import Violation, is_result, newest_user_message
 from ctxkit.conformance.properties import PROPERTIES
 from ctxkit.conformance.protocol import digest
+from ctxkit.conformance.shapes import is_call_item, reasoning_id
 from ctxkit.conformance.steps import Call, Check, Request
 from ctxkit.conformance.strategies import (
+    SHAPES,
     BadMessage,
     Budget,
     Conversation,
@@ -42,6 +44,8 @@ from ctxkit.conformance.strategies import (
     bad_messages,
     budgets,
     conversation_plans,
+    example_shapes,
+    in_shape,
     plain_messages,
     round_templates,
     texts,
@@ -226,6 +230,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = []
         self._in_rule = False
+        self.shapes = example_shapes(session.shapes[0], session.shapes)
+        """The shapes this example's history is written in (:meth:`choose_shape`)."""
         reply = self._call("reset", "lifecycle")
         if not reply.ok:
             self._fail("lifecycle", f"building a fresh manager raised {reply.error}", "raises")
@@ -425,6 +431,9 @@ class ConformanceMachine(RuleBasedStateMachine):
         if not isinstance(view, list):
             return
         self._violated(checks.tool_pairs(view), "tool_pairs")
+        self._violated(
+            checks.attachments(view, self.model), "attachments", history=list(self.model)
+        )
         history = {"history": list(self.model), "allow": session.relax}
         self._violated(
             checks.ordering(view, self.model, session.relax, session.ignore), "ordering", **history
@@ -474,10 +483,20 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
+    @initialize(shape=st.sampled_from(SHAPES))
+    @_recorded
+    def choose_shape(self, shape: Shape) -> None:
+        """One shape per history (a family for Chat Completions and Anthropic, which have
+        always mixed here): the run's shapes all get examples, and none mixes providers."""
+        self.shapes = example_shapes(shape, self.session.shapes)
+
+    def _text(self, role: str, content: Any) -> dict[str, Any]:
+        return in_shape({"role": role, "content": content}, self.shapes[0])
+
     @rule(message=plain_messages())
     @_recorded
     def add_message(self, message: dict[str, Any]) -> None:
-        self._add(message)
+        self._add(in_shape(message, self.shapes[0]))
 
     @rule(template=round_templates(), budget=budgets())
     @_recorded
@@ -489,7 +508,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     @_recorded
     def add_tool_round(self, template: RoundTemplate) -> None:
         """A call and its results, no view: a step the minimizer may keep on its own."""
-        for message in template.in_shapes(self.session.shapes).messages(self.ids):
+        for message in template.in_shapes(self.shapes).messages(self.ids):
             self._add(message)
 
     @rule(
@@ -501,12 +520,12 @@ class ConformanceMachine(RuleBasedStateMachine):
     @_recorded
     def run_turn(self, ask: str, work: list[RoundTemplate], answer: str, budget: Budget) -> None:
         """One agent turn: the user asks, tool rounds run, each followed by a view."""
-        self._add({"role": "user", "content": ask})
+        self._add(self._text("user", ask))
         self._request(budget)
         for template in work:
             self.add_tool_round(template=template)
             self._request(budget)
-        self._add({"role": "assistant", "content": answer})
+        self._add(self._text("assistant", answer))
 
     @rule(budget=budgets())
     @_recorded
@@ -535,7 +554,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(plan=conversation_plans(max_turns=3))
     @_recorded
     def set_messages(self, plan: Conversation) -> None:
-        messages = plan.messages(self.session.shapes)
+        messages = plan.messages(self.shapes)
         reply = self._do(Call("set", messages), "lifecycle")
         if not reply.ok:
             self._fail(
@@ -609,6 +628,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(message=plain_messages())
     @_recorded
     def add_message_then_edit(self, message: dict[str, Any]) -> None:
+        message = in_shape(message, self.shapes[0])
         reply = self._do(Call("add_then_edit", message), "isolation")
         if not reply.ok:
             self._fail(
@@ -624,7 +644,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(plan=conversation_plans(max_turns=2))
     @_recorded
     def set_messages_then_edit(self, plan: Conversation) -> None:
-        messages = plan.messages(self.session.shapes)
+        messages = plan.messages(self.shapes)
         reply = self._do(Call("set_then_edit", messages), "isolation")
         if not reply.ok:
             self._fail(
@@ -683,10 +703,16 @@ def _in_stored_order(added: list[dict[str, Any]], stored: list[Any]) -> list[dic
 
 
 def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest message, and back to the assistant message that called it if it is a result."""
+    """The newest message, and back to the assistant message that called it if it is a result
+    (with the parallel call items and the reasoning item before them, in Responses items)."""
     if not history:
         return []
     start = len(history) - 1
     while start > 0 and is_result(history[start]):
         start -= 1
+    if is_call_item(history[start]):
+        while start > 0 and (
+            is_call_item(history[start - 1]) or reasoning_id(history[start - 1]) is not None
+        ):
+            start -= 1
     return history[start:]

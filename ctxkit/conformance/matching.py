@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ctxkit.conformance.shapes import calls, results
+from ctxkit.conformance.shapes import calls, positional, results
 
 __all__ = [
     "ALWAYS_IGNORED",
@@ -228,9 +228,12 @@ def semantic(message: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEY
 def _semantic(message: Mapping[str, Any], ignore: frozenset[str]) -> Semantic:
     reader = _Reader(ignore)
     known = reader.message(message)
-    openai, anthropic = calls(message)
-    ids = frozenset(
-        [("call", i) for i in (*openai, *anthropic)] + [("result", i) for i in results(message)]
+    ids = (
+        frozenset()
+        if positional(message)
+        else frozenset(
+            [("call", i) for i in calls(message)] + [("result", i) for i in results(message)]
+        )
     )
     content = known.get("content", ())
     texts = tuple(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text")

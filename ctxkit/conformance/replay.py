@@ -151,6 +151,10 @@ class check:
         _hold(checks.tool_pairs(view))
 
     @staticmethod
+    def attachments(view: Sequence[Any], history: Sequence[Mapping[str, Any]]) -> None:
+        _hold(checks.attachments(view, history))
+
+    @staticmethod
     def ordering(
         view: Sequence[Any],
         history: Sequence[Mapping[str, Any]],

@@ -34,6 +34,12 @@ def summary(report: Report) -> str:
                 else ""
             )
         )
+        if depth.get("shapes"):
+            lines.append(f"  shapes: {', '.join(depth['shapes'])}")
+        for shape, why in (depth.get("shapes_refused") or {}).items():
+            lines.append(
+                f"  not checked in {shape}: the target refused it on the first add ({why})"
+            )
         for reason, count in (depth.get("not_sent") or {}).items():
             lines.append(f"  {count} call(s) could not be made, their examples dropped: {reason}")
     lines += [

@@ -45,11 +45,13 @@ from ctxkit.conformance.machine import (
     TargetStopped,
 )
 from ctxkit.conformance.minimize import minimize
+from ctxkit.conformance.probe import ShapeProbe, probe_shapes
 from ctxkit.conformance.properties import PROPERTIES
 from ctxkit.conformance.routes import RouteError, route_for
 from ctxkit.conformance.script import Reproduction, render_script, render_steps
 from ctxkit.conformance.stability import measure_stability
 from ctxkit.conformance.steps import Check
+from ctxkit.conformance.strategies import SHAPES
 from ctxkit.conformance.target import DEFAULT_TARGET
 from ctxkit.conformance.verify import verify
 from ctxkit.prefix import AGENT_LOOP_STEPS
@@ -146,7 +148,9 @@ class RunOptions:
     """Seconds each operation on the target may take."""
     deadline: float = DEFAULT_DEADLINE
     """Seconds the whole run may take; it always ends by then, with a report."""
-    shapes: tuple[str, ...] = ("openai", "anthropic")
+    shapes: tuple[str, ...] | None = None
+    """Message shapes to generate (:data:`~ctxkit.conformance.strategies.SHAPES`); None: every
+    shape the target takes (:mod:`ctxkit.conformance.probe`)."""
     allow: list[str] = field(default_factory=list)
     fallback_budget: int | None = None
     """The budget a request without one should fit, if known; by default the config's
@@ -184,8 +188,8 @@ class RunOptions:
         parts += ["--seed", str(self.seed)]
         if self.profile != "default":
             parts += ["--profile", self.profile]
-        if len(self.shapes) == 1:
-            parts += ["--format", self.shapes[0]]
+        if self.shapes is not None:
+            parts += ["--format", format_name(self.shapes)]
         for item in self.allow:
             parts += ["--allow", item]
         if self.fallback_budget is not None:
@@ -224,13 +228,14 @@ def run(
         spec, observes_events, probe = worker.start()
         if probe is not None:
             return _not_built(spec, options, results, probe, started)
+        shapes = _shapes(options, worker, say)
         session = Session(
             child=worker.child,
             count_message=_cached(TokenCounter().count_message),
             relax=relax,
             ignore=ANNOTATION_KEYS,
             observes_events=observes_events,
-            shapes=options.shapes,  # type: ignore[arg-type]
+            shapes=shapes.accepted,
             fallback_budget=fallback,
             timeout=options.timeout,
             started=started,
@@ -264,7 +269,7 @@ def run(
                 worker.child,
                 results["cache_stability"],
                 steps=options.stability_steps,
-                shapes=options.shapes,
+                shapes=shapes.accepted,
                 deadline=deadline,
                 count_message=session.count_message,
                 say=say,
@@ -284,8 +289,28 @@ def run(
         "timeout_s": session.timeout,
         "deadline_s": options.deadline,
         "not_sent": dict(session.unsupported),
+        "shapes": list(shapes.accepted),
+        "shapes_refused": dict(shapes.refused),
     }
     return report
+
+
+def format_name(shapes: tuple[str, ...]) -> str:
+    """How ``--format`` writes these shapes."""
+    if set(shapes) == set(SHAPES):
+        return "all"
+    return ",".join(shapes)
+
+
+def _shapes(options: RunOptions, worker: _Worker, say: Callable[[str], None]) -> ShapeProbe:
+    """The shapes of the run: those asked for, or those the target takes."""
+    if options.shapes is not None:
+        return ShapeProbe(tuple(options.shapes))  # type: ignore[arg-type]
+    assert worker.child is not None
+    found = probe_shapes(worker.child, SHAPES, options.timeout)
+    if found.refused:
+        say(found.note())
+    return found
 
 
 class _Worker:

@@ -346,6 +346,9 @@ class _Body:
         elif kind in ("ordering", "preserved"):
             self.add(f"history = {self.value(args['history'], 'history = ')}")
             self.add(f"{check_name}.{kind}(view, history{extra})")
+        elif kind == "attachments":
+            self.add(f"history = {self.value(args['history'], 'history = ')}")
+            self.add(f"{check_name}.attachments(view, history)")
         elif kind == "fits":
             self.add(f"{check_name}.fits(view, {args['budget']}{extra})")
         elif kind == "history":

@@ -1,8 +1,18 @@
-"""The two message shapes, read by the suite itself: tool calls, tool results, user turns.
+"""Every message shape, read by the suite itself: tool calls, tool results, user turns.
 
-The suite must not trust the code it checks, so this reads the OpenAI and Anthropic shapes
-again, independently of ``ctxkit.messages``, and strictly. Stdlib only: production code that
-checks live views imports it.
+The suite must not trust the code it checks, so this reads the six shapes again, independently
+of ``ctxkit.shapes``, and strictly. Stdlib only: production code that checks live views imports
+it. The shapes and their rules are the data in ``conformance/rules/``:
+
+- ``openai``: ``tool_calls`` answered by the ``role: tool`` messages right after;
+- ``anthropic``: ``tool_use`` blocks answered by the very next (user) message's ``tool_result``
+  blocks; server tools answered inside their own message;
+- ``responses``: ``function_call`` (and the other client call items) answered by the ``*_output``
+  items right after, by ``call_id``;
+- ``gemini``: ``functionCall`` parts answered by the very next turn's ``functionResponse`` parts,
+  by ``id``, else by position and name;
+- ``bedrock``: ``toolUse`` blocks answered by the very next message's ``toolResult`` blocks;
+- ``genai``: ``tool_call`` parts answered by the ``tool`` messages right after.
 """
 
 from __future__ import annotations
@@ -10,7 +20,38 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["blocks", "calls", "is_result", "newest_user_message", "results", "tool_ids"]
+__all__ = [
+    "THINKING",
+    "blocks",
+    "calls",
+    "family",
+    "is_call_item",
+    "is_result",
+    "is_result_message",
+    "newest_user_message",
+    "pairing",
+    "positional",
+    "reasoning_id",
+    "results",
+    "server_results",
+    "tool_ids",
+]
+
+NEXT = frozenset({"anthropic", "bedrock", "gemini"})
+"""Shapes whose very next message answers every call."""
+
+_CALL_ITEMS = frozenset(
+    {
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "shell_call",
+        "apply_patch_call",
+        "program",
+    }
+)
+_OUTPUT_ITEMS = frozenset(f"{kind}_output" for kind in _CALL_ITEMS)
+THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
 def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -21,42 +62,164 @@ def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return []
 
 
-def calls(message: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(OpenAI call ids, Anthropic tool_use ids) of a message."""
+def _parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    parts = message.get("parts")
+    return [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+
+
+def family(message: Mapping[str, Any]) -> str:
+    """The shape whose tool traffic the message carries (``openai`` when it has none)."""
+    kind = message.get("type")
+    if kind in _CALL_ITEMS or kind in _OUTPUT_ITEMS or kind == "reasoning":
+        return "responses"
+    if "parts" in message:
+        if any("type" in p for p in _parts(message)):
+            return "genai"
+        return "gemini"
+    content = blocks(message)
+    if any("toolUse" in b or "toolResult" in b for b in content):
+        return "bedrock"
+    if any(b.get("type") in ("tool_use", "tool_result") for b in content):
+        return "anthropic"
+    return "openai"
+
+
+def pairing(message: Mapping[str, Any]) -> str:
+    """``next`` or ``following``: how the message's calls must be answered."""
+    return "next" if family(message) in NEXT else "following"
+
+
+def _gemini_call(part: Mapping[str, Any]) -> Any:
+    return part.get("functionCall", part.get("function_call"))
+
+
+def _gemini_response(part: Mapping[str, Any]) -> Any:
+    return part.get("functionResponse", part.get("function_response"))
+
+
+def _keyed(bodies: list[Mapping[str, Any]]) -> list[str]:
+    """Ids where the provider has them, else ``name#position``."""
+    found = []
+    for position, body in enumerate(bodies):
+        call_id = body.get("id")
+        found.append(str(call_id) if call_id else f"{body.get('name')}#{position}")
+    return found
+
+
+def calls(message: Mapping[str, Any]) -> list[str]:
+    """The ids a message calls (client tools only), in order, whatever its shape."""
+    kind = message.get("type")
+    if kind in _CALL_ITEMS:
+        return [str(message.get("call_id"))]
+    if "parts" in message:
+        parts = _parts(message)
+        gemini = [_gemini_call(p) for p in parts]
+        found = [c for c in gemini if isinstance(c, Mapping)]
+        found += [p for p in parts if p.get("type") == "tool_call"]
+        return _keyed(found)
     if message.get("role") != "assistant":
-        return [], []
-    openai = [
-        str(call.get("id")) for call in message.get("tool_calls") or () if isinstance(call, Mapping)
-    ]
-    anthropic = [str(b.get("id")) for b in blocks(message) if b.get("type") == "tool_use"]
-    return openai, anthropic
+        return []
+    ids = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+    for block in blocks(message):
+        if block.get("type") == "tool_use":
+            ids.append(str(block.get("id")))
+        elif isinstance(block.get("toolUse"), Mapping):
+            ids.append(str(block["toolUse"].get("toolUseId")))
+    return ids
 
 
 def results(message: Mapping[str, Any]) -> list[str]:
-    """Call ids a message answers: ``role: tool``, or ``tool_result`` blocks in any message."""
-    if message.get("role") == "tool":
+    """Call ids a message answers, whatever its shape."""
+    kind = message.get("type")
+    if kind in _OUTPUT_ITEMS:
+        return [str(message.get("call_id"))]
+    if message.get("role") == "tool" and "parts" not in message:
         return [str(message.get("tool_call_id"))]
-    return [str(b.get("tool_use_id")) for b in blocks(message) if b.get("type") == "tool_result"]
+    if "parts" in message:
+        parts = _parts(message)
+        gemini = [_gemini_response(p) for p in parts]
+        found = [r for r in gemini if isinstance(r, Mapping)]
+        found += [p for p in parts if p.get("type") == "tool_call_response"]
+        return _keyed(found)
+    ids = []
+    for block in blocks(message):
+        if block.get("type") == "tool_result":
+            ids.append(str(block.get("tool_use_id")))
+        elif isinstance(block.get("toolResult"), Mapping):
+            ids.append(str(block["toolResult"].get("toolUseId")))
+    return ids
+
+
+def positional(message: Mapping[str, Any]) -> bool:
+    """Some of the message's calls or results have no id and are known by ``name#position``
+    (Gemini and GenAI parts allow that)."""
+    bodies = []
+    for part in _parts(message):
+        if part.get("type") in ("tool_call", "tool_call_response"):
+            bodies.append(part)
+        for body in (_gemini_call(part), _gemini_response(part)):
+            if isinstance(body, Mapping):
+                bodies.append(body)
+    return any(not body.get("id") for body in bodies)
 
 
 def tool_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
-    """Every call and result id a message carries, calls first."""
-    openai, anthropic = calls(message)
-    return (*openai, *anthropic, *results(message))
+    """Every call and result id a message carries, calls first (positional keys left out:
+    they name a place, not a call)."""
+    if positional(message):
+        return ()
+    return (*calls(message), *results(message))
 
 
 def is_result(message: Mapping[str, Any]) -> bool:
-    """The message answers a tool call (``role: tool``, or ``tool_result`` blocks)."""
+    """The message answers a tool call."""
     return bool(results(message))
+
+
+def is_result_message(message: Any) -> bool:
+    """A message that only carries results, the kind that follows a call in ``following``
+    shapes: a ``role: tool`` message, a ``*_output`` item, a GenAI ``tool`` message."""
+    if not isinstance(message, Mapping):
+        return False
+    return message.get("type") in _OUTPUT_ITEMS or (
+        message.get("role") == "tool" and bool(results(message))
+    )
+
+
+def is_call_item(message: Any) -> bool:
+    """A Responses client call item (parallel calls come as several, one after another)."""
+    return isinstance(message, Mapping) and message.get("type") in _CALL_ITEMS
+
+
+def reasoning_id(message: Any) -> str | None:
+    """The id of a Responses ``reasoning`` item (``""`` when it has none); None otherwise."""
+    if isinstance(message, Mapping) and message.get("type") == "reasoning":
+        return str(message.get("id") or "")
+    return None
+
+
+def server_results(message: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """Anthropic server tool traffic in an assistant message: ``(block, kind, id)`` for each
+    ``server_tool_use`` / ``mcp_tool_use`` (kind ``call``) and each result block answering one
+    (kind ``result``), in order."""
+    found = []
+    for position, block in enumerate(blocks(message)):
+        kind = str(block.get("type"))
+        if kind in ("server_tool_use", "mcp_tool_use"):
+            found.append((position, "call", str(block.get("id"))))
+        elif kind.endswith("_tool_result") and kind != "tool_result":
+            found.append((position, "result", str(block.get("tool_use_id"))))
+    return found
+
+
+def _user_turn(message: Mapping[str, Any]) -> bool:
+    if results(message):
+        return False
+    if message.get("type") not in (None, "message"):
+        return False
+    return message.get("role") == "user"
 
 
 def newest_user_message(history: Sequence[Mapping[str, Any]]) -> int | None:
     """Index of the newest user message that is the user's turn, not only tool results."""
-    return next(
-        (
-            i
-            for i in range(len(history) - 1, -1, -1)
-            if history[i].get("role") == "user" and not results(history[i])
-        ),
-        None,
-    )
+    return next((i for i in range(len(history) - 1, -1, -1) if _user_turn(history[i])), None)

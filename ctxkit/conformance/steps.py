@@ -114,6 +114,7 @@ CheckKind = Literal[
     "crashes",  # the last call ended the target's process
     "is_list",  # the last view is a list of messages
     "tool_pairs",
+    "attachments",  # reasoning items and thinking blocks kept with their calls
     "ordering",
     "preserved",
     "fits",

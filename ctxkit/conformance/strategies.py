@@ -1,4 +1,4 @@
-"""Hypothesis strategies for agent conversations in both shapes, and for budgets.
+"""Hypothesis strategies for agent conversations in every shape, and for budgets.
 
 Tool-call ids are not drawn: a round is a *template* (shape, outputs) and the state machine
 numbers its calls, so ids are unique in a history however Hypothesis shrinks it. Every
@@ -15,6 +15,8 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 __all__ = [
+    "CHAT_FAMILY",
+    "SHAPES",
     "BadMessage",
     "Budget",
     "Conversation",
@@ -23,12 +25,14 @@ __all__ = [
     "budgets",
     "conversation_plans",
     "conversations",
+    "example_shapes",
+    "in_shape",
     "plain_messages",
     "round_templates",
     "texts",
 ]
 
-Shape = Literal["openai", "anthropic"]
+Shape = Literal["openai", "anthropic", "responses", "gemini", "bedrock", "genai"]
 
 _SENTENCES = (
     "read the file",
@@ -60,51 +64,119 @@ def outputs() -> st.SearchStrategy[str]:
     return st.one_of(short, texts(), short, texts(), lines, short, texts(), huge)
 
 
+SHAPES: tuple[Shape, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
+CHAT_FAMILY: tuple[Shape, ...] = ("openai", "anthropic")
+"""Shapes that share their text messages, and so may mix in one history as they always have
+in the suite (a history of another shape stays in it: no provider takes mixed requests)."""
+
+
+def example_shapes(drawn: Shape, allowed: tuple[Shape, ...]) -> tuple[Shape, ...]:
+    """The shapes one example's history is written in: the drawn shape where the run allows
+    it (else the run's first), with the rest of its family where it has one."""
+    shape = drawn if drawn in allowed else allowed[0]
+    if shape in CHAT_FAMILY:
+        return tuple(s for s in allowed if s in CHAT_FAMILY)
+    return (shape,)
+
+
+def in_shape(message: dict[str, Any], shape: Shape) -> dict[str, Any]:
+    """A text message (string content, or text blocks) written the way ``shape`` writes text.
+    System messages keep the Chat Completions form where a shape has no system role in its
+    message list (Gemini, Bedrock: the system prompt travels beside it)."""
+    role, content = message["role"], message.get("content")
+    text = content if isinstance(content, str) else "".join(b["text"] for b in content)
+    if shape == "gemini" and role != "system":
+        return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+    if shape == "bedrock" and role != "system":
+        return {"role": role, "content": [{"text": text}]}
+    if shape == "genai":
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+    if shape == "responses" and isinstance(content, list):
+        part = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": part, "text": text}]}
+    return message
+
+
 @dataclass(frozen=True)
 class RoundTemplate:
-    """An assistant message with parallel calls and their results, ids assigned later."""
+    """An assistant message with parallel calls and their results, ids assigned later.
+
+    ``extras``: what travels with a call in shapes that have it: Anthropic thinking and a
+    server tool answered in the same message, a Responses reasoning item before the calls,
+    Gemini call ids and a thought signature, Bedrock reasoning content, a GenAI reasoning
+    part."""
 
     shape: Shape
     outputs: tuple[str, ...]
     order: tuple[int, ...]
-    """OpenAI results may arrive in any order; this is theirs."""
+    """Results may arrive in any order where the shape pairs by id; this is theirs."""
+    extras: bool = False
 
     def in_shapes(self, shapes: tuple[Shape, ...]) -> RoundTemplate:
         """This round, or the same round in the first shape allowed if its own is not."""
         if self.shape in shapes:
             return self
-        return RoundTemplate(shapes[0], self.outputs, self.order)
+        return RoundTemplate(shapes[0], self.outputs, self.order, self.extras)
 
     def messages(self, ids: Iterator[int]) -> list[dict[str, Any]]:
         """The messages of this round, numbering calls from ``ids``."""
-        if self.shape == "openai":
-            names = [f"call_{next(ids)}" for _ in self.outputs]
-            call = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": name,
-                        "type": "function",
-                        "function": {"name": "bash", "arguments": f'{{"n": {k}}}'},
-                    }
-                    for k, name in enumerate(names)
-                ],
-            }
-            results = [
-                {"role": "tool", "tool_call_id": names[k], "content": self.outputs[k]}
-                for k in self.order
-            ]
-            return [call, *results]
-        names = [f"toolu_{next(ids)}" for _ in self.outputs]
+        return _ROUNDS[self.shape](self, ids)
+
+    def _openai(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        names = [f"call_{next(ids)}" for _ in self.outputs]
         call = {
             "role": "assistant",
-            "content": [{"type": "text", "text": "Let me check."}]
-            + [
-                {"type": "tool_use", "id": name, "name": "bash", "input": {"n": k}}
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": name,
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": f'{{"n": {k}}}'},
+                }
                 for k, name in enumerate(names)
             ],
         }
+        results = [
+            {"role": "tool", "tool_call_id": names[k], "content": self.outputs[k]}
+            for k in self.order
+        ]
+        return [call, *results]
+
+    def _anthropic(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        names = [f"toolu_{next(ids)}" for _ in self.outputs]
+        blocks: list[dict[str, Any]] = []
+        if self.extras:
+            number = next(ids)
+            blocks += [
+                {
+                    "type": "thinking",
+                    "thinking": "The test output first.",
+                    "signature": f"sig{number}",
+                },
+                {
+                    "type": "server_tool_use",
+                    "id": f"srvtoolu_{number}",
+                    "name": "web_search",
+                    "input": {"query": "pytest flags"},
+                },
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": f"srvtoolu_{number}",
+                    "content": [
+                        {
+                            "type": "web_search_result",
+                            "title": "pytest",
+                            "url": "https://docs.pytest.org",
+                            "encrypted_content": f"enc{number}",
+                        }
+                    ],
+                },
+            ]
+        blocks.append({"type": "text", "text": "Let me check."})
+        blocks += [
+            {"type": "tool_use", "id": name, "name": "bash", "input": {"n": k}}
+            for k, name in enumerate(names)
+        ]
         answer = {
             "role": "user",
             "content": [
@@ -117,21 +189,127 @@ class RoundTemplate:
                 for name, output in zip(names, self.outputs, strict=True)
             ],
         }
-        return [call, answer]
+        return [{"role": "assistant", "content": blocks}, answer]
+
+    def _responses(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        numbers = [next(ids) for _ in self.outputs]
+        items: list[dict[str, Any]] = []
+        if self.extras:
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{numbers[0]}",
+                    "summary": [{"type": "summary_text", "text": "Run it and look."}],
+                    "encrypted_content": f"enc{numbers[0]}",
+                }
+            )
+        items += [
+            {
+                "type": "function_call",
+                **({"id": f"fc_{n}"} if self.extras else {}),
+                "call_id": f"call_{n}",
+                "name": "bash",
+                "arguments": f'{{"n": {k}}}',
+            }
+            for k, n in enumerate(numbers)
+        ]
+        items += [
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{numbers[k]}",
+                "output": self.outputs[k],
+            }
+            for k in self.order
+        ]
+        return items
+
+    def _gemini(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        # Without extras, calls carry no id and are answered by position and name; with them,
+        # by id, in the results' own order, and the first call carries a thought signature.
+        numbers = [next(ids) for _ in self.outputs]
+        parts = []
+        for k, n in enumerate(numbers):
+            call: dict[str, Any] = {"name": "bash", "args": {"n": k}}
+            if self.extras:
+                call["id"] = f"call_{n}"
+            part: dict[str, Any] = {"functionCall": call}
+            if self.extras and k == 0:
+                part["thoughtSignature"] = f"c2lnbmF0dXJl{n}"
+            parts.append(part)
+        order = self.order if self.extras else range(len(numbers))
+        responses = []
+        for k in order:
+            response: dict[str, Any] = {"name": "bash", "response": {"output": self.outputs[k]}}
+            if self.extras:
+                response["id"] = f"call_{numbers[k]}"
+            responses.append({"functionResponse": response})
+        return [{"role": "model", "parts": parts}, {"role": "user", "parts": responses}]
+
+    def _bedrock(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        names = [f"tooluse_{next(ids)}" for _ in self.outputs]
+        blocks: list[dict[str, Any]] = []
+        if self.extras:
+            blocks.append(
+                {"reasoningContent": {"reasoningText": {"text": "Run it.", "signature": names[0]}}}
+            )
+        blocks += [
+            {"toolUse": {"toolUseId": name, "name": "bash", "input": {"n": k}}}
+            for k, name in enumerate(names)
+        ]
+        results = [
+            {
+                "toolResult": {
+                    "toolUseId": names[k],
+                    "content": [{"text": self.outputs[k]}],
+                    **({"status": "error"} if self.outputs[k].startswith("Error") else {}),
+                }
+            }
+            for k in self.order
+        ]
+        return [{"role": "assistant", "content": blocks}, {"role": "user", "content": results}]
+
+    def _genai(self, ids: Iterator[int]) -> list[dict[str, Any]]:
+        names = [f"call_{next(ids)}" for _ in self.outputs]
+        parts: list[dict[str, Any]] = []
+        if self.extras:
+            parts.append({"type": "reasoning", "content": "Run it."})
+        parts += [
+            {"type": "tool_call", "id": name, "name": "bash", "arguments": {"n": k}}
+            for k, name in enumerate(names)
+        ]
+        results = [
+            {
+                "role": "tool",
+                "parts": [
+                    {"type": "tool_call_response", "id": names[k], "response": self.outputs[k]}
+                ],
+            }
+            for k in self.order
+        ]
+        return [{"role": "assistant", "parts": parts}, *results]
+
+
+_ROUNDS = {
+    "openai": RoundTemplate._openai,
+    "anthropic": RoundTemplate._anthropic,
+    "responses": RoundTemplate._responses,
+    "gemini": RoundTemplate._gemini,
+    "bedrock": RoundTemplate._bedrock,
+    "genai": RoundTemplate._genai,
+}
 
 
 @st.composite
-def round_templates(
-    draw: st.DrawFn, shapes: tuple[Shape, ...] = ("openai", "anthropic")
-) -> RoundTemplate:
-    """A round of 1-3 parallel calls (weighted to one). The state machine draws both shapes
-    and then keeps to the run's (:meth:`RoundTemplate.in_shapes`), so what it draws never
-    depends on the run's options."""
+def round_templates(draw: st.DrawFn, shapes: tuple[Shape, ...] = CHAT_FAMILY) -> RoundTemplate:
+    """A round of 1-3 parallel calls (weighted to one), with extras one time in three. The
+    state machine draws from the chat family and then keeps to the example's shapes
+    (:meth:`RoundTemplate.in_shapes`), so what it draws never depends on the run's options."""
     shape = draw(st.sampled_from(shapes))
     count = draw(st.sampled_from([1, 1, 1, 2, 3]))
     results = tuple(draw(outputs()) for _ in range(count))
     order = tuple(draw(st.permutations(range(count))))
-    return RoundTemplate(shape, results, order)
+    extras = draw(st.sampled_from([False, False, True]))
+    return RoundTemplate(shape, results, order, extras)
 
 
 def plain_messages() -> st.SearchStrategy[dict[str, Any]]:
@@ -151,16 +329,16 @@ class Conversation:
 
     parts: tuple[tuple[str, str] | RoundTemplate, ...]
 
-    def messages(self, shapes: tuple[Shape, ...] = ("openai", "anthropic")) -> list[dict[str, Any]]:
+    def messages(self, shapes: tuple[Shape, ...] = CHAT_FAMILY) -> list[dict[str, Any]]:
         """The messages, each round in its own shape where ``shapes`` allows it, else in the
-        first shape allowed."""
+        first shape allowed; texts as the first shape writes them."""
         ids = itertools.count(10_000)
         found: list[dict[str, Any]] = []
         for part in self.parts:
             if isinstance(part, RoundTemplate):
                 found.extend(part.in_shapes(shapes).messages(ids))
             else:
-                found.append({"role": part[0], "content": part[1]})
+                found.append(in_shape({"role": part[0], "content": part[1]}, shapes[0]))
         return found
 
 
@@ -181,7 +359,7 @@ def conversation_plans(draw: st.DrawFn, max_turns: int = 6) -> Conversation:
 
 
 def conversations(
-    max_turns: int = 6, shapes: tuple[Shape, ...] = ("openai", "anthropic")
+    max_turns: int = 6, shapes: tuple[Shape, ...] = CHAT_FAMILY
 ) -> st.SearchStrategy[list[dict[str, Any]]]:
     """Well-formed conversations as message lists (see :func:`conversation_plans`)."""
     return conversation_plans(max_turns).map(lambda plan: plan.messages(shapes))

@@ -28,13 +28,13 @@ from typing import Any, Literal
 from ctxkit.shapes import anthropic, bedrock, chat, gemini, genai, responses
 from ctxkit.shapes.base import (
     MAX_NESTING,
-    PAIRING,
     InvalidMessage,
     MessageInfo,
     Shape,
     check_structure,
     describe,
 )
+from ctxkit.shapes.rules import rule_set
 
 __all__ = [
     "MAX_NESTING",
@@ -54,6 +54,15 @@ __all__ = [
 ]
 
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
+
+PAIRING: Mapping[str, Literal["next", "following"]] = {
+    shape: rule_set(shape).pairing for shape in SHAPES
+}
+"""How each shape's results answer a call, from its rule set. ``next``: the very next message
+answers every call of the calling message, and nothing else (Anthropic, Bedrock, Gemini).
+``following``: the messages right after the call each answer some of its calls, until all are
+answered (Chat Completions ``tool`` messages, Responses ``*_output`` items, GenAI ``tool``
+messages)."""
 
 UnitStatus = Literal["complete", "pending", "broken"]
 

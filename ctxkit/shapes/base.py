@@ -4,7 +4,8 @@ A shape module reads one message written in its provider's form and answers with
 :class:`MessageInfo`, in words every other part of ctxkit understands: a role among
 ``system``, ``developer``, ``user``, ``assistant`` and ``tool`` (a Gemini ``model`` turn is an
 ``assistant`` one, a Responses ``function_call_output`` item a ``tool`` one), the call ids it
-makes, the call ids it answers, and how its answers must follow (:data:`PAIRING`).
+makes and the call ids it answers. How answers must follow a call is each shape's rule set
+(:mod:`ctxkit.shapes.rules`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, Literal
 
 __all__ = [
     "MAX_NESTING",
-    "PAIRING",
     "InvalidMessage",
     "MessageInfo",
     "Shape",
@@ -28,20 +28,6 @@ __all__ = [
 ]
 
 Shape = Literal["openai", "anthropic", "responses", "gemini", "bedrock", "genai"]
-
-PAIRING: Mapping[str, Literal["next", "following"]] = {
-    "openai": "following",
-    "responses": "following",
-    "genai": "following",
-    "anthropic": "next",
-    "bedrock": "next",
-    "gemini": "next",
-}
-"""How each shape's results answer a call. ``next``: the very next message answers every call
-of the calling message, and nothing else (Anthropic, Bedrock, Gemini). ``following``: the
-messages right after the call each answer some of its calls, until all are answered (Chat
-Completions ``tool`` messages, Responses ``function_call_output`` items, GenAI ``tool``
-messages)."""
 
 MAX_NESTING = 64
 """How deep lists and dicts may nest inside a message (the message itself is depth 1). Real

@@ -1,0 +1,60 @@
+"""The rules each provider enforces on a request, read from the language-neutral data in the
+top-level ``conformance/rules/`` folder (shipped inside the package as ``ctxkit/shapes/spec``).
+
+Each file names its shape, how results answer calls (``pairing``), and its rules: an id, the
+property a break of it fails, what must hold, and the error text the provider answers with.
+Checks cite a rule by id, so a finding can say what the provider would have said.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+__all__ = ["Rule", "RuleSet", "rule", "rule_set"]
+
+Pairing = Literal["next", "following"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    property: str
+    holds: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    shape: str
+    api: str
+    pairing: Pairing
+    rules: tuple[Rule, ...]
+
+
+@cache
+def rule_set(shape: str) -> RuleSet:
+    """The rules of one shape (``openai``, ``anthropic``, ``responses``, ``gemini``,
+    ``bedrock``, ``genai``). Raises KeyError for a shape with no rule file."""
+    try:
+        text = resources.files(__package__).joinpath("spec", f"{shape}.json").read_text("utf-8")
+    except FileNotFoundError:
+        raise KeyError(shape) from None
+    data = json.loads(text)
+    return RuleSet(
+        data["shape"],
+        data["api"],
+        data["pairing"],
+        tuple(Rule(r["id"], r["property"], r["holds"], r["error"]) for r in data["rules"]),
+    )
+
+
+def rule(rule_id: str) -> Rule:
+    """One rule by its id, e.g. ``responses.reasoning_with_call``."""
+    for candidate in rule_set(rule_id.partition(".")[0]).rules:
+        if candidate.id == rule_id:
+            return candidate
+    raise KeyError(rule_id)

@@ -545,3 +545,15 @@ def test_a_javascript_target_refuses_a_form_it_cannot_take(node):
     assert "a session is a Python form" in done.stderr
     returns = run(RunOptions(target=f"{JS}:returnsCount", **SHORT))
     assert "returned number, not an array" in " ".join(p.message for p in returns.properties)
+
+
+def test_a_function_that_cuts_its_own_argument_passes_non_destructive():
+    """The zoo's edits_in_place cuts and drops in the list it is given: harmless, because that
+    list is a copy. Its zoo run (shared with tests/test_conformance_zoo.py) says so."""
+    from tests.test_conformance_zoo import check
+    from tests.zoo import ZOO
+
+    (member,) = [m for m in ZOO if m.target.endswith(":edits_in_place")]
+    outcome = check(member)
+    assert outcome["properties"]["non_destructive"].status == "passed"
+    assert outcome["verdict"] == "pass"

@@ -4,8 +4,8 @@
 // pruneMessages is the SDK's helper for shrinking a conversation before a model call (its docs
 // put it in `prepareStep`): it removes reasoning and tool calls with their results from all but
 // the newest messages, and then the messages left empty. It takes no budget: it prunes by
-// position. Options come from --config (`reasoning`, `toolCalls`, `emptyMessages`); the defaults
-// are the SDK docs' example.
+// position. Options come from --config (`reasoning`, `toolCalls`, `emptyMessages`), passed as
+// written; the defaults, for keys not written, are the SDK docs' example.
 //
 // Conversion: each JSON message becomes ModelMessages (system, user, assistant, tool) whose
 // providerOptions.ctxkit name the history message they came from, and each part the block or
@@ -14,7 +14,7 @@
 // each history message from the parts the SDK kept, in its own shape.
 
 import { importFromHere } from "./library.mjs";
-import { TrimmingStore } from "./store.mjs";
+import { TrimmingStore, libraryOptions } from "./store.mjs";
 
 const ai = await importFromHere("ai", "ai");
 
@@ -138,14 +138,20 @@ export function fromAiSdk(messages, history) {
   });
 }
 
+// Options reach pruneMessages exactly as written (null included); the SDK docs' example fills
+// only the keys not written.
+const OPTIONS = ["reasoning", "toolCalls", "emptyMessages"];
+const DEFAULTS = { reasoning: "before-last-message", toolCalls: "before-last-2-messages", emptyMessages: "remove" };
+
 export class PruneMessages extends TrimmingStore {
   constructor(config = {}, hooks = null) {
     super(config, hooks);
-    this.options = {
-      reasoning: config.reasoning ?? "before-last-message",
-      toolCalls: config.toolCalls ?? "before-last-2-messages",
-      emptyMessages: config.emptyMessages ?? "remove",
-    };
+    this.options = libraryOptions("js:ai:pruneMessages (pruneMessages)", config, OPTIONS, DEFAULTS, {
+      messages: "the adapter gives the SDK the stored history on each request",
+    });
+    // The SDK's own refusal of a value (toolCalls: null is not a list) comes now, while the
+    // manager is built, not on every request.
+    ai.pruneMessages({ messages: [], ...this.options });
   }
 
   async view(history) {

@@ -10,7 +10,7 @@
 // back as one message. Tokens are counted on the high side (store.mjs, plus 3 for the reply).
 
 import { importFromHere } from "./library.mjs";
-import { TrimmingStore, estimate } from "./store.mjs";
+import { TrimmingStore, estimate, libraryOptions } from "./store.mjs";
 
 const lc = await importFromHere("@langchain/core/messages", "@langchain/core");
 
@@ -126,13 +126,21 @@ export function fromLangChain(messages, history) {
   return found;
 }
 
+// Options reach trimMessages exactly as written (null included); only a key not written gets a
+// default: for strategy "last" the chat-history settings of LangChain's docs, for "first" none.
+const OPTIONS = ["includeSystem", "startOn", "endOn", "allowPartial", "textSplitter"];
+const DEFAULTS = { last: { includeSystem: true, startOn: "human" }, first: {} };
+const SET_BY_ADAPTER = {
+  strategy: "the adapter's name sets it (js:@langchain/core:trimMessages is 'last', ...:trimMessages:first is 'first')",
+  maxTokens: "it is each request's budget (a request without one uses max_tokens)",
+  tokenCounter: "the adapter counts every message on the high side, so views fit ctxkit's exact count",
+};
+
 class TrimMessages extends TrimmingStore {
   constructor(config = {}, hooks = null, strategy = "last") {
     super(config, hooks);
-    this.options =
-      strategy === "last"
-        ? { strategy, includeSystem: config.includeSystem ?? true, startOn: config.startOn ?? "human" }
-        : { strategy };
+    const name = `js:@langchain/core:trimMessages${strategy === "first" ? ":first" : ""} (trimMessages)`;
+    this.options = { strategy, ...libraryOptions(name, config, OPTIONS, DEFAULTS[strategy], SET_BY_ADAPTER) };
   }
 
   async view(history, budget) {

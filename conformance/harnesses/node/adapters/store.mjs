@@ -27,9 +27,32 @@ export function validate(m) {
 export const estimate = (m) => Math.floor(Buffer.byteLength(JSON.stringify(m), "utf8") / 2) + 8;
 
 /** The context contract over a library's view; subclasses implement `view(history, budget)`. */
+const BUDGET_NOTE = "(and max_tokens, the budget when a request names none)";
+
+/** The options to hand the library: every key the user wrote, exactly as written (null
+ * included), and a default only for a key not written at all. A key that is not an option is
+ * refused with a TypeError naming the known ones; a key the adapter sets itself (`setByAdapter`:
+ * key -> why) is refused with the reason. Thrown while the manager is built, so ctxkit reports it
+ * and exits 2. `max_tokens` is the store's (below), never the library's. */
+export function libraryOptions(owner, config, known, defaults = {}, setByAdapter = {}) {
+  const written = Object.fromEntries(Object.entries(config ?? {}).filter(([key]) => key !== "max_tokens"));
+  for (const key of Object.keys(written)) {
+    if (Object.hasOwn(setByAdapter, key)) throw new TypeError(`${owner}: '${key}' cannot be set: ${setByAdapter[key]}`);
+    if (!known.includes(key)) {
+      const options = known.length ? `its options are ${known.join(", ")}` : "it has no options";
+      throw new TypeError(`${owner} has no option '${key}'; ${options} ${BUDGET_NOTE}`);
+    }
+  }
+  return { ...defaults, ...written };
+}
+
 export class TrimmingStore {
   constructor(config = {}, hooks = null) {
-    this.maxTokens = config.max_tokens ?? 128000;
+    const written = config?.max_tokens;
+    if (Object.hasOwn(config ?? {}, "max_tokens") && !(Number.isInteger(written) && written >= 1)) {
+      throw new TypeError(`max_tokens must be a positive integer, got ${JSON.stringify(written)}`);
+    }
+    this.maxTokens = written ?? 128000;
     this.hooks = hooks;
     this.history = [];
   }

@@ -234,7 +234,7 @@ class RoundTemplate:
                 call["id"] = f"call_{n}"
             part: dict[str, Any] = {"functionCall": call}
             if self.extras and k == 0:
-                part["thoughtSignature"] = f"c2lnbmF0dXJl{n}"
+                part["thoughtSignature"] = f"c2lnbmF0dXJl{n:08d}"
             parts.append(part)
         order = self.order if self.extras else range(len(numbers))
         responses = []

@@ -27,11 +27,18 @@ def check(member: Member, **overrides: Any) -> dict[str, Any]:
     """The run's outcome for a member, with its config (and, for a correct member checked in
     one shape, that shape only)."""
     overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
-    if member.shape == "both":
-        overrides.setdefault("shapes", ("openai", "anthropic"))
-    elif member.shape != "any" and (member.outcome == "pass" or "," in member.shape):
-        overrides.setdefault("shapes", tuple(member.shape.split(",")))
+    overrides.setdefault("shapes", shapes_of(member))
     return _check(member.target, tuple(sorted(overrides.items(), key=str)))
+
+
+def shapes_of(member: Member) -> tuple[str, ...]:
+    """The shapes a member is checked in: its own, or for members of the chat family, the
+    family (where the fault shows in either), except a correct member named for one shape."""
+    if member.shape in ("openai", "anthropic") and member.outcome == "pass":
+        return (member.shape,)
+    if member.shape in ("both", "openai", "anthropic"):
+        return ("openai", "anthropic")
+    return tuple(member.shape.split(","))
 
 
 def deep(member: Member) -> dict[str, Any]:
@@ -84,6 +91,24 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
     assert not outcome["failed"] & REQUIRED, outcome["messages"]
     assert outcome["verdict"] == "pass"
     assert exit_code(outcome["verdict"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("DropsReasoning", "without its required 'reasoning' item"),
+        ("DropsThinking", "must start with a thinking block"),
+        ("FirstResponseOnly", "number of function response parts is equal"),
+        ("HoistsServerResults", "no server_tool_use before it in the same message"),
+        ("LastItems", "no assistant message in the view calls"),
+    ],
+)
+def test_a_broken_provider_rule_is_named_with_the_providers_own_error(name: str, words: str):
+    """Each member of the newer shapes is caught for its own rule, and the finding quotes the
+    error the provider would answer with (conformance/rules/)."""
+    (member,) = [m for m in ZOO if m.target.endswith(f"shapes:{name}")]
+    result = check(member, **deep(member))["properties"]["tool_pair_integrity"]
+    assert words in result.message
 
 
 def test_cache_stability_is_an_advisory_figure_that_fails_no_run():

@@ -22,7 +22,8 @@ class Member:
         ``"load_error"``, words the checker's error must contain (case-insensitive).
     outcome: ``"fail"``, ``"pass"``, ``"error"`` (checker reports an error and carries on)
         or ``"load_error"`` (the target cannot be loaded: exit status 2).
-    shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"`` or ``"both"``.
+    shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"``, ``"both"`` (the
+        two mixed), another shape (``"responses"``, ``"gemini"`` ...) or several, comma-separated.
     note: one line on the fault, and what a conversation needs to show it.
     config: the ``--config`` the member is checked with.
     """
@@ -153,4 +154,21 @@ ZOO: list[Member] = [
        "function: the history newest first"),
     _m("forms:LimitSession", PAIRS, "fail", "both",
        "session with limit=3: get_items(3) splits pairs (openai-agents-python #4322)"),
+    # the newer shapes (tests/zoo/shapes.py): one provider rule broken, or kept unusually
+    _m("shapes:ShapesManager", set(), "pass", "responses,gemini,bedrock,genai,anthropic",
+       "correct in every shape: whole units, reasoning with its call, answers as one"),
+    _m("shapes:DropsReasoning", PAIRS, "fail", "responses",
+       "reasoning items left out: a function_call sent without its reasoning item"),
+    _m("shapes:DropsThinking", PAIRS, "fail", "anthropic",
+       "thinking stripped from the turn the last message answers (needs a thinking round)"),
+    _m("shapes:FirstResponseOnly", PAIRS, "fail", "gemini",
+       "one functionResponse part kept for several functionCall parts (needs parallel calls)"),
+    _m("shapes:HoistsServerResults", PAIRS, "fail", "anthropic",
+       "server tool results moved before the server_tool_use they answer"),
+    _m("shapes:LastItems", PAIRS, "fail", "responses",
+       "the newest 3 items: a function_call_output leads the view (openai-agents-python #4322)"),
+    _m("shapes:ThinkingOnLastTurnOnly", set(), "pass", "anthropic",
+       "thinking stripped from every turn but the one the last message answers"),
+    _m("shapes:ResponsesById", set(), "pass", "gemini",
+       "function responses answered by id, in another order than the calls"),
 ]  # fmt: skip

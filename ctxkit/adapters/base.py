@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxkit.messages import copy_message, inspect_message, validate_history
+from ctxkit.messages import Shape, copy_message, inspect_message, validate_history
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -68,6 +68,10 @@ class LibraryAdapter:
     none: the libraries have no compaction events).
     """
 
+    SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
+    """The message shapes the adapter carries into its library's types; a message in another
+    is refused on add, so the suite checks the adapter in these only."""
+
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -94,14 +98,14 @@ class TrimmingAdapter(LibraryAdapter):
         self._history: list[dict[str, Any]] = []
 
     async def add_message(self, message: dict[str, Any]) -> None:
-        inspect_message(message)
+        inspect_message(message, shapes=self.SHAPES)
         self._history.append(copy_message(message))
 
     async def get_messages(self) -> list[dict[str, Any]]:
         return copy_message(self._history)
 
     async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
-        validate_history(list(messages))
+        validate_history(list(messages), shapes=self.SHAPES)
         self._history = [copy_message(m) for m in messages]
 
     async def clear(self) -> None:

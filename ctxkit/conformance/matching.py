@@ -106,10 +106,24 @@ def _arguments(value: Any) -> dict[str, Any]:
     return {"json": _json(value)}
 
 
+def _text_of_part(item: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """The text of a text part in any shape, and the keys that say it: ``text`` blocks,
+    Responses ``input_text`` / ``output_text``, Gemini and Bedrock ``{"text"}`` (not a Gemini
+    thought), OpenTelemetry GenAI ``{"type": "text", "content"}``; (None, ()) otherwise."""
+    kind, text = item.get("type"), item.get("text")
+    if kind in ("text", "input_text", "output_text") and isinstance(text, str):
+        return text, ("type", "text")
+    if kind is None and isinstance(text, str) and not item.get("thought"):
+        return text, ("text",)
+    if kind == "text" and isinstance(item.get("content"), str):
+        return item["content"], ("type", "content")
+    return None, ()
+
+
 class _Reader:
     """Builds one message's canonical form, collecting its unknown keys on the way."""
 
-    MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id")
+    MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "parts")
 
     def __init__(self, ignore: frozenset[str]) -> None:
         self.skip = ignore | ALWAYS_IGNORED
@@ -122,7 +136,11 @@ class _Reader:
 
     def message(self, message: Mapping[str, Any]) -> dict[str, Any]:
         known: dict[str, Any] = {"role": _json(message.get("role"))}
+        if message.get("type") == "message":  # a Responses message item, said in full
+            message = {k: v for k, v in message.items() if k != "type"}
         content = self.content(message.get("content"), "content")
+        if "parts" in message:  # Gemini and OpenTelemetry GenAI parts: text parts are text
+            content += self.content(message["parts"], "parts")
         if content:
             known["content"] = content
         tool_calls = message.get("tool_calls")
@@ -153,11 +171,10 @@ class _Reader:
         if not isinstance(item, Mapping):
             return {"raw": _json(item)}
         kind = item.get("type")
-        if kind == "text" and isinstance(item.get("text"), str):
-            if not item["text"]:
-                return None
-            self.unknown(item, ("type", "text"), path)
-            return {"type": "text", "text": item["text"]}
+        text, known = _text_of_part(item)
+        if text is not None:
+            self.unknown(item, known, path)
+            return {"type": "text", "text": text} if text else None
         if kind == "tool_use":
             self.unknown(item, ("type", "id", "name", "input"), path)
             return {

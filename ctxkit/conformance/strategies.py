@@ -91,7 +91,7 @@ def in_shape(message: dict[str, Any], shape: Shape) -> dict[str, Any]:
         return {"role": role, "content": [{"text": text}]}
     if shape == "genai":
         return {"role": role, "parts": [{"type": "text", "content": text}]}
-    if shape == "responses" and isinstance(content, list):
+    if shape == "responses" and isinstance(content, list) and role != "assistant":
         part = "output_text" if role == "assistant" else "input_text"
         return {"type": "message", "role": role, "content": [{"type": part, "text": text}]}
     return message

@@ -78,9 +78,12 @@ def _reader(message: Mapping[str, Any]) -> Any:
     return chat
 
 
-def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
+def inspect_message(
+    message: Any, index: int | None = None, *, shapes: Sequence[Shape] | None = None
+) -> MessageInfo:
     """Validate one message on its own, in whichever shape it is written, and return what
-    ctxkit needs to know about it.
+    ctxkit needs to know about it. ``shapes``: the only shapes the caller takes (an adapter
+    over a library that knows fewer); a message written in another is refused.
 
     Raises :class:`InvalidMessage` naming the index and the field at fault. Checks that need
     the rest of the history (a call id used twice) live in :func:`validate_history`.
@@ -92,7 +95,14 @@ def inspect_message(message: Any, index: int | None = None) -> MessageInfo:
         raise InvalidMessage(
             f"must be a list of parts, got {describe(message['parts'])}", index=index, field="parts"
         )
-    return _reader(message).read(message, index, size)
+    info = _reader(message).read(message, index, size)
+    if shapes is not None and info.form not in shapes:
+        raise InvalidMessage(
+            f"is written in the {info.form} shape, and only {', '.join(shapes)} messages are "
+            "taken here (ctxkit.shapes.convert writes a history in another shape)",
+            index=index,
+        )
+    return info
 
 
 def form_of(message: Mapping[str, Any]) -> Shape:
@@ -100,8 +110,11 @@ def form_of(message: Mapping[str, Any]) -> Shape:
     return inspect_message(message).form
 
 
-def validate_history(messages: Sequence[Any]) -> list[MessageInfo]:
-    """Validate a whole history: each message, and no call id used twice.
+def validate_history(
+    messages: Sequence[Any], *, shapes: Sequence[Shape] | None = None
+) -> list[MessageInfo]:
+    """Validate a whole history: each message (in ``shapes`` only, if given), and no call id
+    used twice.
 
     Returns one :class:`MessageInfo` per message. Raises :class:`InvalidMessage` for the first
     fault, naming its index.
@@ -109,7 +122,7 @@ def validate_history(messages: Sequence[Any]) -> list[MessageInfo]:
     infos = []
     first_use: dict[str, int] = {}
     for index, message in enumerate(messages):
-        info = inspect_message(message, index)
+        info = inspect_message(message, index, shapes=shapes)
         check_new_call_ids(info, index, first_use)
         if not info.positional:
             for call_id in info.call_ids:

@@ -234,3 +234,25 @@ def test_history_index_matches_like_match_view(case):
     expected = match_view(history, view)
     assert index.match(view) == expected
     assert index.match(view, [index.fingerprint(m) for m in view]) == expected  # as instrument
+
+
+def test_a_reasoning_item_dropped_from_a_view_is_caught_live():
+    """What travels with a call is checked against the history in production too: a view
+    that leaves out the reasoning item a function_call needs."""
+    import itertools
+
+    from ctxkit.conformance.strategies import RoundTemplate
+
+    wrapped = instrument(_zoo("shapes:DropsReasoning"), check_invariants=True)
+    recorder = Recorder(wrapped.bus)
+    round_ = RoundTemplate("responses", ("ok",), (0,), extras=True).messages(itertools.count(1))
+
+    async def run() -> None:
+        for message in [{"role": "user", "content": "go"}, *round_]:
+            await wrapped.add_message(message)
+        await wrapped.get_messages_for_request(100_000)
+
+    asyncio.run(run())
+    wrapped.bus.flush()
+    found = recorder.of(events.INVARIANT_VIOLATION)
+    assert any("reasoning" in v["message"] for v in found), found

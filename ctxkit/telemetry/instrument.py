@@ -28,6 +28,7 @@ from ctxkit import events
 from ctxkit.conformance.invariants import (
     HistoryIndex,
     Violation,
+    check_attachments,
     check_lifecycle,
     check_non_destructive,
     check_ordering,
@@ -428,6 +429,7 @@ class InstrumentedManager:
         found: list[Violation] = []
         if "tool_pair_integrity" in self.checked:
             found += check_tool_pairs(view)
+            found += check_attachments(self._index.messages, view)
         if "ordering" in self.checked:
             found += check_ordering(self._index.messages, view, matches=matches)
         await self._report(found)

@@ -24,6 +24,7 @@ from ctxkit.shapes import (
     form_of,
     group_units,
     inspect_message,
+    text_message,
     text_of,
     validate_history,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "inspect_message",
     "is_flat",
     "results_of",
+    "text_message",
     "text_of",
     "tool_calls_of",
     "validate_history",

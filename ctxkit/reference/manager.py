@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ctxkit import events
 from ctxkit.events import EventBus
-from ctxkit.messages import InvalidMessage, copy_message
+from ctxkit.messages import InvalidMessage, copy_message, text_of
 from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.audit import audit_entry
 from ctxkit.reference.journal import (
@@ -159,7 +159,8 @@ class ReferenceContextManager:
     summarizer: an async callable ``(messages, *, max_tokens) -> str``, checked when the
         manager is built; default: an offline extractive one.
     summary_max_tokens: a summary is clipped to this many tokens.
-    summary_role: the role of the summary message (``user`` suits both providers).
+    summary_role: the role of the summary message (``user`` suits every provider); it is written
+        in the shape of the history it stands for (Gemini parts for a Gemini history).
     safety_margin: tokens kept free when the budget comes from a provider.
     hard_limit_ratio: where usage snapshots put the hard limit (for "turns left").
     on_overflow: ``raise`` :class:`ContextBudgetExceeded` when pinned content cannot fit, or
@@ -664,7 +665,7 @@ class ReferenceContextManager:
             shorten, unsummarized, limits = [], [], decision.limits
         duration = time.perf_counter() - started
         if plan.summary is not None and plan.summary is not had_summary:
-            await self._publish(events.INCLUDE, source="summary", content=plan.summary["content"])
+            await self._publish(events.INCLUDE, source="summary", content=text_of(plan.summary))
         tokens = plan.request_tokens
         summarized = decision.drop if decision.summarized else []
         await self._record_audit(

@@ -24,7 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from ctxkit.events import LISTING_ROWS
-from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat
+from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat, text_message
 from ctxkit.reference.pins import always_pinned, has_user_turn
 from ctxkit.reference.retention import Horizon, Limits, limit_names
 from ctxkit.reference.store import History
@@ -399,7 +399,8 @@ class Planner:
         cap = self.summary_cap(plan.budget)
         text = await self.summarizer([copy_message(m) for m in inputs], max_tokens=cap)
         counter = self.history.counter
-        summary = {"role": self.settings.summary_role, "content": counter.clip(str(text), cap)}
+        form = self.history.infos[self.history.units[drop[0]].start].form if drop else "openai"
+        summary = text_message(form, self.settings.summary_role, counter.clip(str(text), cap))
         cost = counter.message_cost(summary)
         replaced = sum(self.unit_cost(u, u in plan.short) for u in drop)
         replaced += plan.summary_cost.total if plan.summary_cost else 0

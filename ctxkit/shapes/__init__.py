@@ -49,6 +49,7 @@ __all__ = [
     "form_of",
     "group_units",
     "inspect_message",
+    "text_message",
     "text_of",
     "validate_history",
 ]
@@ -143,6 +144,19 @@ def check_new_call_ids(info: MessageInfo, index: int, first_use: Mapping[str, in
                 index=index,
                 field="tool_calls" if info.shape == "openai" else "content",
             )
+
+
+def text_message(form: Shape, role: str, text: str) -> dict[str, Any]:
+    """A message of plain text written the way ``form`` writes text, for what ctxkit adds
+    to a view (a summary): a Gemini history gets a content with parts, a Bedrock one text
+    blocks, a GenAI one parts; the others take ``{"role", "content": text}`` as it is."""
+    if form == "gemini":
+        return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+    if form == "bedrock":
+        return {"role": "assistant" if role == "assistant" else "user", "content": [{"text": text}]}
+    if form == "genai":
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+    return {"role": role, "content": text}
 
 
 def text_of(message: Mapping[str, Any]) -> str:

@@ -157,6 +157,25 @@ _FIRST_SYSTEM_ONLY = Finding(
     allow="dropped-system",
 )
 
+_EMPTY_IS_ABSENT = Finding(
+    "bug",
+    "when trim_messages returns nothing (no user message starts a view that fits), "
+    "create_react_agent reads the empty llm_input_messages as absent and sends the model the "
+    "whole history (langgraph #8925)",
+)
+_DOCS_HOOK = Finding(
+    "design",
+    "the documented hook trims with start_on='human' and no include_system: the system message "
+    "is trimmed like any other, and when the newest user message and what follows do not fit, "
+    "the view keeps only what follows, or nothing",
+)
+_STATE_REWRITTEN = Finding(
+    "design",
+    "the documented 'messages' form replaces the graph state with the trimmed list "
+    "(RemoveMessage(id=REMOVE_ALL_MESSAGES)): what a view trims is gone from the history, and "
+    "when nothing fits the history is emptied",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -255,6 +274,27 @@ ADAPTERS: tuple[Adapter, ...] = (
             "budget": _COUNTS_MESSAGES,
             "preservation": _FIRST_SYSTEM_ONLY,
         },
+    ),
+    Adapter(
+        "langgraph:pre_model_hook",
+        "ctxkit.adapters.langgraph:PreModelHook",
+        "langgraph",
+        "langgraph",
+        "langgraph.prebuilt create_react_agent with the docs' pre_model_hook: trim_messages "
+        "(strategy 'last', start_on 'human', end_on ('human', 'tool')) returned as "
+        "llm_input_messages; the view is what the model receives",
+        findings={"budget": _EMPTY_IS_ABSENT, "preservation": _DOCS_HOOK},
+        bug_report="ctxkit.adapters.langgraph:bug_report",
+    ),
+    Adapter(
+        "langgraph:remove_messages",
+        "ctxkit.adapters.langgraph:RemoveMessages",
+        "langgraph",
+        "langgraph",
+        "langgraph.prebuilt create_react_agent with the docs' pre_model_hook returning "
+        "messages=[RemoveMessage(id=REMOVE_ALL_MESSAGES), *trimmed]: the graph state is the "
+        "history",
+        findings={"non_destructive": _STATE_REWRITTEN, "preservation": _DOCS_HOOK},
     ),
 )
 

@@ -23,7 +23,14 @@ from ctxkit.adapters.blocks import is_tool_result, is_tool_use
 from ctxkit.adapters.reports import history_before_view
 from ctxkit.tokens import REPLY_PRIMING, TokenCounter
 
-__all__ = ["TrimMessagesFirst", "TrimMessagesLast", "bug_report", "from_langchain", "to_langchain"]
+__all__ = [
+    "TrimMessagesFirst",
+    "TrimMessagesLast",
+    "bug_report",
+    "counting",
+    "from_langchain",
+    "to_langchain",
+]
 
 _MODELLED = {"role", "content", "tool_calls", "tool_call_id", "name"}
 
@@ -217,6 +224,24 @@ def _assistant_json(
     return {**converted, **named, **extras}
 
 
+def counting(history: list[dict[str, Any]], counter: TokenCounter) -> Callable[[list[Any]], int]:
+    """A ``token_counter`` for LangChain messages made by :func:`to_langchain` from
+    ``history``: ctxkit's exact count of each message in its own shape, plus the reply priming
+    of a request."""
+    memo: dict[str, int] = {}
+
+    def count(messages: list[Any]) -> int:
+        total = 0
+        for message in messages:
+            key = str(message.id)
+            if key not in memo:
+                memo[key] = counter.count_message(from_langchain([message], history)[0])
+            total += memo[key]
+        return total + (REPLY_PRIMING if messages else 0)
+
+    return count
+
+
 class _TrimMessages(TrimmingAdapter):
     """``trim_messages`` with ``strategy`` and the options the user writes, each passed to the
     library exactly as written (``None`` included). Only a key not written gets the adapter's
@@ -253,18 +278,7 @@ class _TrimMessages(TrimmingAdapter):
         self._counter = TokenCounter()
 
     def _counting(self, history: list[dict[str, Any]]) -> Callable[[list[Any]], int]:
-        memo: dict[str, int] = {}
-
-        def count(messages: list[Any]) -> int:
-            total = 0
-            for message in messages:
-                key = str(message.id)
-                if key not in memo:
-                    memo[key] = self._counter.count_message(from_langchain([message], history)[0])
-                total += memo[key]
-            return total + (REPLY_PRIMING if messages else 0)
-
-        return count
+        return counting(history, self._counter)
 
     def trim(self, history: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         kept = self._trim(

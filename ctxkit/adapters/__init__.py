@@ -176,6 +176,35 @@ _STATE_REWRITTEN = Finding(
     "when nothing fits the history is emptied",
 )
 
+_REPAIRED_BY_PYDANTIC_AI = Finding(
+    "design",
+    "pydantic-ai repairs the processed history before every model request: a request's tool "
+    "results are put in the order of their calls, a result whose call was cut is dropped, and a "
+    "call left without results gets a synthesized 'interrupted' result, which comes from no "
+    "history message",
+)
+_KEEPS_LAST_N = Finding(
+    "design",
+    "the documented processor keeps the newest 5 pydantic-ai messages (adjacent requests "
+    "merged), whatever their size: the question of a tool-heavy turn goes first",
+)
+_COUNTS_ITEMS = Finding(
+    "design",
+    "counts session items (limit), not tokens: the request's budget plays no part, and with no "
+    "limit (the SDK's default) every item is read",
+)
+_LIMIT_CUTS_QUESTION = Finding(
+    "design",
+    "a limit keeps the newest items only, so the user message that started a tool-heavy turn "
+    "is cut first",
+)
+_REASONING_CUT = Finding(
+    "bug",
+    "a limit that cuts a reasoning item keeps the function_call it preceded: Runner prunes "
+    "orphaned calls and outputs, not a call without its reasoning item, which the Responses "
+    "API rejects",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -295,6 +324,33 @@ ADAPTERS: tuple[Adapter, ...] = (
         "messages=[RemoveMessage(id=REMOVE_ALL_MESSAGES), *trimmed]: the graph state is the "
         "history",
         findings={"non_destructive": _STATE_REWRITTEN, "preservation": _DOCS_HOOK},
+    ),
+    Adapter(
+        "pydantic_ai:history_processor",
+        "ctxkit.adapters.pydantic_ai:HistoryProcessor",
+        "pydantic-ai-slim",
+        "pydantic-ai",
+        "a history processor (default: the docs' keep_recent_messages, the newest 5) as "
+        "ProcessHistory on a real pydantic_ai.Agent; the view is what its model is sent",
+        findings={
+            "ordering": _REPAIRED_BY_PYDANTIC_AI,
+            "budget": _COUNTS_MESSAGES,
+            "preservation": _KEEPS_LAST_N,
+        },
+    ),
+    Adapter(
+        "openai_agents:sqlite_session",
+        "ctxkit.adapters.openai_agents:SQLiteSessionAdapter",
+        "openai-agents",
+        "openai-agents",
+        "agents.SQLiteSession with SessionSettings(limit=...), read as Runner reads it "
+        "(prepare_input_with_session); no limit unless --config sets one",
+        findings={
+            "tool_pair_integrity": _REASONING_CUT,
+            "budget": _COUNTS_ITEMS,
+            "preservation": _LIMIT_CUTS_QUESTION,
+        },
+        bug_report="ctxkit.adapters.openai_agents:bug_report",
     ),
 )
 

@@ -345,9 +345,13 @@ class SessionManager:
       limit" cannot be asked for as ``None``. :meth:`get_messages` therefore asks for
       :data:`EVERYTHING` when the session has a limit of its own, and ``get_items()`` when it
       has none.
-    * A limit counts items, newest last: a limit can begin the view with a tool result whose
-      call was left out (openai-agents-python #4322); the suite reports that as
-      ``tool_pair_integrity``.
+    * A limit counts items, newest last: a limit can begin what the session returns with a
+      tool result whose call was left out (openai-agents-python #4322); the suite reports that
+      as ``tool_pair_integrity``. This wrapper checks the *session*: what it hands ``Runner``.
+      ``Runner`` 0.24 then, in the same function, drops Responses-API items left orphaned
+      (``drop_orphan_function_calls``: a ``function_call`` without its output, and an output
+      whose call the limit cut); it does not recognise Chat Completions ``tool`` messages. For
+      the exact input ``Runner`` sends a model, check the Agents SDK through its adapter.
 
     Messages go to the session as they are (it stores them as it does for ``Runner``), so a
     session that keeps the caller's objects is seen to. The session's ``close()``, if it has

@@ -422,7 +422,7 @@ def test_a_real_sqlite_session_is_read_as_runner_reads_it(tmp_path: Path):
             await manager.add_message(message)
         view = await manager.get_messages_for_request(token_budget=10)
         assert view == await runner_history(session)
-        assert view == HISTORY[-3:]  # the real bug: view[0] is a tool result without its call
+        assert view == HISTORY[-3:]  # view[0] is a tool result without its call (#4322)
         assert view[0]["role"] == "tool"
         assert await manager.get_messages() == HISTORY  # every item, despite the limit
         overridden = SessionManager(session, run_settings=SessionSettings(limit=5))

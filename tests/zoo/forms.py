@@ -16,8 +16,9 @@ Functions (ctxkit keeps the history and calls the function, on a copy, before ev
 Sessions (read as the Agents SDK's Runner reads them: ``get_items(session_settings.limit)``):
 
 - LimitSession: broken; an in-memory session with a limit of 3 items, which begins a view
-  with a tool result whose call it cut off, as openai-agents-python #4322 reports for the
-  SDK's own sessions (tool_pair_integrity).
+  with a tool result whose call it cut off, as the SDK's own sessions' get_items(limit) do
+  (openai-agents-python #4322; Runner 0.24 drops such orphans itself, for Responses items
+  only) (tool_pair_integrity).
 - UnitSession: correct; its limit counts items, but when it must cut it returns whole units
   only.
 

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.shapes import inspect_message
+
 __all__ = [
     "AGENT_LOOP_BUDGET",
     "AGENT_LOOP_STEPS",
@@ -126,15 +128,19 @@ class Stability:
 
 
 def steps_of(messages: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """A conversation cut where an agent calls the model: before each assistant message.
+    """A conversation cut where an agent calls the model: before each model output (an
+    assistant message, a Gemini ``model`` turn, a run of Responses output items).
     Each step is what the agent adds between two model calls; what follows the last
-    assistant message is no step (no model call comes after it)."""
+    model output is no step (no model call comes after it)."""
     step: list[dict[str, Any]] = []
+    after_model = False
     for message in messages:
-        if message.get("role") == "assistant" and step:
+        from_model = inspect_message(message).role == "assistant"
+        if from_model and not after_model and step:
             yield step
             step = []
         step.append(message)
+        after_model = from_model
 
 
 def agent_steps(

@@ -1,4 +1,5 @@
-"""Seeded synthetic LLM-agent conversations in OpenAI and Anthropic message shapes.
+"""Seeded synthetic LLM-agent conversations in every message shape (the newer ones converted
+from the Chat Completions conversation).
 
 The demo, the benchmarks and the TUI need realistic, reproducible agent traffic (tool-heavy
 turns, parallel calls, heavy-tailed output sizes, mixed content and scripts) without network
@@ -16,7 +17,9 @@ from itertools import accumulate, chain, count, islice
 from math import gcd
 from typing import Any, Literal
 
-Shape = Literal["openai", "anthropic", "mixed"]
+Shape = Literal["openai", "anthropic", "mixed", "responses", "gemini", "bedrock", "genai"]
+CONVERTED = ("responses", "gemini", "bedrock", "genai")
+"""Shapes written by converting the Chat Completions conversation (:mod:`ctxkit.shapes.convert`)."""
 Message = dict[str, Any]
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Message", "Shape", "Workload", "conversation"]
@@ -651,7 +654,7 @@ class Workload:
         system_prompt: str | None = None,
         max_output_bytes: int = 200_000,
     ) -> None:
-        if shape not in ("openai", "anthropic", "mixed"):
+        if shape not in ("openai", "anthropic", "mixed", *CONVERTED):
             raise ValueError(f"unknown shape {shape!r}")
         if max_output_bytes < 1:
             raise ValueError("max_output_bytes must be positive")
@@ -662,7 +665,17 @@ class Workload:
     def _engine(self, stream: str, id_tag: str) -> _Engine:
         # A string seed is hashed with SHA-512 by `random`: stable across runs and platforms.
         rng = random.Random(f"ctxkit.workload:{self.seed}:{stream}")
-        return _Engine(rng, self.shape, self.system_prompt, self.max_output_bytes, id_tag)
+        shape = "openai" if self.shape in CONVERTED else self.shape
+        return _Engine(rng, shape, self.system_prompt, self.max_output_bytes, id_tag)
+
+    def _written(self, messages: list[Message]) -> list[Message]:
+        """Messages in this workload's shape: the newer shapes are the same conversation,
+        converted without loss."""
+        if self.shape not in CONVERTED:
+            return messages
+        from ctxkit.shapes.convert import convert
+
+        return convert(messages, self.shape)  # type: ignore[arg-type]
 
     def turns(self) -> Iterator[list[Message]]:
         """Endless iterator of turns; each turn is the list of messages of that turn, in order.
@@ -670,7 +683,7 @@ class Workload:
         Each call starts the same conversation afresh."""
         engine = self._engine("turns", "")
         for index in count():
-            yield engine.turn(index)
+            yield self._written(engine.turn(index))
 
     def messages(self, n: int) -> list[Message]:
         """The first n messages of the conversation (cut at n exactly, even mid-turn)."""
@@ -685,7 +698,9 @@ class Workload:
         can be appended to a generated conversation."""
         if self._rounds is None:
             self._rounds = self._engine("rounds", "r")
-        return self._rounds.tool_round(self.shape)
+        return self._written(
+            self._rounds.tool_round("openai" if self.shape in CONVERTED else self.shape)
+        )
 
 
 def conversation(n: int, *, seed: int = 0, shape: Shape = "openai") -> list[Message]:

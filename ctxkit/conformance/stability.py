@@ -44,16 +44,9 @@ def measure_stability(
     """Run the agent loop on a fresh manager in ``child`` and fill ``result`` (the
     property's PropertyResult): passed or failed against the threshold, with the figure;
     skipped when the target cannot be driven or the deadline leaves too little time."""
-    chat = [s for s in shapes if s in ("openai", "anthropic")]
-    if not chat:
-        _skip(
-            result,
-            f"not measured: the agent loop is written in Chat Completions and "
-            f"Anthropic messages, and this run checks {', '.join(shapes)}",
-        )
-        return
     say(f"{PROPERTY}: an agent loop of {steps} model calls")
-    shape = chat[0] if len(chat) == 1 else "mixed"
+    chat = [s for s in shapes if s in ("openai", "anthropic")]
+    shape = "mixed" if len(chat) == 2 else chat[0] if chat else shapes[0]
     manager = RemoteManager(child)
     try:
         reset = child.call("reset")

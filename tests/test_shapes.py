@@ -228,3 +228,14 @@ def test_a_view_of_whole_units_passes_and_cutting_inside_a_unit_fails(plan, shap
         unit = data.draw(st.sampled_from(inside))
         cut = data.draw(st.integers(unit.start + 1, unit.stop - 1))
         assert check_tool_pairs(history[cut:]) + check_attachments(history, history[cut:])
+
+
+def test_a_caller_that_takes_some_shapes_refuses_the_others_but_not_plain_text():
+    plain = {"role": "user", "content": "hi"}
+    assert inspect_message(plain, shapes=("responses",)).form == "openai"
+    call = round_of("openai")[0]
+    with pytest.raises(InvalidMessage, match="only responses messages are taken"):
+        inspect_message(call, 0, shapes=("responses",))
+    gemini_text = in_shape({"role": "user", "content": [{"type": "text", "text": "x"}]}, "gemini")
+    with pytest.raises(InvalidMessage, match="written in the gemini shape"):
+        validate_history([plain, gemini_text], shapes=("openai", "anthropic"))

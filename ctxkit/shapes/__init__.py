@@ -97,13 +97,29 @@ def inspect_message(
             f"must be a list of parts, got {describe(message['parts'])}", index=index, field="parts"
         )
     info = _reader(message).read(message, index, size)
-    if shapes is not None and info.form not in shapes:
+    if shapes is not None and not _fits(info, message, shapes):
         raise InvalidMessage(
             f"is written in the {info.form} shape, and only {', '.join(shapes)} messages are "
             "taken here (ctxkit.shapes.convert writes a history in another shape)",
             index=index,
         )
     return info
+
+
+_PLAIN_TEXT_FORMS = frozenset({"openai", "anthropic", "responses"})
+"""Shapes where ``{"role", "content": "text"}`` is a message as it is (a Responses
+``EasyInputMessage``, an Anthropic message with string content)."""
+
+
+def _fits(info: MessageInfo, message: Mapping[str, Any], shapes: Sequence[Shape]) -> bool:
+    if info.form in shapes:
+        return True
+    plain = (
+        info.form == "openai"
+        and not (info.call_ids or info.result_ids)
+        and isinstance(message.get("content"), str)
+    )
+    return plain and any(shape in _PLAIN_TEXT_FORMS for shape in shapes)
 
 
 def form_of(message: Mapping[str, Any]) -> Shape:

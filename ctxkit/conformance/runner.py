@@ -308,6 +308,8 @@ def _shapes(options: RunOptions, worker: _Worker, say: Callable[[str], None]) ->
         return ShapeProbe(tuple(options.shapes))  # type: ignore[arg-type]
     assert worker.child is not None
     found = probe_shapes(worker.child, SHAPES, options.timeout)
+    if not worker.child.alive:
+        worker.restart()  # the target broke while asked: the search meets and reports that
     if found.refused:
         say(found.note())
     return found

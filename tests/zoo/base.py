@@ -67,6 +67,11 @@ def validate(message: Any) -> None:
         raise ValueError(f"a message must be a dict, not {type(message).__name__}")
     if message.get("role") not in ROLES:
         raise ValueError(f"unknown role {message.get('role')!r}; use one of {sorted(ROLES)}")
+    if "parts" in message:
+        raise ValueError("Gemini and GenAI parts are not taken here: content, please")
+    content = message.get("content")
+    if isinstance(content, list) and not all(isinstance(b, dict) and "type" in b for b in content):
+        raise ValueError("every content block needs a type (Bedrock blocks are not taken here)")
     if message["role"] == "tool" and not message.get("tool_call_id"):
         raise ValueError("a tool message needs the tool_call_id it answers")
     for call in message.get("tool_calls") or ():

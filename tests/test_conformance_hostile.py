@@ -15,7 +15,9 @@ from ctxkit.conformance.child import Child, TargetUnusable
 from ctxkit.conformance.runner import RunOptions, run
 from tests.processes import alive, cpu_seconds, left_after, marked, start_conformance
 
-FAST = ["--profile", "quick", "--max-examples", "5", "--seed", "1", "--timeout", "5"]
+# The hostile targets speak Chat Completions and Anthropic messages.
+FAST = ["--format", "openai,anthropic", "--profile", "quick", "--max-examples", "5", "--seed", "2"]
+FAST += ["--timeout", "5"]
 
 
 def check(name: str, *args: str, marker: str) -> subprocess.CompletedProcess[str]:

@@ -55,6 +55,11 @@ sub check_message {
     my $content = $m->{content};
     die "content must be a string, a list of blocks or null\n"
         if defined $content && ref $content && ref $content ne 'ARRAY';
+    # Only Chat Completions and Anthropic messages are read here: refusing the other shapes
+    # on the first add keeps the suite from checking this manager in them.
+    die "parts (Gemini, GenAI) are not taken here\n" if exists $m->{parts};
+    die "every content block needs a type (Bedrock blocks are not taken here)\n"
+        if ref $content eq 'ARRAY' && grep { ref $_ ne 'HASH' || !defined $_->{type} } @$content;
     die "a tool message needs tool_call_id\n" if $m->{role} eq 'tool' && !$m->{tool_call_id};
     die "tool_calls must be a list of calls with ids\n"
         if defined $m->{tool_calls} && (ref $m->{tool_calls} ne 'ARRAY'

@@ -39,6 +39,10 @@ function validate(m) {
     throw new TypeError(`a message must be an object, not ${Array.isArray(m) ? "an array" : typeof m}`);
   }
   if (!ROLES.has(m.role)) throw new TypeError(`unknown role ${JSON.stringify(m.role)}`);
+  if ("parts" in m) throw new TypeError("Gemini and GenAI parts are not taken here: content, please");
+  if (Array.isArray(m.content) && !m.content.every((b) => b !== null && typeof b === "object" && "type" in b)) {
+    throw new TypeError("every content block needs a type (Bedrock blocks are not taken here)");
+  }
   if (m.role === "tool" && !m.tool_call_id) throw new TypeError("a tool message needs tool_call_id");
   for (const call of m.tool_calls ?? []) {
     if (!call || typeof call !== "object" || !call.id) throw new TypeError("every tool call needs an id");

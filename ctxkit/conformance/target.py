@@ -47,6 +47,7 @@ from ctxkit.conformance.coordinator import (
     make_coordinator,
 )
 from ctxkit.forms import (
+    CONTRACT_METHODS,
     FORMS,
     FunctionManager,
     SessionManager,
@@ -70,13 +71,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGET = "ctxkit.reference:mount"
-CONTRACT_METHODS = (
-    "add_message",
-    "get_messages_for_request",
-    "get_messages",
-    "set_messages",
-    "clear",
-)
 
 
 class LoadError(Exception):

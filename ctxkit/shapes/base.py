@@ -24,6 +24,7 @@ __all__ = [
     "describe",
     "no_duplicates",
     "require_id",
+    "require_role",
     "require_str",
 ]
 
@@ -96,6 +97,16 @@ def require_str(value: Any, what: str, *, index: int | None, field: str) -> str:
             f"{what} needs a string, got {describe(value)}", index=index, field=field
         )
     return value
+
+
+def require_role(role: Any, roles: frozenset[str], what: str, *, index: int | None) -> str:
+    """The role, if ``roles`` has it; else an error naming what the shape expects."""
+    if role not in roles:
+        expected = ", ".join(sorted(roles))
+        raise InvalidMessage(
+            f"unknown role {role!r}{what}; expected one of {expected}", index=index, field="role"
+        )
+    return role
 
 
 def no_duplicates(ids: list[str] | tuple[str, ...], *, index: int | None, field: str) -> None:

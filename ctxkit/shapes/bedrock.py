@@ -18,6 +18,7 @@ from ctxkit.shapes.base import (
     describe,
     no_duplicates,
     require_id,
+    require_role,
     require_str,
 )
 
@@ -38,12 +39,7 @@ def claims(message: Mapping[str, Any]) -> bool:
 
 def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:
     role = message.get("role")
-    if role not in ROLES:
-        raise InvalidMessage(
-            f"unknown role {role!r} for a Converse message; expected user or assistant",
-            index=index,
-            field="role",
-        )
+    require_role(role, ROLES, " for a Converse message", index=index)
     calls: list[str] = []
     results: list[str] = []
     has_text = False

@@ -20,6 +20,7 @@ from ctxkit.shapes.base import (
     describe,
     no_duplicates,
     require_id,
+    require_role,
 )
 
 __all__ = ["ROLES", "read"]
@@ -32,12 +33,7 @@ def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInf
     if "role" not in message:
         raise InvalidMessage("missing", index=index, field="role")
     role = message["role"]
-    if role not in ROLES:
-        raise InvalidMessage(
-            f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}",
-            index=index,
-            field="role",
-        )
+    require_role(role, ROLES, "", index=index)
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InvalidMessage(

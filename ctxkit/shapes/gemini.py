@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.shapes.base import InvalidMessage, MessageInfo, describe, no_duplicates, require_str
+from ctxkit.shapes.base import (
+    InvalidMessage,
+    MessageInfo,
+    describe,
+    no_duplicates,
+    require_role,
+    require_str,
+)
 
 __all__ = ["ROLES", "call_of", "claims", "read", "response_of", "texts"]
 
@@ -47,12 +54,7 @@ def key(body: Mapping[str, Any], position: int) -> tuple[str, bool]:
 
 def read(content: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:
     role = content.get("role", "user")
-    if role not in ROLES:
-        raise InvalidMessage(
-            f"unknown role {role!r} for a Gemini content; expected user or model",
-            index=index,
-            field="role",
-        )
+    require_role(role, ROLES, " for a Gemini content", index=index)
     calls: list[str] = []
     results: list[str] = []
     positional = False

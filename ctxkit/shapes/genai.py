@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.shapes.base import InvalidMessage, MessageInfo, describe, no_duplicates, require_str
+from ctxkit.shapes.base import (
+    InvalidMessage,
+    MessageInfo,
+    describe,
+    no_duplicates,
+    require_role,
+    require_str,
+)
 
 __all__ = ["ROLES", "claims", "read", "texts"]
 
@@ -37,13 +44,7 @@ def _key(part: Mapping[str, Any], position: int) -> tuple[str, bool]:
 
 def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:
     role = message.get("role")
-    if role not in ROLES:
-        raise InvalidMessage(
-            f"unknown role {role!r} for a GenAI message; expected one of "
-            f"{', '.join(sorted(ROLES))}",
-            index=index,
-            field="role",
-        )
+    require_role(role, ROLES, " for a GenAI message", index=index)
     calls: list[str] = []
     results: list[str] = []
     positional = False

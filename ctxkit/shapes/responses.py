@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxkit.shapes.base import InvalidMessage, MessageInfo, describe, require_id, require_str
+from ctxkit.shapes.base import (
+    InvalidMessage,
+    MessageInfo,
+    describe,
+    require_id,
+    require_role,
+    require_str,
+)
 
 __all__ = ["CALLS", "MESSAGE_PARTS", "claims", "read", "texts"]
 
@@ -91,12 +98,7 @@ def _message(item: Mapping[str, Any], index: int | None, size: int) -> MessageIn
     if "role" not in item:
         raise InvalidMessage("missing", index=index, field="role")
     role = item["role"]
-    if role not in ROLES:
-        raise InvalidMessage(
-            f"unknown role {role!r} for a message item; expected one of {', '.join(sorted(ROLES))}",
-            index=index,
-            field="role",
-        )
+    require_role(role, ROLES, " for a message item", index=index)
     content = item.get("content")
     if isinstance(content, str):
         has_text = bool(content.strip())

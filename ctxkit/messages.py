@@ -9,7 +9,7 @@ separated. See :mod:`ctxkit.shapes` for the six shapes and the rules each provid
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxkit.shapes import (
@@ -40,6 +40,7 @@ __all__ = [
     "Unit",
     "UnitGrouper",
     "check_new_call_ids",
+    "copier_of",
     "copy_message",
     "form_of",
     "group_units",
@@ -70,6 +71,71 @@ def copy_message(value: Any) -> Any:
 
 
 _LEAVES = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+class _Irregular(Exception):
+    """A value :func:`copier_of` does not model (a tuple, an object): copied generically."""
+
+
+_COPIERS: dict[Any, Callable[[Any], Any]] = {}
+_COPIERS_KEPT = 4_096
+
+
+def copier_of(message: Any) -> Callable[[Any], Any]:
+    """A function that deep-copies this message, and any message built the same way (the
+    same nested keys and list lengths), with each level copied in C.
+
+    A view copies every message it returns, every time; most of a history is built alike (a
+    Gemini model turn with one call, a Bedrock result message), so copiers are made once per
+    skeleton and shared. Values it does not model fall back to :func:`copy_message`.
+    """
+    try:
+        skeleton = _skeleton(message)
+    except _Irregular:
+        return copy_message
+    copier = _COPIERS.get(skeleton)
+    if copier is None:
+        copier = _build(skeleton) or copy_message
+        if len(_COPIERS) < _COPIERS_KEPT:
+            _COPIERS[skeleton] = copier
+    return copier
+
+
+def _skeleton(value: Any) -> Any:
+    kind = type(value)
+    if kind in _LEAVES:
+        return None
+    if kind is dict:
+        return ("d", tuple((k, _skeleton(v)) for k, v in value.items() if type(v) not in _LEAVES))
+    if kind is list:
+        return ("l", tuple(_skeleton(v) for v in value))
+    raise _Irregular
+
+
+def _build(skeleton: Any) -> Callable[[Any], Any] | None:
+    if skeleton is None:
+        return None
+    kind, parts = skeleton
+    if kind == "d":
+        subs = [(key, _build(part)) for key, part in parts]
+        if not subs:
+            return dict.copy
+
+        def copy_dict(value: dict[str, Any], subs: Any = subs) -> dict[str, Any]:
+            copied = value.copy()
+            for key, copy in subs:
+                copied[key] = copy(value[key])
+            return copied
+
+        return copy_dict
+    items = [_build(part) for part in parts]
+    if all(item is None for item in items):
+        return list.copy
+    if all(item is dict.copy for item in items):
+        return lambda value: [item.copy() for item in value]
+    return lambda value, items=items: [
+        value[k] if copy is None else copy(value[k]) for k, copy in enumerate(items)
+    ]
 
 
 def is_flat(message: dict[str, Any]) -> bool:

@@ -820,3 +820,42 @@ def test_a_key_that_is_not_a_string_is_refused_and_nothing_is_stored(key):
         return await manager.get_messages()
 
     assert asyncio.run(scenario()) == [{"role": "user", "content": "first"}]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=3), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=3), json_values, max_size=5))
+def test_a_messages_copier_is_a_deep_copy_shared_by_messages_built_alike(message):
+    from ctxkit import messages
+    from ctxkit.messages import copier_of
+
+    messages._COPIERS.clear()  # a full cache makes copiers without keeping them
+    copy = copier_of(message)
+    copied = copy(message)
+    assert copied == message
+    assert copier_of(copy_message(message)) is copy  # same skeleton, same copier
+
+    def containers(value, found):
+        if isinstance(value, dict | list):
+            found.add(id(value))
+            for item in value.values() if isinstance(value, dict) else value:
+                containers(item, found)
+        return found
+
+    assert not containers(copied, set()) & containers(message, set())
+
+
+def test_a_value_the_copier_does_not_model_is_copied_generically():
+    from ctxkit.messages import copier_of
+
+    message = {"role": "user", "content": [("a", ["b"])]}
+    copied = copier_of(message)(message)
+    assert copied == message
+    assert copied["content"][0][1] is not message["content"][0][1]

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 from ctxkit.events import LISTING_ROWS
-from ctxkit.messages import MessageInfo, Unit, copy_message, is_flat, text_message
+from ctxkit.messages import MessageInfo, Unit, copier_of, copy_message, is_flat, text_message
 from ctxkit.reference.pins import always_pinned, has_user_turn
 from ctxkit.reference.retention import Horizon, Limits, limit_names
 from ctxkit.reference.store import History
@@ -47,9 +47,10 @@ class Rendered:
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     """The view's messages, uncopied, in order."""
-    nested: list[int] = field(default_factory=list)
-    """Positions of messages holding lists or dicts; for all others ``dict.copy`` is a deep
-    copy, done in C, which keeps the cost of a long view low."""
+    nested: list[tuple[int, Callable[[Any], Any]]] = field(default_factory=list)
+    """Positions of messages holding lists or dicts, each with its copier (:func:`copier_of`);
+    for all others ``dict.copy`` is a deep copy, done in C, which keeps the cost of a long view
+    low."""
     units: int = 0
     """How many of the plan's kept units are rendered."""
     summary_placed: bool = False
@@ -69,7 +70,7 @@ class Rendered:
     def add(self, entry: Entry) -> None:
         kind, _index, message, cost = entry
         if not is_flat(message):
-            self.nested.append(len(self.messages))
+            self.nested.append((len(self.messages), copier_of(message)))
         self.messages.append(message)
         self.costs.append(cost.total)
         self.tokens += cost.total
@@ -84,8 +85,8 @@ class Rendered:
     def copy_view(self) -> list[dict[str, Any]]:
         """A new list of new messages: what a request returns."""
         view = list(map(dict.copy, self.messages))
-        for position in self.nested:
-            view[position] = copy_message(self.messages[position])
+        for position, copy in self.nested:
+            view[position] = copy(self.messages[position])
         return view
 
 

@@ -7,6 +7,10 @@ const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
 /** The adapter's own part: refuse what no provider accepts, before it is stored. */
 export function validate(m) {
   if (m === null || typeof m !== "object" || Array.isArray(m)) throw new TypeError("a message must be an object");
+  // The libraries behind these adapters read Chat Completions and Anthropic messages only:
+  // other shapes are refused on the first add, so the suite checks the adapters in these two.
+  if ("parts" in m) throw new TypeError("Gemini and GenAI parts are not taken by this adapter");
+  if ("type" in m) throw new TypeError("Responses API items are not taken by this adapter");
   if (!ROLES.has(m.role)) throw new TypeError(`unknown role ${JSON.stringify(m.role)}`);
   if (m.content !== undefined && m.content !== null && typeof m.content !== "string" && !Array.isArray(m.content)) {
     throw new TypeError("content must be a string, a list of blocks or null");

@@ -308,10 +308,17 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
                     "reasoning-separated",
                 )
             )
+    by_id = {
+        reasoning_id(item): position
+        for position, item in enumerate(history)
+        if reasoning_id(item)  # ids found once; items without one are looked for by equality
+    }
     for index, message in enumerate(view):
         if reasoning_id(message) is None:
             continue
-        source = next((k for k, h in enumerate(history) if _same_item(message, h)), None)
+        source = by_id.get(reasoning_id(message)) if reasoning_id(message) else None
+        if source is None:
+            source = next((k for k, h in enumerate(history) if _same_item(message, h)), None)
         if source is None or source + 1 >= len(history):
             continue
         after = view[index + 1] if index + 1 < len(view) else None

@@ -239,3 +239,15 @@ def test_a_caller_that_takes_some_shapes_refuses_the_others_but_not_plain_text()
     gemini_text = in_shape({"role": "user", "content": [{"type": "text", "text": "x"}]}, "gemini")
     with pytest.raises(InvalidMessage, match="written in the gemini shape"):
         validate_history([plain, gemini_text], shapes=("openai", "anthropic"))
+
+
+def test_format_takes_shapes_lists_and_all_and_names_a_misspelt_one():
+    import argparse
+
+    from ctxkit.cli.options import shape_list
+
+    assert shape_list("all") == SHAPES
+    assert shape_list("both") == ("openai", "anthropic")
+    assert shape_list("gemini, responses,gemini") == ("gemini", "responses")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"gemni \(did you mean gemini\?\)"):
+        shape_list("gemni")

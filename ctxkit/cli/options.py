@@ -6,6 +6,7 @@ Imports nothing of ctxkit above :mod:`ctxkit.cli.errors`, so any command module 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -44,9 +45,11 @@ def shape_list(text: str) -> tuple[str, ...]:
         return ("openai", "anthropic")
     unknown = [w for w in words if w not in SHAPE_NAMES]
     if unknown or not words:
+        close = difflib.get_close_matches(unknown[0], SHAPE_NAMES, n=1) if unknown else []
         raise argparse.ArgumentTypeError(
-            f"unknown shape {', '.join(unknown) or repr(text)}; choose from "
-            f"{', '.join(SHAPE_NAMES)}, or all"
+            f"unknown shape {', '.join(unknown) or repr(text)}"
+            + (f" (did you mean {close[0]}?)" if close else "")
+            + f"; choose from {', '.join(SHAPE_NAMES)}, or all"
         )
     return tuple(dict.fromkeys(words))
 

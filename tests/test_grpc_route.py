@@ -28,7 +28,7 @@ def test_a_history_crosses_the_proto_and_comes_back_equal(history):
     server = any(b.get("type") in ("server_tool_use", "web_search_tool_result") for b in blocks)
     if server or any(b.get("is_error") for b in blocks):
         # The proto has no field for is_error, nor blocks for server tools.
-        with pytest.raises(CannotCross, match="'is_error'|a content block shaped"):
+        with pytest.raises(CannotCross, match=r"'is_error'|a content block shaped"):
             [crossing.to_proto(m) for m in history]
         return
     sent = [crossing.to_proto(m) for m in history]

@@ -824,8 +824,9 @@ def test_a_key_that_is_not_a_string_is_refused_and_nothing_is_stored(key):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=3), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4)
+    ),
     max_leaves=20,
 )
 

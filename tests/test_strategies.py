@@ -507,3 +507,24 @@ def test_extractive_summary_mentions_results_flagged_is_error():
         line.startswith("- tool error:") and "permission denied" in line
         for line in summary.splitlines()
     )
+
+
+@pytest.mark.parametrize(
+    "shape", ["openai", "anthropic", "responses", "gemini", "bedrock", "genai"]
+)
+def test_a_long_output_is_shortened_in_every_shape_and_still_answers_its_call(shape):
+    import itertools
+
+    from ctxkit.conformance.strategies import RoundTemplate
+    from ctxkit.messages import text_of
+
+    long = "\n".join(f"line {k}" for k in range(500))
+    messages = RoundTemplate(shape, (long,), (0,)).messages(itertools.count(1))  # type: ignore[arg-type]
+    answer = messages[-1]
+    before = copy.deepcopy(answer)
+    short = shorten_output(answer, head_lines=5, tail_lines=5, max_bytes=4_000)
+    assert short is not None
+    assert inspect_message(short).result_ids == inspect_message(answer).result_ids
+    assert "[... omitted 490 of 500 lines ...]" in text_of(short)
+    assert len(text_of(short)) < len(text_of(answer))
+    assert answer == before  # the stored message is untouched

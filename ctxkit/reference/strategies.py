@@ -108,13 +108,20 @@ def _cut(line: str, budget: int, *, from_end: bool) -> str:
 def shorten_output(
     message: dict[str, Any], *, head_lines: int, tail_lines: int, max_bytes: int
 ) -> dict[str, Any] | None:
-    """A copy of a result-carrying message with long outputs shortened; None if none is long.
+    """A copy of a result-carrying message, in any shape, with long outputs shortened; None if
+    none is long.
 
     Ids, roles and every other key stay as they are, so the shortened message still answers
     the same calls.
     """
     limits = {"head_lines": head_lines, "tail_lines": tail_lines, "max_bytes": max_bytes}
     content = message.get("content")
+    if str(message.get("type", "")).endswith("_output"):  # a Responses *_output item
+        output = _shorten_content(message.get("output"), limits)
+        return None if output is None else {**message, "output": output}
+    if isinstance(message.get("parts"), list):  # Gemini functionResponse, GenAI tool_call_response
+        parts = _shorten_parts(message["parts"], limits)
+        return None if parts is None else {**message, "parts": parts}
     if message.get("role") == "tool":
         new_content = _shorten_content(content, limits)
     elif message.get("role") == "user" and isinstance(content, list):
@@ -126,11 +133,41 @@ def shorten_output(
                 if inner is not None:
                     block = {**block, "content": inner}
                     changed = True
+            elif isinstance(block, dict) and isinstance(block.get("toolResult"), dict):
+                result = block["toolResult"]  # Bedrock Converse
+                inner = _shorten_content(result.get("content"), limits)
+                if inner is not None:
+                    block = {**block, "toolResult": {**result, "content": inner}}
+                    changed = True
             blocks.append(block)
         new_content = blocks if changed else None
     else:
         return None
     return None if new_content is None else {**message, "content": new_content}
+
+
+def _shorten_parts(parts: list[Any], limits: dict[str, int]) -> list[Any] | None:
+    """Gemini ``functionResponse`` parts with an ``output`` text, GenAI ``tool_call_response``
+    parts with a text ``response``: their texts shortened; None if none is long."""
+    changed = False
+    found = []
+    for part in parts:
+        if isinstance(part, dict) and part.get("type") == "tool_call_response":
+            text = part.get("response")
+            short = shorten_text(text, **limits) if isinstance(text, str) else None
+            if short is not None:
+                part, changed = {**part, "response": short}, True
+        elif isinstance(part, dict):
+            key = "functionResponse" if "functionResponse" in part else "function_response"
+            body = part.get(key)
+            answer = body.get("response") if isinstance(body, dict) else None
+            text = answer.get("output") if isinstance(answer, dict) else None
+            short = shorten_text(text, **limits) if isinstance(text, str) else None
+            if short is not None:
+                answer = {**answer, "output": short}
+                part, changed = {**part, key: {**body, "response": answer}}, True
+        found.append(part)
+    return found if changed else None
 
 
 def _shorten_content(content: Any, limits: dict[str, int]) -> Any:

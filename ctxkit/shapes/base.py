@@ -23,6 +23,7 @@ __all__ = [
     "check_structure",
     "describe",
     "no_duplicates",
+    "pairing_key",
     "require_id",
     "require_role",
     "require_str",
@@ -107,6 +108,15 @@ def require_role(role: Any, roles: frozenset[str], what: str, *, index: int | No
             f"unknown role {role!r}{what}; expected one of {expected}", index=index, field="role"
         )
     return role
+
+
+def pairing_key(body: Mapping[str, Any], position: int) -> tuple[str, bool]:
+    """A call's or result's pairing key, and whether it is positional: its id where it has
+    one, else ``name#position`` (Gemini and GenAI parts may carry no id)."""
+    call_id = body.get("id")
+    if isinstance(call_id, str) and call_id:
+        return call_id, False
+    return f"{body.get('name')}#{position}", True
 
 
 def no_duplicates(ids: list[str] | tuple[str, ...], *, index: int | None, field: str) -> None:

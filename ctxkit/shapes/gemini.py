@@ -17,6 +17,7 @@ from ctxkit.shapes.base import (
     MessageInfo,
     describe,
     no_duplicates,
+    pairing_key,
     require_role,
     require_str,
 )
@@ -44,14 +45,6 @@ def response_of(part: Mapping[str, Any]) -> Any:
     return part.get("functionResponse", part.get("function_response"))
 
 
-def key(body: Mapping[str, Any], position: int) -> tuple[str, bool]:
-    """A call's or response's pairing key, and whether it is positional."""
-    call_id = body.get("id")
-    if isinstance(call_id, str) and call_id:
-        return call_id, False
-    return f"{body.get('name')}#{position}", True
-
-
 def read(content: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:
     role = content.get("role", "user")
     require_role(role, ROLES, " for a Gemini content", index=index)
@@ -73,7 +66,7 @@ def read(content: Mapping[str, Any], index: int | None, size: int) -> MessageInf
                     "functionCall parts belong in model turns", index=index, field=where
                 )
             body = _body(call, "functionCall", index=index, field=where)
-            name, fixed = key(body, len(calls))
+            name, fixed = pairing_key(body, len(calls))
             calls.append(name)
             positional = positional or fixed
         elif response is not None:
@@ -82,7 +75,7 @@ def read(content: Mapping[str, Any], index: int | None, size: int) -> MessageInf
                     "functionResponse parts belong in user turns", index=index, field=where
                 )
             body = _body(response, "functionResponse", index=index, field=where)
-            name, fixed = key(body, len(results))
+            name, fixed = pairing_key(body, len(results))
             results.append(name)
             positional = positional or fixed
             answer = body.get("response")

@@ -18,6 +18,7 @@ from ctxkit.shapes.base import (
     MessageInfo,
     describe,
     no_duplicates,
+    pairing_key,
     require_role,
     require_str,
 )
@@ -33,13 +34,6 @@ def claims(message: Mapping[str, Any]) -> bool:
     return isinstance(parts, list) and any(
         isinstance(part, Mapping) and "type" in part for part in parts
     )
-
-
-def _key(part: Mapping[str, Any], position: int) -> tuple[str, bool]:
-    call_id = part.get("id")
-    if isinstance(call_id, str) and call_id:
-        return call_id, False
-    return f"{part.get('name')}#{position}", True
 
 
 def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:
@@ -64,7 +58,7 @@ def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInf
                     "tool_call parts belong in assistant messages", index=index, field=where
                 )
             require_str(part.get("name"), "a tool_call part", index=index, field=f"{where}.name")
-            name, fixed = _key(part, len(calls))
+            name, fixed = pairing_key(part, len(calls))
             calls.append(name)
             positional = positional or fixed
         elif kind == "tool_call_response":
@@ -72,7 +66,7 @@ def read(message: Mapping[str, Any], index: int | None, size: int) -> MessageInf
                 raise InvalidMessage(
                     "tool_call_response parts belong in tool messages", index=index, field=where
                 )
-            name, fixed = _key(part, len(results))
+            name, fixed = pairing_key(part, len(results))
             results.append(name)
             positional = positional or fixed
         elif kind == "text":

@@ -252,6 +252,11 @@ def check_attachments(history: Sequence[Mapping[str, Any]], view: Sequence[Any])
       provider drops them itself), so they are not checked.
     """
     found: list[Violation] = []
+    responses = any(is_call_item(m) or reasoning_id(m) is not None for m in view)
+    last = view[-1] if view else None
+    answered = isinstance(last, Mapping) and _family(last) == "anthropic" and _results(last)
+    if not (responses or answered):
+        return found  # nothing in the view travels with a call: no pass over the history
     called_at: dict[str, int] = {}
     for position, message in enumerate(history):
         if isinstance(message, Mapping) and not _positional(message):

@@ -152,3 +152,45 @@ def test_invariants_import_nothing_heavy_and_nothing_they_check():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def _call(call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def _use(tool_id: str) -> dict:
+    return {"type": "tool_use", "id": tool_id, "name": "f", "input": {}}
+
+
+@pytest.mark.parametrize(
+    ("view", "rule_id"),
+    [
+        ([{"role": "tool", "tool_call_id": "c1", "content": "x"}], "openai.result_has_call"),
+        (
+            [{"role": "assistant", "tool_calls": [_call("c1")]}, {"role": "user", "content": "u"}],
+            "openai.calls_answered",
+        ),
+        (
+            [
+                {"role": "assistant", "content": [_use("t1")]},
+                {"role": "user", "content": "later"},
+            ],
+            "anthropic.calls_answered_next",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]}],
+            "anthropic.result_has_call",
+        ),
+        (
+            [{"type": "function_call_output", "call_id": "f1", "output": "x"}],
+            "responses.output_has_call",
+        ),
+    ],
+)
+def test_pair_violations_name_the_provider_rule_and_its_error(view, rule_id):
+    from ctxkit.shapes.rules import rule
+
+    found = check_tool_pairs(view)
+    assert [v.rule for v in found] == [rule_id]
+    assert found[0].provider_error == rule(rule_id).error
+    assert rule(rule_id).property == "tool_pair_integrity"

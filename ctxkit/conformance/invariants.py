@@ -73,9 +73,17 @@ class Violation:
     message: str
     ids: tuple[str, ...] = ()
     kind: str = ""
+    rule: str = ""
+    """The provider rule broken (``openai.calls_answered``, ...: ``conformance/rules/``), where
+    the break is one a provider refuses the request for."""
 
     def __str__(self) -> str:
         return f"{self.property}: {self.message}"
+
+    @property
+    def provider_error(self) -> str:
+        """The error text the provider answers a request with this break ('' if none)."""
+        return rule(self.rule).error if self.rule else ""
 
 
 RELAXED_KINDS: Mapping[str, frozenset[str]] = {
@@ -112,6 +120,32 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 
 # -- tool_pair_integrity ---------------------------------------------------------------------
 
+_PAIR_RULES: Mapping[str, Mapping[str, str]] = {
+    "unanswered": {
+        "openai": "openai.calls_answered",
+        "anthropic": "anthropic.calls_answered_next",
+        "responses": "responses.calls_answered",
+        "gemini": "gemini.responses_match_calls",
+        "bedrock": "bedrock.calls_answered_next",
+        "genai": "genai.calls_answered",
+    },
+    "stray": {
+        "openai": "openai.result_has_call",
+        "anthropic": "anthropic.result_has_call",
+        "responses": "responses.output_has_call",
+        "gemini": "gemini.response_has_call",
+        "bedrock": "bedrock.result_has_call",
+        "genai": "genai.response_has_call",
+    },
+    "duplicate": {"openai": "openai.unique_call_ids"},
+}
+"""Which provider rule each kind of pair break is, by the shape of the message at fault."""
+
+
+def _pair_rule(break_kind: str, message: Any) -> str:
+    shape = _family(message) if isinstance(message, Mapping) else ""
+    return _PAIR_RULES[break_kind].get(shape, "")
+
 
 def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
     """In the view: each calling message is followed at once by all its results and nothing
@@ -130,8 +164,8 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
     """
     found: list[Violation] = []
 
-    def fail(message: str, *ids: str, kind: str = "") -> None:
-        found.append(Violation("tool_pair_integrity", message, tuple(ids), kind))
+    def fail(message: str, *ids: str, kind: str = "", rule: str = "") -> None:
+        found.append(Violation("tool_pair_integrity", message, tuple(ids), kind, rule))
 
     where_called: dict[str, int] = {}
     for index, message in enumerate(view):
@@ -147,6 +181,7 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                     f"view[{index}] calls {call_id}, "
                     f"already called by view[{where_called[call_id]}]",
                     call_id,
+                    rule=_pair_rule("duplicate", message),
                 )
             else:
                 where_called[call_id] = index
@@ -186,7 +221,9 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                         del expected[result_id]
                         answered.add(result_id)
                     else:
-                        _report_stray_result(following, result_id, where_called, answered, fail)
+                        _report_stray_result(
+                            following, result_id, where_called, answered, fail, view[following]
+                        )
                 following += 1
         else:
             after = view[following] if following < len(view) else None
@@ -198,19 +235,23 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                         f"{len(called)} function calls of view[{index}]: "
                         + rule("gemini.responses_match_calls").error,
                         *called,
+                        rule="gemini.responses_match_calls",
                     )
                 for result_id in counted:
                     if result_id in expected:
                         del expected[result_id]
                         answered.add(result_id)
                     elif not _positional(after):
-                        _report_stray_result(following, result_id, where_called, answered, fail)
+                        _report_stray_result(
+                            following, result_id, where_called, answered, fail, after
+                        )
                 following += 1
         for call_id in expected:
             fail(
                 f"view[{index}] calls {call_id}, but no result for it follows at once"
                 + _where_else(view, call_id, following),
                 call_id,
+                rule=_pair_rule("unanswered", message),
             )
         index = following
     return found
@@ -230,6 +271,7 @@ def _check_server_tools(index: int, message: Mapping[str, Any], fail: Any) -> No
                 + rule("anthropic.server_result_in_message").error,
                 tool_id,
                 kind="server-result-moved",
+                rule="anthropic.server_result_in_message",
             )
         else:
             answered.add(tool_id)
@@ -238,6 +280,7 @@ def _check_server_tools(index: int, message: Mapping[str, Any], fail: Any) -> No
             f"view[{index}] calls server tool {tool_id}, but its result is not in the same message",
             tool_id,
             kind="server-result-moved",
+            rule="anthropic.server_result_in_message",
         )
 
 
@@ -311,6 +354,7 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
                     ),
                     (call_id,),
                     "reasoning-separated",
+                    "responses.reasoning_with_call",
                 )
             )
     by_id = {
@@ -340,6 +384,7 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
                     + rule("responses.reasoning_followed").error.format(reasoning_id=shown),
                     (),
                     "reasoning-separated",
+                    "responses.reasoning_followed",
                 )
             )
     return found
@@ -378,6 +423,7 @@ def _thinking_violations(history, view, called_at) -> list[Violation]:
             + rule("anthropic.thinking_kept").error.format(index=len(view) - 2),
             tuple(_calls(caller)),
             "thinking-dropped",
+            "anthropic.thinking_kept",
         )
     ]
 
@@ -392,26 +438,30 @@ def _report_stray_results(view, index, message, where_called, answered, fail) ->
                 f"view[{index}] answers calls ({', '.join(_results(message))}) that the message "
                 "right before it does not make: " + rule("gemini.response_has_call").error,
                 *_results(message),
+                rule="gemini.response_has_call",
             )
         return
     for result_id in _results(message):
-        _report_stray_result(index, result_id, where_called, answered, fail)
+        _report_stray_result(index, result_id, where_called, answered, fail, message)
 
 
-def _report_stray_result(index, result_id, where_called, answered, fail) -> None:
+def _report_stray_result(index, result_id, where_called, answered, fail, message=None) -> None:
+    stray = _pair_rule("stray", message)
     if result_id in answered:
-        fail(f"view[{index}] is a second tool result for {result_id}", result_id)
+        fail(f"view[{index}] is a second tool result for {result_id}", result_id, rule=stray)
     elif result_id in where_called:
         fail(
             f"view[{index}] is a tool result for {result_id}, but it does not come right after "
             f"view[{where_called[result_id]}], which calls {result_id}",
             result_id,
+            rule=stray,
         )
     else:
         fail(
             f"view[{index}] is a tool result for {result_id}, but no assistant message in the "
             f"view calls {result_id}",
             result_id,
+            rule=stray,
         )
     answered.add(result_id)
 

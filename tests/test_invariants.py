@@ -194,3 +194,15 @@ def test_pair_violations_name_the_provider_rule_and_its_error(view, rule_id):
     assert [v.rule for v in found] == [rule_id]
     assert found[0].provider_error == rule(rule_id).error
     assert rule(rule_id).property == "tool_pair_integrity"
+
+
+def test_genai_results_recorded_in_a_user_message_pair_with_their_calls():
+    """Instrumentations of Anthropic's API (OpenLLMetry's) record tool_result blocks as a
+    user message of tool_call_response parts: valid, not a split pair."""
+    view = [
+        {"role": "user", "parts": [{"type": "text", "content": "list files"}]},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "t1", "name": "ls"}]},
+        {"role": "user", "parts": [{"type": "tool_call_response", "id": "t1", "response": "a"}]},
+    ]
+    assert check_tool_pairs(view) == []
+    assert [v.rule for v in check_tool_pairs(view[1:2])] == ["genai.calls_answered"]

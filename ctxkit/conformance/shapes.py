@@ -177,12 +177,21 @@ def is_result(message: Mapping[str, Any]) -> bool:
 
 
 def is_result_message(message: Any) -> bool:
-    """A message that only carries results, the kind that follows a call in ``following``
-    shapes: a ``role: tool`` message, a ``*_output`` item, a GenAI ``tool`` message."""
+    """A message that carries results, the kind that follows a call in ``following`` shapes:
+    a ``role: tool`` message, a ``*_output`` item, a GenAI ``tool`` message, or a GenAI
+    ``user`` message that starts with ``tool_call_response`` parts (how instrumentations of
+    Anthropic's API record its ``tool_result`` blocks)."""
     if not isinstance(message, Mapping):
         return False
-    return message.get("type") in _OUTPUT_ITEMS or (
-        message.get("role") == "tool" and bool(results(message))
+    if message.get("type") in _OUTPUT_ITEMS:
+        return True
+    if message.get("role") == "tool":
+        return bool(results(message))
+    parts = _parts(message)
+    return (
+        message.get("role") == "user"
+        and bool(parts)
+        and parts[0].get("type") == "tool_call_response"
     )
 
 

@@ -22,15 +22,19 @@ reproducer script is run in a fresh process to check that it fails (:mod:`.verif
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
 from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -208,6 +212,50 @@ def run(
 
     ``progress`` gets a line at each phase; ``tick`` gets (examples, steps) after every step.
     """
+    with hypothesis_files_in_cache():
+        return _run(options, progress=progress, tick=tick)
+
+
+def hypothesis_cache_dir() -> Path:
+    """Where the suite's Hypothesis files go: ``$XDG_CACHE_HOME/ctxkit/hypothesis``, else
+    ``~/.cache/ctxkit/hypothesis`` (the temporary directory when there is no home)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative value is ignored
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:
+            base = tempfile.gettempdir()
+    return Path(base) / "ctxkit" / "hypothesis"
+
+
+@contextmanager
+def hypothesis_files_in_cache() -> Iterator[None]:
+    """Keep Hypothesis's files out of the user's current directory for the run.
+
+    The suite keeps no examples (``database=None``), but Hypothesis still caches what it
+    reads (the constants in the code under test, a Unicode table) under its home directory,
+    ``.hypothesis`` in the current directory by default: every ``ctxkit conformance`` would
+    leave one wherever it was started. For the run, the home is :func:`hypothesis_cache_dir`;
+    it is set back afterwards, so a pytest session's own database stays where it was. A
+    home chosen with ``HYPOTHESIS_STORAGE_DIRECTORY`` is left alone.
+    """
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    previous = storage_directory(intent_to_write=False).home_directory
+    set_hypothesis_home_dir(hypothesis_cache_dir())
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(previous)
+
+
+def _run(
+    options: RunOptions,
+    *,
+    progress: Callable[[str], None] | None,
+    tick: Callable[[int, int], None] | None,
+) -> Report:
     if options.profile not in PROFILES:
         raise SetupError(f"unknown profile {options.profile!r}; choose {', '.join(PROFILES)}")
     try:

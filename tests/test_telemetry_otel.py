@@ -195,7 +195,8 @@ def test_view_span_attributes_describe_the_view_returned(otel: Otel):
         )
         # compacted is True exactly on the views whose request compacted.
         has_compaction = bool([c for c in children(otel, span) if c.name == COMPACT_SPAN])
-        assert attributes["gen_ai.conversation.compacted"] is has_compaction
+        # Set only when true: no span says False.
+        assert attributes.get("gen_ai.conversation.compacted") is (has_compaction or None)
         assert has_compaction is data["compacted"]
         compacted_views += has_compaction
     assert 0 < compacted_views < len(spans)
@@ -305,7 +306,7 @@ def test_failed_request_ends_its_own_span_and_leaves_the_next_view_alone(otel: O
     assert [c.name for c in children(otel, failed)] == [COMPACT_SPAN]
     assert failed.attributes["gen_ai.conversation.compacted"] is True
     assert succeeded.status.status_code is StatusCode.UNSET
-    assert succeeded.attributes["gen_ai.conversation.compacted"] is False
+    assert "gen_ai.conversation.compacted" not in succeeded.attributes
     assert children(otel, succeeded) == []
     assert succeeded.events == ()
     assert succeeded.start_time >= failed.end_time
@@ -400,7 +401,7 @@ def test_spans_agree_with_events_for_any_budgets(budgets: list[int], seed: int):
             assert bool(children(otel, span)) is data["compacted"]
         for span in spans:
             compacts = children(otel, span)
-            assert span.attributes["gen_ai.conversation.compacted"] is bool(compacts)
+            assert span.attributes.get("gen_ai.conversation.compacted") is (bool(compacts) or None)
             for child in compacts:
                 assert span.start_time <= child.start_time <= child.end_time <= span.end_time
                 assert (

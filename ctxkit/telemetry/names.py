@@ -244,7 +244,7 @@ CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
 
 ATTRIBUTES: dict[str, str] = {
     CONVERSATION_ID: "the conversation (manager) the view or compaction belongs to",
-    CONVERSATION_COMPACTED: "whether a compaction happened while building this view",
+    CONVERSATION_COMPACTED: "true on a view whose request compacted; absent otherwise",
     "ctxkit.view.messages": "messages in the view returned",
     "ctxkit.view.tokens": "tokens in the view returned (exact)",
     "ctxkit.view.prefix_kept_tokens": (

@@ -42,6 +42,12 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
+def _compacted(compacted: bool) -> dict[str, bool]:
+    """``gen_ai.conversation.compacted`` only on spans whose request compacted: a flag that is
+    there only when true keeps the other spans small and makes "where is it set" the query."""
+    return {CONVERSATION_COMPACTED: True} if compacted else {}
+
+
 def _recorder(meter: metrics.Meter, declared: Metric) -> Any:
     """The instrument's recording method: ``add``, ``record``, or for a gauge, one that keeps
     the latest value for an observable gauge to report when metrics are collected."""
@@ -154,7 +160,7 @@ class OpenTelemetry:
             start_time=_ns(start),
             attributes={
                 CONVERSATION_ID: str(data.get("conversation_id")),
-                CONVERSATION_COMPACTED: bool(data.get("compacted")),
+                **_compacted(bool(data.get("compacted"))),
                 "ctxkit.view.messages": data["message_count"],
                 "ctxkit.view.tokens": tokens,
                 "ctxkit.budget.tokens": budget,
@@ -181,7 +187,7 @@ class OpenTelemetry:
             start_time=_ns(min(earlier.time for earlier in pending)),
             attributes={
                 CONVERSATION_ID: str(data.get("conversation_id")),
-                CONVERSATION_COMPACTED: any(e.name == events.POST_COMPACT for e in pending),
+                **_compacted(any(e.name == events.POST_COMPACT for e in pending)),
                 "ctxkit.budget.tokens": data["budget"],
             },
         )

@@ -33,6 +33,7 @@ __all__ = [
     "LISTING_ROWS",
     "POST_COMPACT",
     "PRE_COMPACT",
+    "USAGE",
     "VIEW",
     "Event",
     "EventBus",
@@ -95,6 +96,10 @@ entries go first with the next write. Published once per run of failures."""
 INVARIANT_VIOLATION = "ctxkit:invariant_violation"
 """A live check found a required property broken in a view: ``property``, ``message``,
 ``ids`` (the tool call ids involved)."""
+USAGE = "ctxkit:usage"
+"""The provider's usage of a model call, as given to ``record_usage()``: ``input_tokens``,
+``output_tokens``, and ``estimated_tokens``, ctxkit's exact count of the latest view (the
+input the provider billed; None before the first view)."""
 
 
 @dataclass(frozen=True, slots=True)

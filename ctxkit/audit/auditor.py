@@ -1,0 +1,117 @@
+"""Requests into conversations, and each conversation's checks, in time order.
+
+A request recorded with a key (``gen_ai.conversation.id``, ``session.id``,
+``metadata.conversation_id``) joins that conversation. One without joins, in this order: the
+conversation its trace already belongs to (``trace``); the conversation whose latest request
+its own messages start with, as a turn of an agent loop extends the one before (``prefix``;
+of several, the latest); else it starts a conversation of its own (``trace`` when it has a
+trace, ``alone`` otherwise). Inference cannot follow a conversation across traces once a
+compaction changed its start: a key can, which is why the report says how each was keyed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from ctxkit.audit.checks import ConversationAudit, Finding, fingerprint
+from ctxkit.audit.request import Request
+from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
+
+__all__ = ["Auditor", "in_time_order"]
+
+Listener = Callable[[ConversationAudit, Request, list[Finding]], None]
+
+
+def _prefix_hashes(prints: Iterable[int]) -> list[int]:
+    """The hash of every prefix of a request's message fingerprints, shortest first."""
+    hashes, running = [], 0
+    for value in prints:
+        running = hash((running, value))
+        hashes.append(running)
+    return hashes
+
+
+class Auditor:
+    """Checks requests as they come; ``conversations`` holds each conversation's audit."""
+
+    def __init__(
+        self,
+        *,
+        windows: Mapping[str, int] | None = None,
+        encoding: str = DEFAULT_ENCODING,
+        listener: Listener | None = None,
+    ) -> None:
+        self.counter = TokenCounter(encoding)
+        self.windows = dict(windows or {})
+        self.listener = listener
+        self.conversations: dict[str, ConversationAudit] = {}
+        self._by_trace: dict[str, str] = {}
+        self._by_prefix: dict[int, str] = {}
+        self._prefix_of: dict[str, int] = {}
+        self._unnamed = itertools.count(1)
+        self.requests = 0
+
+    def add(self, request: Request) -> tuple[ConversationAudit, list[Finding]]:
+        """Key the request, check it in its conversation; returns both."""
+        prints = [fingerprint(m) for m in request.messages]
+        prefixes = _prefix_hashes(prints)
+        key, keyed_by = self._key(request, prefixes)
+        audit = self.conversations.get(key)
+        if audit is None:
+            audit = ConversationAudit(key, keyed_by, self.counter, self.windows)
+            self.conversations[key] = audit
+        if request.partial:
+            audit.partial += 1
+        found = audit.add(request, prints)
+        self.requests += 1
+        if request.trace_id:
+            self._by_trace.setdefault(request.trace_id, key)
+        if keyed_by not in ("gen_ai.conversation.id", "session.id", "metadata.conversation_id"):
+            self._remember_prefix(key, prefixes)
+        if self.listener is not None:
+            self.listener(audit, request, found)
+        return audit, found
+
+    def _key(self, request: Request, prefixes: list[int]) -> tuple[str, str]:
+        if request.key:
+            return request.key, request.keyed_by
+        if request.trace_id and request.trace_id in self._by_trace:
+            return self._by_trace[request.trace_id], "trace"
+        for prefix in reversed(prefixes[:-1]):
+            if prefix in self._by_prefix:
+                return self._by_prefix[prefix], "prefix"
+        if request.trace_id:
+            return f"trace:{request.trace_id}", "trace"
+        return f"conversation-{next(self._unnamed)}", "alone"
+
+    def _remember_prefix(self, key: str, hashes: list[int]) -> None:
+        old = self._prefix_of.pop(key, None)
+        if old is not None and self._by_prefix.get(old) == key:
+            del self._by_prefix[old]
+        if hashes:
+            self._by_prefix[hashes[-1]] = key
+            self._prefix_of[key] = hashes[-1]
+
+    def state_bytes(self) -> int:
+        """Bytes kept between requests, over all conversations (see
+        :meth:`ConversationAudit.state_bytes`), plus the keying indexes."""
+        return sum(a.state_bytes() for a in self.conversations.values()) + 16 * (
+            len(self._by_trace) + len(self._by_prefix)
+        )
+
+
+def in_time_order(requests: Iterable[Request], window_ns: int) -> Iterator[Request]:
+    """Requests in time order, from a stream whose disorder is at most ``window_ns``: each is
+    held until one ``window_ns`` newer has arrived (ties keep arrival order)."""
+    held: list[tuple[int, int, Any]] = []
+    newest = None
+    for arrival, request in enumerate(requests):
+        heapq.heappush(held, (request.time_ns, arrival, request))
+        newest = request.time_ns if newest is None else max(newest, request.time_ns)
+        while held and held[0][0] <= newest - window_ns:
+            yield heapq.heappop(held)[2]
+    while held:
+        yield heapq.heappop(held)[2]

@@ -1,0 +1,450 @@
+"""The audit's checks: each request against the provider's rules, and each request against the
+one before it in its conversation.
+
+The per-request checks are the conformance suite's own invariants
+(:func:`~ctxkit.conformance.invariants.check_tool_pairs`): a third caller beside the state
+machine and ``instrument()``. Across requests, a :class:`ConversationAudit` keeps only
+fingerprints of the previous request's messages (8 bytes each in the analysis, plus their
+token counts), never their text, and infers what the manager did between the two requests:
+
+* messages of the previous request that are gone (``dropped``) or that came back after being
+  gone (``re-added``), and new messages before the last kept one (``rewritten``: a summary, a
+  truncated output): together an inferred compaction;
+* ``ordering`` (required): two messages both requests carry, in a different order;
+* ``preservation`` (recommended): the system prompt gone, or the newest user message gone
+  with no newer one;
+* ``tool_pair_integrity`` (required) across requests: a Responses ``reasoning`` item or an
+  Anthropic turn's thinking blocks, seen with a call earlier, no longer with it;
+* ``budget`` (recommended): more tokens than the model's context window;
+* the prompt-cache figure: how many of the previous request's tokens the request starts with
+  (and, where the provider reported cached tokens, that figure beside it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.audit.request import Request
+from ctxkit.audit.windows import context_window
+from ctxkit.conformance.invariants import check_tool_pairs
+from ctxkit.conformance.properties import by_id
+from ctxkit.conformance.shapes import THINKING, blocks, calls, is_call_item, reasoning_id
+from ctxkit.conformance.shapes import results as result_ids
+from ctxkit.shapes.rules import rule
+from ctxkit.tokens import TokenCounter
+
+__all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint"]
+
+NEAR_WINDOW = 0.9
+"""A request at this share of its model's window or more is near it."""
+
+_DROPPED_KEPT = 4096
+"""How many dropped fingerprints a conversation remembers, to tell a message re-added."""
+
+
+def fingerprint(message: Any) -> int:
+    """A message's identity between requests: equal messages, equal fingerprints."""
+    return hash(json.dumps(message, sort_keys=True, separators=(",", ":"), default=str))
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One broken property at one request of a conversation (0-based, in time order)."""
+
+    property: str
+    request: int
+    message: str
+    where: str = ""
+    kind: str = ""
+    rule: str = ""
+    messages: tuple[int, ...] = ()
+    """Indices of the messages involved, in the request's messages."""
+
+    @property
+    def level(self) -> str:
+        return by_id(self.property).level
+
+    @property
+    def provider_error(self) -> str:
+        return rule(self.rule).error if self.rule else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "property": self.property,
+            "level": self.level,
+            "request": self.request,
+            "where": self.where,
+            "kind": self.kind,
+            "message": self.message,
+            "messages": list(self.messages),
+            "rule": self.rule,
+            "provider_error": self.provider_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What the manager did between request ``request - 1`` and ``request``, inferred."""
+
+    request: int
+    dropped: int
+    rewritten: int
+    re_added: int
+    tokens_before: int
+    tokens_after: int
+
+
+def _message_index(text: str) -> int | None:
+    """The view index a suite sentence names first (``view[3] ...``)."""
+    if text.startswith("view["):
+        digits = text[5 : text.find("]")]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def _is_system(message: Any) -> bool:
+    return isinstance(message, Mapping) and message.get("role") in ("system", "developer")
+
+
+def _user_turn(message: Any) -> bool:
+    """A user message that is the user's turn (text), not only tool results."""
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        return False
+    if result_ids(message):
+        return False
+    return message.get("type") in (None, "message")
+
+
+def _matched(previous: Sequence[int], current: Sequence[int]) -> tuple[list[int | None], bool]:
+    """For each current message, the previous request's position it repeats (None: new), and
+    whether any repeat comes earlier than one before it (a reorder).
+
+    Each repeat takes the first unused equal message after the last one taken, else the first
+    unused one anywhere (which is a reorder): equal messages in a row never read as reordered.
+    """
+    where: dict[int, list[int]] = {}
+    for position, key in enumerate(previous):
+        where.setdefault(key, []).append(position)
+    used: set[int] = set()
+    last = -1
+    reordered = False
+    matched: list[int | None] = []
+    for key in current:
+        positions = [p for p in where.get(key, ()) if p not in used]
+        later = [p for p in positions if p > last]
+        if later:
+            matched.append(later[0])
+            used.add(later[0])
+            last = later[0]
+        elif positions:
+            matched.append(positions[0])
+            used.add(positions[0])
+            reordered = True
+        else:
+            matched.append(None)
+    return matched, reordered
+
+
+@dataclass
+class ConversationAudit:
+    """One conversation's requests, checked as they come (in time order)."""
+
+    key: str
+    keyed_by: str
+    counter: TokenCounter
+    windows: Mapping[str, int] = field(default_factory=dict)
+    requests: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
+    partial: int = 0
+    near_window: int = 0
+    models: set[str] = field(default_factory=set)
+    kept_tokens: int = 0
+    """Over all requests after the first: tokens that repeat the previous request's start."""
+    total_tokens: int = 0
+    """Over all requests after the first: their tokens."""
+    cached_reported: int = 0
+    input_reported: int = 0
+    count_errors: list[float] = field(default_factory=list)
+    """(ctxkit's count - reported input tokens) / reported, per request that reported them."""
+    last_tokens: int = 0
+    last_window: int | None = None
+    first_cache_break: int | None = None
+    _previous: list[int] = field(default_factory=list)
+    _previous_tokens: list[int] = field(default_factory=list)
+    _dropped: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    _attached: dict[str, int] = field(default_factory=dict)
+    """A call id -> the fingerprint of what must travel with it (reasoning item, thinking)."""
+    _previous_system: int = 0
+    _previous_newest_user: int | None = None
+
+    def state_bytes(self) -> int:
+        """What the conversation keeps between requests, in bytes (fingerprints and counts
+        as the 8-byte values they are; Python's own object overhead left out)."""
+        return 8 * (2 * len(self._previous) + len(self._dropped) + 2 * len(self._attached)) + sum(
+            len(k) for k in self._attached
+        )
+
+    def add(self, request: Request, prints: list[int] | None = None) -> list[Finding]:
+        """Check one request (``prints``: its messages' fingerprints, if the caller has
+        them); returns (and keeps) its findings."""
+        index = self.requests
+        self.requests += 1
+        self.models.add(request.model)
+        messages = request.messages
+        if prints is None:
+            prints = [fingerprint(m) for m in messages]
+        known = dict(zip(self._previous, self._previous_tokens, strict=True))
+        tokens = [
+            known[p] if p in known else self._count(m)
+            for p, m in zip(prints, messages, strict=True)
+        ]
+        found: list[Finding] = []
+        found.extend(self._pairs(index, request))
+        found.extend(self._attachments(index, messages, prints))
+        if index:
+            found.extend(self._against_previous(index, request, prints, tokens))
+        found.extend(self._window(index, request, sum(tokens)))
+        self._account_usage(request, sum(tokens))
+        self._previous, self._previous_tokens = prints, tokens
+        self._previous_system = sum(1 for m in messages if _is_system(m))
+        self._previous_newest_user = next(
+            (i for i in range(len(messages) - 1, -1, -1) if _user_turn(messages[i])), None
+        )
+        self.findings.extend(found)
+        return found
+
+    # -- per request ---------------------------------------------------------------------
+
+    def _count(self, message: Any) -> int:
+        try:
+            return self.counter.count_message(message) if isinstance(message, Mapping) else 0
+        except (TypeError, ValueError, AttributeError):
+            return 0
+
+    def _pairs(self, index: int, request: Request) -> list[Finding]:
+        found = []
+        for violation in check_tool_pairs(request.messages):
+            if request.partial and violation.rule.endswith(("has_call", "output_has_call")):
+                continue  # the call is in an earlier response, on the provider's side
+            at = _message_index(violation.message)
+            found.append(
+                Finding(
+                    violation.property,
+                    index,
+                    violation.message.replace("view[", "message["),
+                    request.where,
+                    violation.kind,
+                    violation.rule,
+                    (at,) if at is not None else (),
+                )
+            )
+        return found
+
+    def _attachments(self, index: int, messages: list[Any], prints: list[int]) -> list[Finding]:
+        """Reasoning items and thinking blocks seen with a call must stay with it."""
+        found = []
+        for position, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                continue
+            before = position - 1
+            while before >= 0 and is_call_item(messages[before]):
+                before -= 1
+            reasoning = (
+                prints[before]
+                if before >= 0 and reasoning_id(messages[before]) is not None
+                else None
+            )
+            thinking = [b for b in blocks(message) if b.get("type") in THINKING]
+            leading = fingerprint(thinking) if thinking else None
+            for call_id in calls(message):
+                if is_call_item(message):
+                    wanted = self._attached.get(f"r:{call_id}")
+                    if wanted is not None and reasoning != wanted:
+                        found.append(
+                            Finding(
+                                "tool_pair_integrity",
+                                index,
+                                f"message[{position}] is the call {call_id}, but the reasoning "
+                                "item that preceded it in an earlier request is not right "
+                                "before it",
+                                kind="reasoning-separated",
+                                rule="responses.reasoning_with_call",
+                                messages=(position,),
+                            )
+                        )
+                    elif reasoning is not None:
+                        self._attached[f"r:{call_id}"] = reasoning
+                else:
+                    wanted = self._attached.get(f"t:{call_id}")
+                    answered_last = position == len(messages) - 2 and call_id in result_ids(
+                        messages[-1]
+                    )
+                    if wanted is not None and leading != wanted and answered_last:
+                        found.append(
+                            Finding(
+                                "tool_pair_integrity",
+                                index,
+                                f"message[{position}] is the assistant turn whose tool calls "
+                                "the last message answers, but it no longer starts with the "
+                                "thinking blocks it had in an earlier request",
+                                kind="thinking-dropped",
+                                rule="anthropic.thinking_kept",
+                                messages=(position,),
+                            )
+                        )
+                    elif leading is not None:
+                        self._attached[f"t:{call_id}"] = leading
+        return found
+
+    def _window(self, index: int, request: Request, tokens: int) -> list[Finding]:
+        self.last_tokens = tokens
+        window = context_window(request.model, self.windows)
+        self.last_window = window
+        if window is None:
+            return []
+        if tokens >= NEAR_WINDOW * window:
+            self.near_window += 1
+        if tokens <= window:
+            return []
+        return [
+            Finding(
+                "budget",
+                index,
+                f"the request has {tokens} tokens, over {request.model}'s context window of "
+                f"{window}",
+                request.where,
+                "over-window",
+            )
+        ]
+
+    def _account_usage(self, request: Request, tokens: int) -> None:
+        usage = request.usage
+        if usage is None or not usage.input_tokens:
+            return
+        self.input_reported += usage.input_tokens
+        self.cached_reported += usage.cached_tokens or 0
+        self.count_errors.append((tokens - usage.input_tokens) / usage.input_tokens)
+
+    # -- against the previous request ----------------------------------------------------
+
+    def _against_previous(
+        self, index: int, request: Request, prints: list[int], tokens: list[int]
+    ) -> list[Finding]:
+        previous = self._previous
+        matched, reordered = _matched(previous, prints)
+        found: list[Finding] = []
+        if reordered:
+            found.extend(self._reorders(index, request, matched))
+        kept = {p for p in matched if p is not None}
+        dropped = [p for p in range(len(previous)) if p not in kept]
+        last_kept = max((i for i, p in enumerate(matched) if p is not None), default=-1)
+        rewritten = sum(1 for i in range(last_kept) if matched[i] is None)
+        re_added = sum(1 for i, p in enumerate(matched) if p is None and prints[i] in self._dropped)
+        for position in dropped:
+            self._dropped[previous[position]] = None
+        while len(self._dropped) > _DROPPED_KEPT:
+            self._dropped.popitem(last=False)
+        if dropped or rewritten:
+            self.compactions.append(
+                Compaction(
+                    index,
+                    len(dropped),
+                    rewritten,
+                    re_added,
+                    sum(self._previous_tokens),
+                    sum(tokens),
+                )
+            )
+        found.extend(self._preservation(index, request, prints, matched, dropped))
+        prefix = 0
+        while prefix < min(len(previous), len(prints)) and previous[prefix] == prints[prefix]:
+            prefix += 1
+        self.kept_tokens += sum(tokens[:prefix])
+        self.total_tokens += sum(tokens)
+        if prefix < len(previous) and self.first_cache_break is None:
+            self.first_cache_break = index
+        return found
+
+    def _reorders(self, index: int, request: Request, matched: list[int | None]) -> list[Finding]:
+        found = []
+        last: tuple[int, int] | None = None
+        for position, source in enumerate(matched):
+            if source is None:
+                continue
+            if last is not None and source < last[1]:
+                found.append(
+                    Finding(
+                        "ordering",
+                        index,
+                        f"message[{position}] was message[{source}] of the previous request, "
+                        f"but it now comes after message[{last[0]}], which was "
+                        f"message[{last[1]}] there: the history is reordered",
+                        request.where,
+                        "reordered",
+                        messages=(last[0], position),
+                    )
+                )
+            if last is None or source > last[1]:
+                last = (position, source)
+        return found
+
+    def _preservation(
+        self,
+        index: int,
+        request: Request,
+        prints: list[int],
+        matched: list[int | None],
+        dropped: list[int],
+    ) -> list[Finding]:
+        found = []
+        previous_system = self._previous_system
+        now_system = sum(1 for m in request.messages if _is_system(m))
+        if previous_system and now_system < previous_system:
+            found.append(
+                Finding(
+                    "preservation",
+                    index,
+                    f"the request has {now_system} system message(s), the previous one had "
+                    f"{previous_system}: the system prompt is dropped",
+                    request.where,
+                    "dropped-system",
+                )
+            )
+        newest = self._previous_newest_user
+        if newest is not None and newest in dropped:
+            new_users = [
+                i for i, m in enumerate(request.messages) if _user_turn(m) and matched[i] is None
+            ]
+            if not new_users:
+                found.append(
+                    Finding(
+                        "preservation",
+                        index,
+                        f"the newest user message (message[{newest}] of the previous request) "
+                        "is dropped, and no newer one is in the request",
+                        request.where,
+                        "dropped-user",
+                    )
+                )
+        return found
+
+    # -- summary ---------------------------------------------------------------------------
+
+    @property
+    def prefix_kept(self) -> float | None:
+        """The prompt-cache figure: the share of tokens, over requests after the first, that
+        repeat the previous request's start (None with one request)."""
+        return self.kept_tokens / self.total_tokens if self.total_tokens else None
+
+    @property
+    def verdict(self) -> str:
+        levels = {f.level for f in self.findings}
+        if "required" in levels:
+            return "fail"
+        return "warn" if levels else "pass"

@@ -1,0 +1,386 @@
+"""Requests out of GenAI telemetry: the input messages of a model call, in each form the
+instrumentations in use record them.
+
+* ``gen_ai.input.messages`` (structured parts, JSON text or OTLP values) with
+  ``gen_ai.system_instructions``, on the span, on its
+  ``gen_ai.client.inference.operation.details`` event, or on a log record of that name
+  (OpenTelemetry's GenAI conventions; openai-v2, OpenLLMetry 0.4x+, pydantic-ai, strands);
+* ``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*`` / ``.tool_call_id``
+  (OpenLLMetry before the structured form);
+* ``llm.input_messages.N.message.*`` (OpenInference);
+* one log record (or span event) per message, ``gen_ai.system.message``,
+  ``gen_ai.user.message``, ``gen_ai.assistant.message``, ``gen_ai.tool.message``, with the
+  message in its body (the conventions before ``gen_ai.input.messages``).
+
+A span of a model call that carries none of them is not a request: if another span of the
+same call does (an SDK's own span beside an instrumentation's), it is that one's twin; else the
+instrumentation was told not to record content, and :func:`content_hint` says how to turn it on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ctxkit.audit.otlp import Record
+from ctxkit.audit.request import Problem, Request, Usage
+
+__all__ = ["content_hint", "requests_of"]
+
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+CALL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "responses"})
+
+_OFFICIAL = (
+    "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY and "
+    "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental where the agent runs"
+)
+_HINTS = (
+    ("opentelemetry.instrumentation.openai_v2", _OFFICIAL),
+    ("opentelemetry.util.genai", _OFFICIAL),
+    (
+        "com.anthropic.sdk",
+        "the SDK's own spans never carry messages: add an instrumentation that records them "
+        "(OpenLLMetry's opentelemetry-instrumentation-anthropic, TRACELOOP_TRACE_CONTENT=true)",
+    ),
+    (
+        "opentelemetry.instrumentation.",
+        "set TRACELOOP_TRACE_CONTENT=true where the agent runs (OpenLLMetry)",
+    ),
+    (
+        "openinference.instrumentation.",
+        "set OPENINFERENCE_HIDE_INPUTS=false and OPENINFERENCE_HIDE_INPUT_MESSAGES=false "
+        "where the agent runs",
+    ),
+    ("pydantic-ai", "instrument the agent with InstrumentationSettings(include_content=True)"),
+    (
+        "strands",
+        "set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental where the agent runs",
+    ),
+)
+
+
+def content_hint(scope: str) -> str:
+    """What makes the instrumentation of this scope record message content (or, for an SDK's
+    own spans, which never carry it, what to add beside them)."""
+    for prefix, hint in _HINTS:
+        if scope.startswith(prefix):
+            return hint
+    return (
+        "turn on its instrumentation's setting to record message content (OpenTelemetry's "
+        "GenAI instrumentations: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)"
+    )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def _structured(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """``gen_ai.input.messages`` with ``gen_ai.system_instructions`` first, if present."""
+    if "gen_ai.input.messages" not in attributes:
+        return None
+    messages = _json_value(attributes["gen_ai.input.messages"])
+    if not isinstance(messages, list):
+        raise ValueError("gen_ai.input.messages is not a JSON list of messages")
+    system = _json_value(attributes.get("gen_ai.system_instructions"))
+    if isinstance(system, list) and system:
+        return [{"role": "system", "parts": system}, *messages]
+    return list(messages)
+
+
+def _tree(attributes: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Flattened attributes under ``prefix`` as nested dicts (``a.0.b`` -> {"a": {"0": ...}})."""
+    tree: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if not key.startswith(prefix):
+            continue
+        node = tree
+        *path, last = key[len(prefix) :].split(".")
+        for step in path:
+            node = node.setdefault(step, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[last] = value
+    return tree
+
+
+def _indexed(node: Any) -> list[Any]:
+    """A dict keyed by list positions (``{"0": .., "1": ..}``) as a list in index order."""
+    if not isinstance(node, dict):
+        return []
+    return [node[k] for k in sorted((k for k in node if k.isdigit()), key=int)]
+
+
+def _content(value: Any) -> Any:
+    """A recorded content: text, or content blocks recorded as JSON text."""
+    if isinstance(value, str) and value.startswith("[{"):
+        blocks = _json_value(value)
+        if isinstance(blocks, list) and all(isinstance(b, dict) and "type" in b for b in blocks):
+            return blocks
+    return value
+
+
+def _chat_message(role: Any, content: Any, calls: list[dict[str, Any]], call_id: Any) -> dict:
+    message: dict[str, Any] = {"role": str(role or "user")}
+    message["content"] = _content(content) if content is not None else ("" if not calls else None)
+    if calls:
+        message["tool_calls"] = calls
+    if call_id is not None:
+        message["tool_call_id"] = str(call_id)
+    return message
+
+
+def _openllmetry(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    entries = _indexed(_tree(attributes, "gen_ai.prompt."))
+    if not entries:
+        return None
+    messages = []
+    for entry in entries:
+        calls = [
+            {
+                "id": str(call.get("id", "")),
+                "type": "function",
+                "function": {"name": call.get("name", ""), "arguments": call.get("arguments", "")},
+            }
+            for call in _indexed(entry.get("tool_calls"))
+        ]
+        messages.append(
+            _chat_message(entry.get("role"), entry.get("content"), calls, entry.get("tool_call_id"))
+        )
+    return messages
+
+
+def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    entries = _indexed(_tree(attributes, "llm.input_messages."))
+    if not entries:
+        return None
+    messages = []
+    for entry in entries:
+        body = entry.get("message", {})
+        calls = []
+        for call in _indexed(body.get("tool_calls")):
+            call = call.get("tool_call", {})
+            function = call.get("function", {})
+            calls.append(
+                {
+                    "id": str(call.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": function.get("name", ""),
+                        "arguments": function.get("arguments", ""),
+                    },
+                }
+            )
+        content = body.get("content")
+        if content is None and "contents" in body:
+            content = [
+                {"type": "text", "text": part.get("message_content", {}).get("text", "")}
+                for part in _indexed(body["contents"])
+            ]
+        messages.append(_chat_message(body.get("role"), content, calls, body.get("tool_call_id")))
+    return messages
+
+
+def _from_message_events(events: Iterable[tuple[str, Any]]) -> list[dict[str, Any]] | None:
+    """Messages from per-message events: (event name, body) in recorded order."""
+    messages = []
+    for name, body in events:
+        role = MESSAGE_EVENTS.get(name)
+        if role is None:
+            continue
+        body = body if isinstance(body, Mapping) else {"content": body}
+        calls = [dict(call) for call in body.get("tool_calls") or () if isinstance(call, Mapping)]
+        for call in calls:
+            call.setdefault("type", "function")
+        messages.append(
+            _chat_message(
+                body.get("role", role),
+                body.get("content"),
+                calls,
+                body.get("id") if role == "tool" else None,
+            )
+        )
+    return messages or None
+
+
+def _usage(attributes: Mapping[str, Any]) -> Usage | None:
+    def first(*names: str) -> int | None:
+        for name in names:
+            value = attributes.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return int(value)
+        return None
+
+    usage = Usage(
+        first("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        first(
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_read_input_tokens",
+            "llm.token_count.prompt_details.cache_read",
+        ),
+        first(
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
+        ),
+    )
+    return None if usage == Usage() else usage
+
+
+def _is_model_call(record: Record) -> bool:
+    attributes = record.attributes
+    return (
+        attributes.get("gen_ai.operation.name") in CALL_OPERATIONS
+        or attributes.get("openinference.span.kind") == "LLM"
+        or attributes.get("llm.request.type") in ("chat", "completion")
+    )
+
+
+def _request(record: Record, messages: list[dict[str, Any]], source: str, where: str) -> Request:
+    attributes = {**record.resource, **record.attributes}
+    key, keyed_by = "", ""
+    for rule in ("gen_ai.conversation.id", "session.id"):
+        if attributes.get(rule):
+            key, keyed_by = str(attributes[rule]), rule
+            break
+    return Request(
+        messages=messages,
+        time_ns=record.time_ns,
+        where=where,
+        model=str(
+            attributes.get("gen_ai.request.model")
+            or attributes.get("llm.model_name")
+            or attributes.get("gen_ai.response.model")
+            or ""
+        ),
+        provider=str(
+            attributes.get("gen_ai.provider.name")
+            or attributes.get("gen_ai.system")
+            or attributes.get("llm.provider")
+            or attributes.get("llm.system")
+            or ""
+        ),
+        key=key,
+        keyed_by=keyed_by,
+        trace_id=record.trace_id,
+        usage=_usage(record.attributes),
+        source=source,
+    )
+
+
+def _messages_of(
+    record: Record, linked: list[Record]
+) -> tuple[list[dict[str, Any]], str] | tuple[None, str]:
+    """The record's input messages and the form they were in (None: it carries none)."""
+    found = _structured(record.attributes)
+    if found is not None:
+        return found, "gen_ai.input.messages"
+    for name, _, attributes in record.events:
+        if name == DETAILS_EVENT and "gen_ai.input.messages" in attributes:
+            return _structured(attributes) or [], f"{DETAILS_EVENT} event"
+    for log in linked:
+        if log.name == DETAILS_EVENT and "gen_ai.input.messages" in log.attributes:
+            return _structured(log.attributes) or [], f"{DETAILS_EVENT} log"
+    found = _openllmetry(record.attributes)
+    if found is not None:
+        return found, "gen_ai.prompt"
+    found = _openinference(record.attributes)
+    if found is not None:
+        return found, "llm.input_messages"
+    per_message = [(name, attributes) for name, _, attributes in record.events]
+    found = _from_message_events(
+        [(n, a.get("body", a)) for n, a in per_message]
+        if any(n in MESSAGE_EVENTS for n, _ in per_message)
+        else [(log.name, log.body) for log in linked]
+    )
+    if found is not None:
+        return found, "gen_ai.*.message events"
+    return None, ""
+
+
+def requests_of(
+    records: Iterable[tuple[Record, str]],
+) -> tuple[list[Request], list[Problem]]:
+    """The requests in a set of records (each with where it was read), and the problems.
+
+    Log records join the span whose id they carry; a log record of a model call with no span
+    in the input is a request of its own.
+    """
+    spans: list[tuple[Record, str]] = []
+    logs_by_span: dict[str, list[Record]] = defaultdict(list)
+    lone_logs: list[tuple[Record, str]] = []
+    for record, where in records:
+        if record.kind == "span":
+            spans.append((record, where))
+        elif record.span_id:
+            logs_by_span[record.span_id].append(record)
+            lone_logs.append((record, where))
+        elif record.name == DETAILS_EVENT:
+            lone_logs.append((record, where))
+    requests: list[Request] = []
+    problems: list[Problem] = []
+    silent: list[tuple[Record, str]] = []
+    span_ids = set()
+    # What marks a content-less span as the twin of a recorded call: the same response id
+    # (SDKs open their own spans in traces of their own), or being its parent or child.
+    recorded: dict[str, set[tuple[str, str]]] = {"response": set(), "span": set(), "parent": set()}
+    for record, where in spans:
+        span_ids.add(record.span_id)
+        linked = sorted(logs_by_span.get(record.span_id, ()), key=lambda r: r.time_ns)
+        at = f"{where} span {record.span_id or '?'} ({record.name})"
+        try:
+            messages, source = _messages_of(record, linked)
+        except ValueError as exc:
+            problems.append(Problem(at, str(exc)))
+            continue
+        if messages is None:
+            if _is_model_call(record):
+                silent.append((record, at))
+            continue
+        requests.append(_request(record, messages, source, at))
+        response_id = record.attributes.get("gen_ai.response.id")
+        if response_id:
+            recorded["response"].add(("", str(response_id)))
+        recorded["span"].add((record.trace_id, record.span_id))
+        recorded["parent"].add((record.trace_id, record.parent_span_id))
+    for record, where in lone_logs:
+        if record.span_id in span_ids or record.name != DETAILS_EVENT:
+            continue
+        at = f"{where} log record ({record.name})"
+        try:
+            messages = _structured(record.attributes)
+        except ValueError as exc:
+            problems.append(Problem(at, str(exc)))
+            continue
+        if messages is not None:
+            requests.append(_request(record, messages, f"{DETAILS_EVENT} log", at))
+    for record, at in silent:
+        response_id = record.attributes.get("gen_ai.response.id")
+        if (
+            ("", str(response_id)) in recorded["response"]
+            or (record.trace_id, record.span_id) in recorded["parent"]
+            or (record.trace_id, record.parent_span_id) in recorded["span"]
+        ):
+            continue  # an SDK's own span around a call another span recorded
+        problems.append(
+            Problem(
+                at,
+                "a model call recorded without its input messages",
+                hint=content_hint(record.scope),
+            )
+        )
+    return requests, problems

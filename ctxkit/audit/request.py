@@ -1,0 +1,61 @@
+"""What every reader yields: one request an agent sent to a model, and bad input it skipped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["KEY_RULES", "Problem", "Request", "Usage"]
+
+KEY_RULES = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "metadata.conversation_id",
+    "trace",
+    "prefix",
+    "alone",
+)
+"""How a request's conversation was told, strongest first: the three recorded keys, then by
+inference (requests of one trace; a request that extends an earlier request's messages; a
+request that starts a conversation of its own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts the provider reported for the request (None where not recorded)."""
+
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Request:
+    """One request: its messages (system prompt first, wherever the record kept it), in one of
+    the shapes :mod:`ctxkit.shapes` knows."""
+
+    messages: list[dict[str, Any]]
+    time_ns: int
+    where: str
+    """Where it was read: ``FILE:LINE`` (and the span id for a trace)."""
+    model: str = ""
+    provider: str = ""
+    key: str = ""
+    keyed_by: str = ""
+    """The rule of :data:`KEY_RULES` that keyed ``key`` (empty until keyed)."""
+    trace_id: str = ""
+    usage: Usage | None = None
+    partial: str = ""
+    """Why the messages are not the whole request (``previous_response_id``), else empty."""
+    source: str = ""
+    """The record form it was read from (``gen_ai.input.messages``, ``openinference``, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Input that could not be read, skipped while the rest goes on."""
+
+    where: str
+    reason: str
+    hint: str = ""
+    details: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,126 @@
+"""A loopback stand-in for the OpenAI and Anthropic HTTP APIs, so the real ``openai`` and
+``anthropic`` clients (and the instrumentations that wrap them) make real requests with no
+network. Each answer is a short text reply with provider-style usage; every request body is
+kept in ``requests`` for the test to compare with what the traces recorded."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _usage_tokens(body: dict[str, Any]) -> int:
+    """A stand-in for the provider's count: the request's bytes over four."""
+    return max(1, len(json.dumps(body)) // 4)
+
+
+def _chat_completion(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": body.get("model", "gpt-4o-mini"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": _usage_tokens(body),
+            "completion_tokens": 1,
+            "total_tokens": _usage_tokens(body) + 1,
+        },
+    }
+
+
+def _response(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "model": body.get("model", "gpt-4o-mini"),
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_fake",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": _usage_tokens(body),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": _usage_tokens(body) + 1,
+        },
+    }
+
+
+def _anthropic_message(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-sonnet-4-5"),
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": _usage_tokens(body), "output_tokens": 1},
+    }
+
+
+ROUTES = {
+    "/v1/chat/completions": _chat_completion,
+    "/v1/responses": _response,
+    "/v1/messages": _anthropic_message,
+}
+
+
+class FakeProvider:
+    """``with FakeProvider() as fake:`` then ``base_url=fake.url`` (``/v1`` included)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                answer = ROUTES.get(self.path.split("?")[0])
+                if answer is None:
+                    self.send_error(404)
+                    return
+                provider.requests.append((self.path, body))
+                data = json.dumps(answer(body)).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeProvider:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)

@@ -1,0 +1,42 @@
+"""Recording what real instrumentations emit, as the OpenTelemetry Collector's file exporter
+writes it: one OTLP/JSON export request per line, trace and span ids in hex (the OTLP/JSON
+rule), encoded by the SDK's own OTLP encoders."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+_IDS = ("traceId", "spanId", "parentSpanId")
+
+
+def _hex_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: base64.b64decode(v).hex() if k in _IDS and isinstance(v, str) else _hex_ids(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    return value
+
+
+def collector_line(message: Any) -> str:
+    """One export request as a line of the Collector's file exporter."""
+    return json.dumps(_hex_ids(json_format.MessageToDict(message)))
+
+
+def trace_lines(spans: Sequence[Any], batch: int = 0) -> list[str]:
+    """Finished SDK spans as file-exporter lines, ``batch`` spans per line (all in one: 0)."""
+    size = batch or max(1, len(spans))
+    return [collector_line(encode_spans(spans[i : i + size])) for i in range(0, len(spans), size)]
+
+
+def log_lines(logs: Sequence[Any]) -> list[str]:
+    return [collector_line(encode_logs(list(logs)))] if logs else []

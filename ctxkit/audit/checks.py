@@ -237,7 +237,7 @@ class ConversationAudit:
                 Finding(
                     violation.property,
                     index,
-                    violation.message.replace("view[", "message["),
+                    violation.message.replace("view[", "message[").replace("the view", "the request"),
                     request.where,
                     violation.kind,
                     violation.rule,

@@ -1,0 +1,169 @@
+"""``ctxkit audit``: check recorded model requests (OpenTelemetry GenAI traces, raw request
+bodies) for what the conformance suite checks in a live manager."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxkit.cli.errors import UsageError
+from ctxkit.cli.options import check_writable_file
+
+__all__ = ["add_parser", "window_entry"]
+
+DESCRIPTION = """\
+Check what an agent really sent to its model, from records it already keeps: each request
+against the provider's rules (a tool result without its call, a call without its result, a
+reasoning item or thinking block lost), and each request against the one before it in its
+conversation (messages reordered, the system prompt or the newest user message dropped,
+compactions, how much of the previous request's start was kept for the prompt cache, tokens
+against the model's context window).
+
+PATH is a file (or - for stdin) in one of two forms, told from its first record:
+  OTLP/JSON     what the OpenTelemetry Collector's file exporter writes: one export request
+                of traces or logs per line. GenAI spans and events in every form in use
+                (gen_ai.input.messages, OpenLLMetry's gen_ai.prompt.N, OpenInference's
+                llm.input_messages.N, per-message gen_ai.*.message events).
+  bodies        JSON Lines of raw request bodies: OpenAI Chat Completions and Responses,
+                Anthropic Messages, Gemini generateContent, Bedrock Converse; a line may wrap
+                its body as {"timestamp", "body", "usage"}.
+"""
+
+EPILOG = """\
+Conversations are keyed by gen_ai.conversation.id, then session.id, then a body's
+metadata.conversation_id, then by inference (one trace; a request that extends an earlier
+one); the report says which rule keyed each. Requests are checked in time order.
+
+Recording content: OpenTelemetry's openai-v2 needs
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY and
+OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; OpenLLMetry records by default
+(TRACELOOP_TRACE_CONTENT=true); OpenInference by default (OPENINFERENCE_HIDE_INPUTS unset).
+A call recorded without content is skipped, with the setting that would record it.
+
+exit codes: 0 no conversation fails a required property; 1 one does (or, with --strict, a
+recommended one); 2 bad usage or a file in neither form.
+
+examples:
+  ctxkit audit traces.jsonl
+  ctxkit audit traces/*.jsonl --report-json audit.json --junit audit.xml
+  ctxkit audit requests.jsonl --format bodies --window my-model=32000
+"""
+
+
+def window_entry(text: str) -> tuple[str, int]:
+    """``--window MODEL=TOKENS``."""
+    model, sep, tokens = text.rpartition("=")
+    if not sep or not model or not tokens.isdigit() or int(tokens) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not MODEL=TOKENS (a model name or prefix, a positive number)"
+        )
+    return model, int(tokens)
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "audit",
+        help="check recorded requests (GenAI traces, request logs) for broken context",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files to read (- for stdin)")
+    parser.add_argument(
+        "--format",
+        choices=("auto", "otlp", "bodies"),
+        default="auto",
+        help="the files' form (default: told from each file's first record)",
+    )
+    parser.add_argument("--report-json", type=Path, metavar="F", help="write the JSON report")
+    parser.add_argument("--junit", type=Path, metavar="F", help="write JUnit XML for CI views")
+    parser.add_argument(
+        "--window",
+        type=window_entry,
+        action="append",
+        default=[],
+        metavar="MODEL=TOKENS",
+        help="a model's context window (by name or name prefix), over the built-in table",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="recommended properties fail the run too"
+    )
+    parser.add_argument(
+        "--show-content",
+        action="store_true",
+        help="print the messages each finding involves (content is never printed otherwise)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="list passing conversations too")
+    parser.set_defaults(run=run)
+
+
+def _progress() -> Any:
+    """A Rich progress bar on a terminal's stderr; None elsewhere."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn("reading {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxkit.audit.auditor import Auditor
+    from ctxkit.audit.files import UnknownFormat, read_paths
+    from ctxkit.audit.report import Outcome, as_json, text_summary, write_junit
+
+    for option, path in (("--report-json", args.report_json), ("--junit", args.junit)):
+        if path is not None:
+            check_writable_file(option, path)
+    for name in args.paths:
+        if name != "-" and not Path(name).is_file():
+            raise UsageError(f"{name}: no such file")
+    progress = _progress()
+    tasks: dict[str, Any] = {}
+
+    def advance(path: str, done: int) -> None:
+        if progress is None or path == "-":
+            return
+        if path not in tasks:
+            tasks[path] = progress.add_task(path, total=Path(path).stat().st_size)
+        progress.update(tasks[path], completed=done)
+
+    try:
+        if progress is not None:
+            progress.start()
+        read = read_paths(args.paths, args.format, advance)
+    except UnknownFormat as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if progress is not None:
+            progress.stop()
+    keep_content = args.show_content
+    contents: dict[tuple[str, int], list[Any]] | None = {} if keep_content else None
+
+    def keep(audit: Any, request: Any, found: list[Any]) -> None:
+        if contents is not None and found:
+            contents[(audit.key, audit.requests - 1)] = request.messages
+
+    auditor = Auditor(windows=dict(args.window), listener=keep)
+    for request in read.requests:
+        auditor.add(request)
+        request.messages = []  # only fingerprints outlive a request
+    outcome = Outcome(auditor, read.problems, strict=args.strict, contents=contents)
+    print(text_summary(outcome, verbose=args.verbose))
+    if args.report_json is not None:
+        args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
+    if args.junit is not None:
+        write_junit(outcome, args.junit)
+    if not auditor.requests and not read.problems:
+        raise UsageError("the files hold no model request")
+    return outcome.exit_code

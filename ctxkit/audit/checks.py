@@ -107,6 +107,11 @@ def _message_index(text: str) -> int | None:
     return None
 
 
+def _in_request_words(sentence: str) -> str:
+    """A suite sentence about a view, said of a recorded request."""
+    return sentence.replace("view[", "message[").replace("the view", "the request")
+
+
 def _is_system(message: Any) -> bool:
     return isinstance(message, Mapping) and message.get("role") in ("system", "developer")
 
@@ -237,7 +242,7 @@ class ConversationAudit:
                 Finding(
                     violation.property,
                     index,
-                    violation.message.replace("view[", "message[").replace("the view", "the request"),
+                    _in_request_words(violation.message),
                     request.where,
                     violation.kind,
                     violation.rule,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import inspect
 import logging
@@ -34,6 +35,7 @@ from ctxkit.reference.journal import (
     HistoryFileError,
     Torn,
 )
+from ctxkit.reference.levels import LevelSettings
 from ctxkit.reference.planner import (
     Compaction,
     Planner,
@@ -151,8 +153,16 @@ class ReferenceContextManager:
     max_tokens: budget when a request names none and no provider tells one.
     compact_threshold: compact when a view would pass this share of the budget.
     target_ratio: a compaction brings the view down to this share of the budget.
-    strategies: any of ``truncate_outputs``, ``truncate``, ``importance``, ``summarize``,
-        applied in that order (see :data:`~ctxkit.reference.strategies.STRATEGIES`).
+    strategies: any of ``truncate_outputs``, ``truncate``, ``importance``, ``hierarchical``,
+        ``summarize``, applied in that order (see
+        :data:`~ctxkit.reference.strategies.STRATEGIES`); ``hierarchical`` and ``importance``
+        exclude each other.
+    hierarchical: options of the ``hierarchical`` strategy (:mod:`ctxkit.reference.levels`),
+        all optional: ``full_share`` (0.5) and ``paragraph_share`` (0.25), the shares of the
+        room a compaction keeps where the newest units are shown full and then as paragraphs
+        (the rest is one-line units); ``paragraph_tokens`` (160) and ``line_tokens`` (40), the
+        longest paragraph and line. Summaries come from ``summarizer`` when given, else from
+        an offline extractive one (:func:`~ctxkit.reference.strategies.extractive_unit_summary`).
     encoding: ``o200k_base`` or ``cl100k_base``.
     tool_output_head_lines, tool_output_tail_lines, tool_output_max_bytes: how long tool
         outputs are shortened in a compacted view.
@@ -227,6 +237,7 @@ class ReferenceContextManager:
         compact_threshold: float = 0.7,
         target_ratio: float = 0.5,
         strategies: Sequence[str] = ("truncate_outputs", "truncate"),
+        hierarchical: Mapping[str, Any] | None = None,
         encoding: str = DEFAULT_ENCODING,
         tool_output_head_lines: int = 128,
         tool_output_tail_lines: int = 128,
@@ -264,6 +275,7 @@ class ReferenceContextManager:
         unknown = [s for s in strategies if s not in STRATEGIES]
         if unknown:
             raise ConfigError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+        levels = _level_settings(strategies, hierarchical)
         if on_overflow not in ("raise", "best_effort"):
             raise ConfigError(f"on_overflow must be 'raise' or 'best_effort', got {on_overflow!r}")
         if summary_role not in ("user", "assistant", "system"):
@@ -299,6 +311,7 @@ class ReferenceContextManager:
             max_bytes=_positive("tool_output_max_bytes", tool_output_max_bytes),
             summary_max_tokens=_positive("summary_max_tokens", summary_max_tokens),
             summary_role=summary_role,
+            levels=levels,
         )
         if summarizer is not None:
             _check_summarizer(summarizer)
@@ -313,7 +326,11 @@ class ReferenceContextManager:
             max_message_bytes=self.max_message_bytes,
         )
         self._planner = Planner(
-            self._history, self.settings, summarizer or extractive_summary, self.retention
+            self._history,
+            self.settings,
+            summarizer or extractive_summary,
+            self.retention,
+            level_summarizer=summarizer,
         )
         self._turns = TurnTracker()
         self._last_view: ViewStats | None = None
@@ -467,6 +484,8 @@ class ReferenceContextManager:
             if self.view_listing:
                 rows, omitted = self._planner.listing(plan, rendered)
                 listing = {"listing": rows, "listing_omitted": omitted}
+            if self._planner.hierarchical:
+                listing.update(self._planner.level_figures(plan))
             await self._publish(
                 events.VIEW,
                 message_count=stats.messages,
@@ -626,7 +645,7 @@ class ReferenceContextManager:
 
     async def _compact(self, plan: ViewPlan) -> bool:
         started = time.perf_counter()  # deciding is part of the compaction's cost
-        compaction = self._planner.decide(plan)
+        compaction = await self._planner.compaction(plan)
         if compaction is None:
             return False
         strategy = "+".join(self.settings.strategies)
@@ -667,7 +686,7 @@ class ReferenceContextManager:
         if plan.summary is not None and plan.summary is not had_summary:
             await self._publish(events.INCLUDE, source="summary", content=text_of(plan.summary))
         tokens = plan.request_tokens
-        summarized = decision.drop if decision.summarized else []
+        summarized = [*(decision.drop if decision.summarized else []), *decision.levelled]
         await self._record_audit(
             audit_entry(
                 at=self._history.clock(),
@@ -675,7 +694,7 @@ class ReferenceContextManager:
                 limits=limits,
                 budget=plan.budget,
                 units=self._history.units,
-                dropped=[*([] if summarized else decision.drop), *unsummarized],
+                dropped=[*([] if decision.summarized else decision.drop), *unsummarized],
                 summarized=summarized,
                 truncated=self._planner.shortened_messages(shorten),
                 tokens_before=decision.tokens_before,
@@ -695,7 +714,18 @@ class ReferenceContextManager:
             units_dropped=len(decision.drop),
             units_truncated=len(shorten),
             units_summarized=decision.summarized,
+            **self._level_payload(plan),
         )
+
+    def _level_payload(self, plan: ViewPlan) -> dict[str, Any]:
+        """With ``hierarchical``: the units by level, what each level saves, and which
+        messages each coarse run stands for (see :data:`~ctxkit.events.POST_COMPACT`)."""
+        if not self._planner.hierarchical:
+            return {}
+        return {
+            **self._planner.level_figures(plan),
+            "level_ranges": self._planner.level_ranges(plan),
+        }
 
     def _render(self, plan: ViewPlan, rendered: Rendered) -> tuple[list[dict[str, Any]], ViewStats]:
         view = rendered.copy_view()
@@ -739,6 +769,54 @@ def _loop_lock(
     if lock is None:
         lock = locks[loop] = asyncio.Lock()
     return lock
+
+
+_LEVEL_OPTIONS = {
+    "full_share": "a share of the room in [0, 1]",
+    "paragraph_share": "a share of the room in [0, 1]",
+    "paragraph_tokens": "an integer >= 1",
+    "line_tokens": "an integer >= 1",
+}
+
+
+def _level_settings(strategies: Sequence[str], options: Any) -> LevelSettings:
+    """The ``hierarchical`` options, checked; refuses the combinations that cannot work."""
+    if "hierarchical" in strategies and "importance" in strategies:
+        raise ConfigError(
+            "strategies 'hierarchical' and 'importance' cannot be combined: both decide which "
+            "units lose detail, hierarchical by age (coarser as they age), importance by "
+            "score; choose one"
+        )
+    if options is None:
+        return LevelSettings()
+    if "hierarchical" not in strategies:
+        raise ConfigError(
+            "hierarchical options are set but 'hierarchical' is not among the strategies; "
+            "add it to strategies or remove the options"
+        )
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"hierarchical must be a mapping of options, got {options!r}")
+    unknown = sorted(set(options) - set(_LEVEL_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown hierarchical options {unknown}; known: {', '.join(_LEVEL_OPTIONS)}"
+        )
+    for name, value in options.items():
+        if name.endswith("_share"):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not 0 <= value <= 1:
+                raise ConfigError(
+                    f"hierarchical.{name} must be {_LEVEL_OPTIONS[name]}, got {value!r}"
+                )
+        else:
+            _positive(f"hierarchical.{name}", value)
+    settings = dataclasses.replace(LevelSettings(), **options)
+    if settings.full_share + settings.paragraph_share > 1:
+        raise ConfigError(
+            "hierarchical.full_share + hierarchical.paragraph_share must not exceed 1, got "
+            f"{settings.full_share} + {settings.paragraph_share}"
+        )
+    return settings
 
 
 def _check_summarizer(summarizer: Any) -> None:

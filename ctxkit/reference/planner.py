@@ -12,6 +12,11 @@ The opt-in listing of a view (:meth:`Planner.listing`) keeps to the same rule.
 Retention limits (:mod:`ctxkit.reference.retention`) come first: :meth:`Planner.retain`
 takes the units they leave out off a plan's kept list, and the budget logic works on the
 rest. Retention moves the start of the view, so a view it changes is rendered afresh.
+
+With the ``hierarchical`` strategy a compaction also gives units a level of detail
+(:mod:`ctxkit.reference.levels`): a plan's ``levels`` holds the units shown as a paragraph or
+one line, each rendered as one message that stands for the whole unit. Choosing levels needs
+the summaries' sizes, so that decision is async (:meth:`Planner.compaction`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,21 @@ from typing import Any
 
 from ctxkit.events import LISTING_ROWS
 from ctxkit.messages import MessageInfo, Unit, copier_of, copy_message, is_flat, text_message
+from ctxkit.reference.levels import (
+    FULL,
+    LEVELS,
+    LevelSettings,
+    LevelSummaries,
+    assign_levels,
+    fingerprint,
+    marker,
+)
 from ctxkit.reference.pins import always_pinned, has_user_turn
 from ctxkit.reference.retention import Horizon, Limits, limit_names
 from ctxkit.reference.store import History
 from ctxkit.reference.strategies import (
     Summarizer,
+    extractive_unit_summary,
     importance_score,
     shorten_output,
 )
@@ -108,6 +123,8 @@ class Settings:
     max_bytes: int = 10 * 1024
     summary_max_tokens: int = 1_000
     summary_role: str = "user"
+    levels: LevelSettings = field(default_factory=LevelSettings)
+    """The ``hierarchical`` strategy's shares and lengths."""
 
 
 @dataclass(slots=True)
@@ -133,6 +150,12 @@ class ViewPlan:
     """The view's entries as last rendered; extended as units arrive, dropped on compaction."""
     retained: tuple[int, tuple[int | None, int | None]] | None = None
     """The retention horizon and moving pins last applied (see :meth:`Planner.retain`)."""
+    levels: dict[int, int] = field(default_factory=dict)
+    """Kept units shown coarser than full (``hierarchical``): unit index -> level."""
+    level_tokens: dict[int, int] = field(default_factory=dict)
+    """What each level of ``levels`` saves: tokens of its units shown full, minus shown."""
+    level_units: dict[int, int] = field(default_factory=dict)
+    """How many units each level of ``levels`` holds."""
 
     @property
     def request_tokens(self) -> int:
@@ -153,6 +176,10 @@ class Compaction:
     unsummarized: list[int] = field(default_factory=list)
     """Units an earlier summary stood for, left out plainly now that the summary went
     because the view could not fit the budget with it (set when applied)."""
+    levels: dict[int, int] | None = None
+    """``hierarchical``: the kept units' new levels (coarser than full only); None: unchanged."""
+    levelled: list[int] = field(default_factory=list)
+    """Units that were shown full and are now shown coarser (for the audit log)."""
 
 
 @dataclass(slots=True)
@@ -166,6 +193,8 @@ class Retained:
     messages_before: int
     summarized: int = 0
     """How many of them a new summary stands for (set when applied)."""
+    levelled: list[int] = field(default_factory=list)
+    """Always empty: retention leaves units out, it never changes a level."""
 
 
 class Planner:
@@ -177,10 +206,18 @@ class Planner:
         settings: Settings,
         summarizer: Summarizer,
         limits: Limits | None = None,
+        level_summarizer: Summarizer | None = None,
     ) -> None:
         self.history = history
         self.settings = settings
         self.summarizer = summarizer
+        self.hierarchical = "hierarchical" in settings.strategies
+        self.levels = LevelSummaries(
+            level_summarizer or extractive_unit_summary, history.counter, settings.levels
+        )
+        """The units' coarse texts, kept across views and histories (by content)."""
+        self._forms: dict[tuple[int, int], tuple[dict[str, Any], MessageCost]] = {}
+        """A unit's coarse message and cost by (unit index, level), for this generation."""
         self.limits = limits or None
         """Retention limits; None when there are none (then nothing here costs anything)."""
         self._horizon: Horizon | None = None
@@ -196,6 +233,7 @@ class Planner:
         generation = self.history.generation
         if self._short_generation != generation:
             self._short.clear()
+            self._forms.clear()
             self._spans = Spans()
             self._short_generation = generation
         plan = self._plans.get(budget)
@@ -255,6 +293,34 @@ class Planner:
         unit = self.history.units[unit_index]
         return sum(self._message_cost(i, short).total for i in range(unit.start, unit.stop))
 
+    def shown_cost(self, plan: ViewPlan, unit_index: int) -> int:
+        """What a kept unit costs in the plan's view: at its level, or whole (shortened if
+        the plan shortens it)."""
+        level = plan.levels.get(unit_index)
+        if level is not None:
+            form = self._forms.get((unit_index, level))
+            if form is not None:
+                return form[1].total
+        return self.unit_cost(unit_index, unit_index in plan.short)
+
+    async def level_form(self, unit_index: int, level: int) -> tuple[dict[str, Any], MessageCost]:
+        """The one message that stands for a unit at a coarse level, and its cost: the
+        summary's text after the ids of the unit's messages, in the unit's shape."""
+        key = (unit_index, level)
+        found = self._forms.get(key)
+        if found is not None:
+            return found
+        history = self.history
+        unit = history.units[unit_index]
+        messages = history.messages[unit.start : unit.stop]
+        text = await self.levels.text(fingerprint(messages), level, messages)
+        form = history.infos[unit.start].form
+        message = text_message(
+            form, self.settings.summary_role, f"{marker(unit.start, unit.stop)} {text}"
+        )
+        found = self._forms[key] = (message, history.counter.message_cost(message))
+        return found
+
     # -- compaction --------------------------------------------------------------------------
 
     def _pinned(self, plan: ViewPlan) -> set[int]:
@@ -273,6 +339,89 @@ class Planner:
         if plan.kept:
             pinned.add(plan.kept[-1])
         return pinned
+
+    async def compaction(self, plan: ViewPlan) -> Compaction | None:
+        """The compaction to apply to an over-threshold plan; None when nothing can be
+        gained. With ``hierarchical`` the choice needs the summaries' sizes, so it may await
+        the summarizer (each unit and level once: see :class:`LevelSummaries`)."""
+        if self.hierarchical:
+            return await self._decide_levels(plan)
+        return self.decide(plan)
+
+    async def _decide_levels(self, plan: ViewPlan) -> Compaction | None:
+        """Pinned units stay full; the others get the finest levels the room allows, coarser
+        with age, and the oldest are dropped only when even one line each does not fit
+        (:func:`~ctxkit.reference.levels.assign_levels`). ``truncate_outputs`` shortens the
+        units shown full; ``summarize`` folds the dropped ones into its summary (its room is
+        kept aside, as with ``truncate``)."""
+        settings = self.settings
+        strategies = settings.strategies
+        kept = plan.kept
+        if not kept:
+            return None
+        newest = kept[-1]
+        shortening = "truncate_outputs" in strategies
+
+        def whole(unit_index: int) -> int:
+            short = unit_index in plan.short or (shortening and unit_index != newest)
+            return self.unit_cost(unit_index, short)
+
+        shown: dict[tuple[int, int], int] = {}
+
+        async def cost(unit_index: int, level: int) -> int:
+            if level == FULL:
+                return whole(unit_index)
+            tokens = shown.get((unit_index, level))
+            if tokens is None:
+                _message, form_cost = await self.level_form(unit_index, level)
+                tokens = shown[(unit_index, level)] = form_cost.total
+            return tokens
+
+        pinned = self._pinned(plan)
+        room = settings.target_ratio * plan.budget - REPLY_PRIMING
+        room -= sum(whole(u) for u in pinned)
+        if "summarize" in strategies:
+            room -= self.summary_cap(plan.budget) + 8
+        elif plan.summary_cost is not None:
+            room -= plan.summary_cost.total
+        candidates = [u for u in reversed(kept) if u not in pinned]
+        levels, drop = await assign_levels(candidates, cost, room, settings.levels)
+        dropped = set(drop)
+        shorten: list[int] = []
+        if shortening:
+            shorten = [
+                u
+                for u in kept[:-1]
+                if u not in dropped
+                and u not in levels
+                and u not in plan.short
+                and self._shortening_saves(u)
+            ]
+            remaining = REPLY_PRIMING + (plan.summary_cost.total if plan.summary_cost else 0)
+            for u in kept:
+                if u not in dropped:
+                    remaining += shown[(u, levels[u])] if u in levels else whole(u)
+            if (
+                remaining > plan.budget
+                and newest not in plan.short
+                and self._shortening_saves(newest)
+            ):
+                shorten.append(newest)  # it cannot fit whole: better shortened than refused
+        if (
+            not shorten
+            and not drop
+            and levels == plan.levels
+            and (plan.summary is None or not self.over_budget(plan))
+        ):
+            return None
+        return Compaction(
+            shorten=shorten,
+            drop=sorted(drop),
+            tokens_before=plan.request_tokens,
+            messages_before=self.message_count(plan),
+            levels=levels,
+            levelled=sorted(u for u in levels if u not in plan.levels),
+        )
 
     def decide(self, plan: ViewPlan) -> Compaction | None:
         """Which units to shorten and which to drop; None when nothing can be gained.
@@ -368,11 +517,14 @@ class Planner:
         plan.short.update(compaction.shorten)
         dropped = set(compaction.drop)
         plan.kept = [u for u in plan.kept if u not in dropped]
+        if compaction.levels is not None:
+            plan.levels = compaction.levels
         if dropped and "summarize" in self.settings.strategies:
             compaction.summarized = await self._summarize(plan, compaction.drop)
         plan.compactions += 1
         plan.rendered = None
-        plan.tokens = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
+        self._count_levels(plan)
+        plan.tokens = sum(self.shown_cost(plan, u) for u in plan.kept)
         if plan.summary_cost is not None:
             plan.tokens += plan.summary_cost.total
             if self.over_budget(plan):
@@ -407,13 +559,52 @@ class Planner:
         replaced += plan.summary_cost.total if plan.summary_cost else 0
         if cost.total >= replaced:
             return 0
-        rest = sum(self.unit_cost(u, u in plan.short) for u in plan.kept)
+        rest = sum(self.shown_cost(plan, u) for u in plan.kept)
         if rest + cost.total + REPLY_PRIMING > plan.budget:
             return 0
         plan.summary, plan.summary_cost = summary, cost
         plan.summarized_units += len(drop)
         plan.summarized = _add_ranges(plan.summarized, drop)
         return len(drop)
+
+    def _count_levels(self, plan: ViewPlan) -> None:
+        """Bring the plan's per-level unit counts and savings up to date with its levels."""
+        shortening = "truncate_outputs" in self.settings.strategies
+        units: dict[int, int] = {}
+        tokens: dict[int, int] = {}
+        for unit_index, level in plan.levels.items():
+            units[level] = units.get(level, 0) + 1
+            saved = self.unit_cost(unit_index, shortening) - self.shown_cost(plan, unit_index)
+            tokens[level] = tokens.get(level, 0) + saved
+        plan.level_units, plan.level_tokens = units, tokens
+
+    def level_figures(self, plan: ViewPlan) -> dict[str, dict[str, int]]:
+        """Which level the view's units are shown at, and what each coarse level saves:
+        ``units_by_level`` (``full``, ``paragraph``, ``line``) and ``tokens_saved_by_level``
+        (``paragraph``, ``line``: the units' tokens shown full, with outputs shortened where
+        ``truncate_outputs`` is on, minus their tokens as shown)."""
+        by_level = {name: plan.level_units.get(level, 0) for level, name in enumerate(LEVELS)}
+        by_level["full"] = len(plan.kept) - len(plan.levels)
+        saved = {name: plan.level_tokens.get(level, 0) for level, name in enumerate(LEVELS)}
+        del saved["full"]
+        return {"units_by_level": by_level, "tokens_saved_by_level": saved}
+
+    def level_ranges(self, plan: ViewPlan) -> list[list[Any]]:
+        """The view's coarse units as runs ``[start, stop, level]`` of history messages, in
+        history order: consecutive units at the same level make one run. A kept unit in no
+        run is shown full."""
+        units = self.history.units
+        runs: list[list[Any]] = []
+        last: tuple[int, int] | None = None
+        for unit_index in sorted(plan.levels):
+            level = plan.levels[unit_index]
+            unit = units[unit_index]
+            if last is not None and last == (unit_index - 1, level):
+                runs[-1][1] = unit.stop
+            else:
+                runs.append([unit.start, unit.stop, LEVELS[level]])
+            last = (unit_index, level)
+        return runs
 
     def shortened_messages(self, unit_indices: Iterable[int]) -> list[int]:
         """History indices of the messages a view shows shortened in these units."""
@@ -463,7 +654,10 @@ class Planner:
         """Leave the units out of the plan's view, summarized when so configured."""
         dropped = set(retained.drop)
         plan.kept = [u for u in plan.kept if u not in dropped]
-        plan.tokens -= sum(self.unit_cost(u, u in plan.short) for u in retained.drop)
+        plan.tokens -= sum(self.shown_cost(plan, u) for u in retained.drop)
+        if plan.levels and dropped & plan.levels.keys():
+            plan.levels = {u: level for u, level in plan.levels.items() if u not in dropped}
+            self._count_levels(plan)
         if self.limits is not None and self.limits.summarize:
             had = plan.summary_cost.total if plan.summary_cost else 0
             retained.summarized = await self._summarize(plan, retained.drop)
@@ -483,7 +677,8 @@ class Planner:
 
     def message_count(self, plan: ViewPlan) -> int:
         units = self.history.units
-        count = sum(len(units[u]) for u in plan.kept)
+        levels = plan.levels
+        count = sum(1 if u in levels else len(units[u]) for u in plan.kept)
         return count + (1 if plan.summary else 0)
 
     def render(self, plan: ViewPlan) -> Rendered:
@@ -503,6 +698,11 @@ class Planner:
                 "developer",
             ):
                 self._add_summary(plan, rendered)
+            level = plan.levels.get(unit_index)
+            if level is not None:
+                message, cost = self._forms[(unit_index, level)]
+                rendered.add(("summary", None, message, cost))
+                continue
             short = unit_index in plan.short
             for index in range(unit.start, unit.stop):
                 shortened = self._shortened(index) if short else None
@@ -554,6 +754,14 @@ class Planner:
             if summary is not None and not rendered.summary_listed and role not in _SYSTEM:
                 rows.append(summary)
                 rendered.summary_listed = True
+            level = plan.levels.get(unit_index)
+            if level is not None:
+                message, cost = self._forms[(unit_index, level)]
+                row = _row(None, 1, message["role"], cost.total, "summary")
+                row["level"], row["stands_for"] = LEVELS[level], [unit.start, unit.stop]
+                rows.append(row)
+                previous = unit_index
+                continue
             short = unit_index in plan.short
             for index in range(unit.start, unit.stop):
                 shortened = self._shortened(index) if short else None

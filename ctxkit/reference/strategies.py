@@ -10,24 +10,32 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ctxkit.messages import MessageInfo, text_of
+from ctxkit.messages import MessageInfo, inspect_message, text_of
 
 __all__ = [
     "STRATEGIES",
     "Summarizer",
     "extractive_summary",
+    "extractive_unit_summary",
     "importance_score",
     "shorten_output",
     "shorten_text",
 ]
 
-STRATEGIES = ("truncate_outputs", "truncate", "importance", "summarize")
+STRATEGIES = ("truncate_outputs", "truncate", "importance", "hierarchical", "summarize")
 """Strategy names, in the order a compaction applies them:
 
 1. ``truncate_outputs``: shorten long tool outputs to head + tail (every unit but the newest);
-2. ``truncate`` drops the oldest unpinned units, or ``importance`` drops the lowest-scored;
+2. ``truncate`` drops the oldest unpinned units, or ``importance`` drops the lowest-scored, or
+   ``hierarchical`` shows the newest units full and older ones as a paragraph or one line,
+   coarser as they age, dropping the oldest only when even one line each does not fit
+   (:mod:`ctxkit.reference.levels`; with ``truncate_outputs``, "full" is the shortened unit);
 3. ``summarize``: the dropped units are replaced by one summary message (oldest-first dropping
    unless ``importance`` is also chosen).
+
+``hierarchical`` and ``importance`` both decide which units lose detail, by age and by score:
+they do not combine. ``truncate`` beside ``hierarchical`` adds nothing (it drops the oldest
+units, which ``hierarchical`` already does last).
 """
 
 Summarizer = Callable[..., Awaitable[str]]
@@ -291,3 +299,104 @@ async def extractive_summary(
             break
         kept.append(line)
     return "\n".join([SUMMARY_HEADER, *reversed(kept)])
+
+
+def _call_descriptions(message: dict[str, Any]) -> list[str]:
+    """``name(arguments)`` of each call a message makes, in any shape."""
+    found: list[tuple[Any, Any]] = []
+    for call in message.get("tool_calls") or ():  # Chat Completions
+        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+            found.append((call["function"].get("name"), call["function"].get("arguments")))
+    kind = str(message.get("type", ""))
+    if kind.endswith("_call"):  # a Responses call item
+        found.append((message.get("name") or kind, message.get("arguments", message.get("input"))))
+    blocks = message.get("content") if isinstance(message.get("content"), list) else []
+    for block in [*blocks, *(message.get("parts") or ())]:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            found.append((block.get("name"), block.get("input")))
+        elif block.get("type") == "tool_call":  # GenAI
+            found.append((block.get("name"), block.get("arguments")))
+        for key in ("toolUse", "functionCall", "function_call"):  # Bedrock, Gemini
+            body = block.get(key)
+            if isinstance(body, dict):
+                found.append((body.get("name"), body.get("input", body.get("args"))))
+    described = []
+    for name, arguments in found:
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, default=repr)
+        described.append(f"{name}({_first_line(arguments, 100)})")
+    return described
+
+
+def _output_text(message: dict[str, Any]) -> str:
+    """The outputs a result message carries, as text (a Gemini response's ``output`` string
+    rather than the repr of its dict)."""
+    texts = []
+    for part in message.get("parts") or ():
+        body = (
+            part.get("functionResponse", part.get("function_response"))
+            if isinstance(part, dict)
+            else None
+        )
+        if isinstance(body, dict):
+            answer = body.get("response")
+            output = answer.get("output") if isinstance(answer, dict) else None
+            texts.append(
+                output if isinstance(output, str) else json.dumps(answer, ensure_ascii=False)
+            )
+    return "\n".join(texts) if texts else text_of(message)
+
+
+async def extractive_unit_summary(messages: list[dict[str, Any]], *, max_tokens: int = 160) -> str:
+    """An offline, extractive summary of one unit (a call with its results, or a message
+    alone), in any shape: no model, no network, deterministic. The ``hierarchical`` strategy's
+    default summarizer.
+
+    One line per text, per message's calls and per result (``user: ...``, ``called
+    grep({...})``, ``result: first line (+N lines)``, the error line where an output shows
+    one); room left within about ``max_tokens`` (three characters a token) takes more lines of
+    the outputs.
+    """
+    room = 3 * max_tokens
+    lines: list[str] = []
+    outputs: list[list[str]] = []
+    for message in messages:
+        info = inspect_message(message)
+        if info.result_ids:
+            text = _output_text(message).strip()
+            body = [line for line in text.splitlines() if line.strip()]
+            first = _first_line(body[0], 160) if body else "(empty)"
+            more = f" (+{len(body) - 1} lines)" if len(body) > 1 else ""
+            label = "error result" if info.error_result else "result"
+            lines.append(f"{label}: {first}{more}")
+            match = _ERROR_PATTERN.search(text[:4096])
+            if match and text.rfind("\n", 0, match.start()) >= 0:
+                start = text.rfind("\n", 0, match.start()) + 1
+                lines.append(f"error: {_first_line(text[start:], 160)}")
+            outputs.append(body[1:])
+            continue
+        text = text_of(message).strip()
+        if text:
+            lines.append(f"{info.role}: {_first_line(text, 200)}")
+        calls = _call_descriptions(message)
+        if calls:
+            lines.append("called " + ", ".join(calls))
+    kept: list[str] = []
+    for line in lines:
+        if len(line) + 1 > room:
+            if room > 24:  # the start of what does not fit says more than nothing
+                kept.append(_first_line(line, room - 1))
+            room = 0
+            break
+        room -= len(line) + 1
+        kept.append(line)
+    for body in outputs if room > 0 else ():
+        for line in body:
+            piece = "  " + _first_line(line, 160)
+            room -= len(piece) + 1
+            if room < 0:
+                break
+            kept.append(piece)
+    return "\n".join(kept)

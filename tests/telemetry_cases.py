@@ -26,6 +26,28 @@ async def drive(target: Any, messages: Sequence[dict[str, Any]]) -> list[list[di
     return views
 
 
+TOOL_DEFINITIONS = 120
+"""Input tokens a simulated provider bills beyond the messages (its tool schemas): what
+ctxkit's count of the view cannot see."""
+
+
+async def drive_reporting_usage(
+    target: ReferenceContextManager, messages: Sequence[dict[str, Any]]
+) -> list[tuple[int, int, int]]:
+    """As :func:`drive`, with each model call's usage recorded as a provider reports it: the
+    view's exact tokens plus :data:`TOOL_DEFINITIONS` in, a few tokens out. Returns
+    ``(view tokens, input, output)`` per call."""
+    calls = []
+    for number, message in enumerate(messages):
+        await target.add_message(message)
+        view = await target.get_messages_for_request()
+        tokens = target.counter.count_messages(view)
+        billed, answered = tokens + TOOL_DEFINITIONS, 20 + number % 7
+        target.record_usage(input_tokens=billed, output_tokens=answered)
+        calls.append((tokens, billed, answered))
+    return calls
+
+
 def compacting_manager(**overrides: Any) -> ReferenceContextManager:
     """A manager with a small budget, so a short conversation compacts in every way."""
     options: dict[str, Any] = {

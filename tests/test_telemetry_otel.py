@@ -28,7 +28,12 @@ from ctxkit import events
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.strategies import SUMMARY_HEADER
 from ctxkit.telemetry import instrument
-from ctxkit.telemetry.names import SECONDS_BUCKETS, TOKEN_BUCKETS
+from ctxkit.telemetry.names import (
+    ESTIMATE_BUCKETS,
+    GEN_AI_TOKEN_BUCKETS,
+    SECONDS_BUCKETS,
+    TOKEN_BUCKETS,
+)
 from ctxkit.telemetry.otel import (
     COMPACT_SPAN,
     VIEW_SPAN,
@@ -42,6 +47,7 @@ from tests.telemetry_cases import (
     Recorder,
     compacting_manager,
     drive,
+    drive_reporting_usage,
     marked_conversation,
 )
 from tests.zoo.history import SetMessagesAppends
@@ -82,6 +88,16 @@ class Otel:
                     if metric is None or exported.name == metric:
                         found += exported.data.data_points
         return found
+
+    def metrics(self) -> list[Any]:
+        """Every exported metric (name, unit, description and points)."""
+        data = self.reader.get_metrics_data()
+        return [
+            exported
+            for resource in (data.resource_metrics if data else ())
+            for scope in resource.scope_metrics
+            for exported in scope.metrics
+        ]
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()
@@ -460,6 +476,33 @@ def test_compaction_metrics(otel: Otel):
         total = sum(c[f"units_{action}"] for c in compactions)
         assert units.get(action, 0) == total
         assert total > 0, f"the conversation should exercise {action}"
+
+
+def test_reported_usage_is_recorded_as_the_gen_ai_token_usage_histogram(otel: Otel):
+    """gen_ai.client.token.usage with the convention's unit, attributes and bucket boundaries,
+    and the estimate ratio beside it (a ratio: the SDK drops negative histogram records)."""
+    target = manager()
+    target.bus.subscribe(otel.subscriber())
+    calls = asyncio.run(drive_reporting_usage(target, conversation(30)))
+    target.bus.flush()
+    (exported,) = [m for m in otel.metrics() if m.name == "gen_ai.client.token.usage"]
+    assert exported.unit == "{token}"
+    points = {p.attributes["gen_ai.token.type"]: p for p in exported.data.data_points}
+    assert set(points) == {"input", "output"}
+    for kind, column in (("input", 1), ("output", 2)):
+        point = points[kind]
+        assert dict(point.attributes) == {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.token.type": kind,
+        }
+        assert point.count == len(calls) == 30
+        assert point.sum == sum(call[column] for call in calls)
+        assert tuple(point.explicit_bounds) == GEN_AI_TOKEN_BUCKETS
+    (ratio,) = otel.points("ctxkit.usage.estimate_ratio")
+    assert ratio.count == len(calls)
+    assert ratio.sum == pytest.approx(sum(tokens / billed for tokens, billed, _ in calls))
+    assert tuple(ratio.explicit_bounds) == ESTIMATE_BUCKETS
+    assert ratio.max < 1  # the simulated provider bills its tool definitions too
 
 
 # -- OTLP ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import platform
 import socket
 import subprocess
 import urllib.request
@@ -17,15 +18,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
-from ctxkit import events
+from ctxkit import __version__, events
 from ctxkit.events import EventBus
 from ctxkit.reference import ReferenceContextManager
-from ctxkit.telemetry.names import COMPACTION_ACTIONS, REQUIRED_PROPERTIES
+from ctxkit.telemetry.names import (
+    COMPACTION_ACTIONS,
+    ESTIMATE_BUCKETS,
+    GEN_AI_TOKEN_BUCKETS,
+    REQUIRED_PROPERTIES,
+    TOKEN_TYPES,
+)
 from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
 from ctxkit.workload import Workload
 from tests.system import require_binary
-from tests.telemetry_cases import STRATEGY, Recorder, compacting_manager
+from tests.telemetry_cases import (
+    STRATEGY,
+    TOOL_DEFINITIONS,
+    Recorder,
+    compacting_manager,
+    drive_reporting_usage,
+)
 
 CONVERSATION_ID = "conv-prom-7f3a9c"
 
@@ -115,6 +129,93 @@ def test_the_gauges_describe_the_live_conversation():
     assert value(metrics, "ctxkit_view_prefix_kept_ratio_count") == len(measured)
     for retired in ("ctxkit_context_tokens", "ctxkit_context_utilization_ratio"):
         assert value(metrics, retired) is None
+
+
+def test_reported_usage_reaches_the_token_usage_histogram_and_the_estimate_ratio():
+    """record_usage() after each model call: the provider's counts land in
+    gen_ai_client_token_usage by token type, and ctxkit's count of the view over the billed
+    input in ctxkit_usage_estimate_ratio, bucket by bucket."""
+    target = manager()
+    metrics = PrometheusMetrics(CollectorRegistry())
+    target.bus.subscribe(metrics)
+    calls = asyncio.run(drive_reporting_usage(target, conversation(40)))
+    target.bus.flush()
+    reported = {
+        "input": [billed for _tokens, billed, _answered in calls],
+        "output": [answered for _tokens, _billed, answered in calls],
+    }
+    for kind, counts in reported.items():
+        series = {"gen_ai_token_type": kind}
+        assert value(metrics, "gen_ai_client_token_usage_count", **series) == len(calls) == 40
+        assert value(metrics, "gen_ai_client_token_usage_sum", **series) == sum(counts)
+        for bound in GEN_AI_TOKEN_BUCKETS:
+            below = value(
+                metrics, "gen_ai_client_token_usage_bucket", le=floatToGoString(bound), **series
+            )
+            assert below == sum(c <= bound for c in counts), (kind, bound)
+    ratios = [tokens / billed for tokens, billed, _answered in calls]
+    assert all(0 < r < 1 for r in ratios), "the provider bills the tool definitions too"
+    assert value(metrics, "ctxkit_usage_estimate_ratio_count") == len(calls)
+    assert value(metrics, "ctxkit_usage_estimate_ratio_sum") == pytest.approx(sum(ratios))
+    for bound in ESTIMATE_BUCKETS:
+        below = value(metrics, "ctxkit_usage_estimate_ratio_bucket", le=floatToGoString(bound))
+        assert below == sum(r <= bound for r in ratios), bound
+    assert calls[-1][1] - calls[-1][0] == TOOL_DEFINITIONS
+
+
+def test_usage_before_any_view_counts_tokens_but_no_estimate():
+    """Without a view there is no estimate to compare; a zero input bills nothing to divide."""
+    target = manager()
+    metrics = PrometheusMetrics(CollectorRegistry())
+    target.bus.subscribe(metrics)
+    target.record_usage(input_tokens=500, output_tokens=40)  # no event loop: published at once
+    target.bus.flush()
+    assert value(metrics, "gen_ai_client_token_usage_sum", gen_ai_token_type="input") == 500
+    assert value(metrics, "gen_ai_client_token_usage_sum", gen_ai_token_type="output") == 40
+    assert value(metrics, "ctxkit_usage_estimate_ratio_count") == 0
+
+
+def token_type_labels(metrics: PrometheusMetrics) -> set[str]:
+    return {
+        s.labels["gen_ai_token_type"]
+        for s in samples(metrics.registry)
+        if s.name.startswith("gen_ai_client_token_usage")
+    }
+
+
+@given(
+    payload=st.dictionaries(
+        st.sampled_from(["input_tokens", "output_tokens", "estimated_tokens", "other"]),
+        st.one_of(st.none(), st.booleans(), st.integers(-5, 10**9), st.floats(), st.text()),
+    )
+)
+def test_any_usage_payload_adds_no_series_and_breaks_nothing(payload: dict[str, Any]):
+    """Whatever another publisher puts in a usage event, the subscriber records only counts,
+    under the two token types that exist from the start."""
+    bus = EventBus()
+    metrics = PrometheusMetrics(CollectorRegistry())
+    assert token_type_labels(metrics) == set(TOKEN_TYPES)
+    bus.subscribe(metrics)
+    asyncio.run(bus.publish(events.USAGE, payload))
+    bus.flush()
+    assert bus.failures == 0
+    assert token_type_labels(metrics) == set(TOKEN_TYPES)
+    billed = payload.get("input_tokens")
+    counted = isinstance(billed, int) and not isinstance(billed, bool) and billed >= 0
+    recorded = value(metrics, "gen_ai_client_token_usage_count", gen_ai_token_type="input")
+    assert recorded == int(counted)
+
+
+def test_build_info_says_which_ctxkit_and_python_run():
+    """The Prometheus convention: a gauge of 1 whose labels are the versions."""
+    metrics = PrometheusMetrics(CollectorRegistry())
+    (info,) = [s for s in samples(metrics.registry) if s.name == "ctxkit_build_info"]
+    assert info.value == 1
+    assert info.labels == {
+        "version": __version__,
+        "python_version": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+    }
 
 
 @given(
@@ -239,6 +340,8 @@ def test_serve_metrics_binds_loopback_and_serves_text_that_promtool_accepts():
     assert views.value == len(recorder.of(events.VIEW)) == 50
     assert families["ctxkit_context_utilization_max_ratio"].type == "gauge"
     assert families["ctxkit_conversations"].samples[0].value == 1
+    assert families["ctxkit_build_info"].type == "gauge"
+    assert families["gen_ai_client_token_usage"].type == "histogram"
 
     promtool = require_binary("promtool")
     checked = subprocess.run(

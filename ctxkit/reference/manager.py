@@ -345,6 +345,8 @@ class ReferenceContextManager:
         """Per event loop: messages are stored in the order add_message was called, even when
         a large one is counted in a thread."""
         self._audit: list[dict[str, Any]] = []
+        self._publishing: set[asyncio.Task[None]] = set()
+        """Events published from synchronous methods, until their task has run."""
         self._file: HistoryFile | None = None
         self.loaded_from_file = False
         """The history was read from ``storage_path`` (so ``set_messages`` is ignored)."""
@@ -570,8 +572,29 @@ class ReferenceContextManager:
         self.close()
 
     def record_usage(self, input_tokens: int, output_tokens: int) -> None:
-        """Record the provider's real usage for the turn just made (for turn-size estimates)."""
+        """Record the provider's real usage for the turn just made (for turn-size estimates).
+
+        Also published as ``ctxkit:usage`` with the latest view's exact tokens, so the
+        telemetry subscribers chart the provider's counts and how far ctxkit's are from
+        them. Called within an event loop, the event goes out when the caller's task next
+        yields (this method stays synchronous); outside one, at once.
+        """
         self._turns.record(input_tokens, output_tokens, self._history.tokens)
+        view = self._last_view
+        publishing = self._publish(
+            events.USAGE,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            estimated_tokens=view.tokens if view is not None else None,
+        )
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(publishing)
+            return
+        task = loop.create_task(publishing)
+        self._publishing.add(task)  # a task nobody holds can be collected before it runs
+        task.add_done_callback(self._publishing.discard)
 
     def usage(self) -> dict[str, Any]:
         """A JSON-ready snapshot: tokens, budget, ratio, thresholds, breakdown, turns left."""

@@ -55,6 +55,15 @@ SECONDS_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0,
 )  # fmt: skip
+GEN_AI_TOKEN_BUCKETS = (
+    1.0, 4.0, 16.0, 64.0, 256.0, 1_024.0, 4_096.0, 16_384.0, 65_536.0, 262_144.0,
+    1_048_576.0, 4_194_304.0, 16_777_216.0, 67_108_864.0,
+)  # fmt: skip
+"""The bucket boundaries the GenAI semantic conventions advise for gen_ai.client.token.usage."""
+ESTIMATE_BUCKETS = (
+    0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0, 1.01, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0,
+)  # fmt: skip
+"""Around 1 (an exact estimate), finest within a few percent."""
 
 METRICS: tuple[Metric, ...] = (
     Metric(
@@ -192,6 +201,31 @@ METRICS: tuple[Metric, ...] = (
         otel="ctxkit.invariant.violations",
         unit="{violation}",
     ),
+    Metric(
+        "gen_ai_client_token_usage",
+        "histogram",
+        "Tokens the provider reported for each model call (given to record_usage()), input "
+        "and output: the GenAI semantic conventions' gen_ai.client.token.usage.",
+        labels=("gen_ai_token_type",),
+        otel="gen_ai.client.token.usage",
+        unit="{token}",
+        buckets=GEN_AI_TOKEN_BUCKETS,
+    ),
+    Metric(
+        "ctxkit_usage_estimate_ratio",
+        "histogram",
+        "For each model call whose usage was recorded: ctxkit's exact count of the view over "
+        "the input tokens the provider reported (1 is exact, 0.95 counts 5% fewer: tool "
+        "definitions, images or a system prompt the view does not hold).",
+        otel="ctxkit.usage.estimate_ratio",
+        buckets=ESTIMATE_BUCKETS,
+    ),
+    Metric(
+        "ctxkit_build_info",
+        "gauge",
+        "Always 1; its labels say which ctxkit and Python this process runs.",
+        labels=("version", "python_version", "python_implementation"),
+    ),
 )
 
 FLEET_GAUGES = (
@@ -202,8 +236,12 @@ FLEET_GAUGES = (
     "ctxkit_history_tokens",
     "ctxkit_history_messages",
 )
-"""The gauges, all aggregated over the live conversations at scrape time
-(:mod:`ctxkit.telemetry.conversations`); no other metric is a gauge."""
+"""The gauges aggregated over the live conversations at scrape time
+(:mod:`ctxkit.telemetry.conversations`); the only other gauge is ``ctxkit_build_info``."""
+
+TOKEN_TYPES = ("input", "output")
+"""Values of ``gen_ai.token.type`` (the ``gen_ai_token_type`` label), each present at 0 from
+the start."""
 
 RETIRED = {
     "ctxkit_context_tokens": "ctxkit_view_size_tokens (the distribution over views)",
@@ -241,6 +279,8 @@ def metric(name: str) -> Metric:
 # strings: the constants in opentelemetry-semantic-conventions are deprecated and moving).
 CONVERSATION_ID = "gen_ai.conversation.id"
 CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
+TOKEN_TYPE = "gen_ai.token.type"
+OPERATION_NAME = "gen_ai.operation.name"
 
 ATTRIBUTES: dict[str, str] = {
     CONVERSATION_ID: "the conversation (manager) the view or compaction belongs to",
@@ -266,6 +306,8 @@ ATTRIBUTES: dict[str, str] = {
     "ctxkit.compaction.units_summarized": "units folded into a summary",
     "ctxkit.compaction.action": "metric attribute: dropped, truncated or summarized",
     "ctxkit.invariant.property": "metric attribute: the broken property's id",
+    TOKEN_TYPE: "metric attribute of gen_ai.client.token.usage: input or output",
+    OPERATION_NAME: "metric attribute of gen_ai.client.token.usage: chat",
     "ctxkit.include.source": "what made a synthetic message (summary)",
     "ctxkit.include.chars": "length of the synthetic message's text",
     "ctxkit.include.content": "the synthetic message's text: only with include_text=True",

@@ -8,7 +8,10 @@ their parent is whatever span is current where the request was made (the agent's
 request that raises :class:`~ctxkit.reference.ContextBudgetExceeded` publishes no view; its
 span ends at the ``ctxkit:budget_exceeded`` event, with an error status. An invariant violation
 (found by ``instrument()`` after a view, or after ``set_messages``/``clear``) is a span of its
-own, ``context.invariant_violation``, with an error status.
+own, ``context.invariant_violation``, with an error status. Usage a provider reported
+(``record_usage()``, published as ``ctxkit:usage``) is recorded in the GenAI semantic
+conventions' ``gen_ai.client.token.usage`` histogram, and ctxkit's count of the view over the
+billed input in ``ctxkit.usage.estimate_ratio``.
 
 Only the OpenTelemetry API is needed to record; :func:`configure_otlp` builds SDK providers that
 export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (needs
@@ -28,8 +31,11 @@ from ctxkit.telemetry.names import (
     CONVERSATION_COMPACTED,
     CONVERSATION_ID,
     METRICS,
+    OPERATION_NAME,
+    TOKEN_TYPE,
     Metric,
 )
+from ctxkit.telemetry.usage import reported_usage
 
 __all__ = ["OpenTelemetry", "configure_otlp"]
 
@@ -118,6 +124,9 @@ class OpenTelemetry:
         if name == events.AUDIT_WRITE_FAILED:
             self._record("ctxkit_audit_write_failures", 1)
             return
+        if name == events.USAGE:
+            self._on_usage(event.data)
+            return
         if name not in _BELONGS_TO_VIEW:
             return
         self._pending.setdefault(event.data.get("conversation_id"), []).append(event)
@@ -176,6 +185,17 @@ class OpenTelemetry:
                 self._compaction_spans(span, pending, data)
         finally:
             span.end(end_time=_ns(end))
+
+    def _on_usage(self, data: Any) -> None:
+        """The provider's counts, with the attributes the GenAI conventions require that
+        ctxkit knows (not the provider or model: a GenAI instrumentation of the client, if
+        one runs, records those on its own points, under its own instrumentation scope)."""
+        usage = reported_usage(data)
+        for kind, tokens in usage.tokens.items():
+            attributes = {OPERATION_NAME: "chat", TOKEN_TYPE: kind}
+            self._record("gen_ai_client_token_usage", tokens, attributes)
+        if usage.estimate_ratio is not None:
+            self._record("ctxkit_usage_estimate_ratio", usage.estimate_ratio)
 
     def _on_failed_request(self, event: Event) -> None:
         """A request that raised publishes no view: its events end a span of their own, with

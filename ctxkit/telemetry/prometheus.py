@@ -1,20 +1,25 @@
 """Prometheus metrics from the event bus, and an exporter serving ``/metrics`` on loopback.
 
-Labels carry only small fixed sets (strategy, action, property): never a conversation id or
-text, so the number of series stays bounded however many conversations run. Gauges aggregate
-the process's live conversations when scraped (:mod:`ctxkit.telemetry.conversations`).
+Labels carry only small fixed sets (strategy, action, property, token type): never a
+conversation id or text, so the number of series stays bounded however many conversations
+run. Gauges aggregate the process's live conversations when scraped
+(:mod:`ctxkit.telemetry.conversations`); ``ctxkit_build_info`` says which versions run.
 """
 
 from __future__ import annotations
 
 import errno
+import platform
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
 
-from ctxkit import events
+from ctxkit import __version__, events
 from ctxkit.events import Event
 from ctxkit.telemetry.conversations import (
     DEFAULT_IDLE_AFTER,
@@ -22,7 +27,15 @@ from ctxkit.telemetry.conversations import (
     DEFAULT_NEAR_LIMIT,
     ConversationTable,
 )
-from ctxkit.telemetry.names import COMPACTION_ACTIONS, METRICS, REQUIRED_PROPERTIES, Metric
+from ctxkit.telemetry.names import (
+    COMPACTION_ACTIONS,
+    METRICS,
+    REQUIRED_PROPERTIES,
+    TOKEN_TYPES,
+    Metric,
+    metric,
+)
+from ctxkit.telemetry.usage import reported_usage
 
 __all__ = ["MetricsPortInUse", "PrometheusMetrics", "serve_metrics"]
 
@@ -33,6 +46,26 @@ class CannotServeMetrics(OSError):
 
 class MetricsPortInUse(CannotServeMetrics):
     """The metrics port is taken by another process."""
+
+
+class BuildInfo(Collector):
+    """``ctxkit_build_info``: 1, labelled with the versions this process runs, as Prometheus's
+    own ``prometheus_build_info`` is; join on it to break any metric down by version."""
+
+    def labels(self) -> dict[str, str]:
+        """The label values, in the declared order."""
+        return {
+            "version": __version__,
+            "python_version": platform.python_version(),
+            "python_implementation": platform.python_implementation(),
+        }
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        declared = metric("ctxkit_build_info")
+        values = self.labels()
+        family = GaugeMetricFamily(declared.prometheus, declared.help, labels=declared.labels)
+        family.add_metric([values[label] for label in declared.labels], 1)
+        yield family
 
 
 def _make(declared: Metric, registry: CollectorRegistry) -> Any:
@@ -83,7 +116,11 @@ class PrometheusMetrics:
         )
         m = {d.prometheus: _make(d, self.registry) for d in METRICS if d.kind != "gauge"}
         self.registry.register(self.conversations)
+        self.registry.register(BuildInfo())
         self._views = m["ctxkit_views"]
+        token_usage = m["gen_ai_client_token_usage"]
+        self._token_usage = {kind: token_usage.labels(kind) for kind in TOKEN_TYPES}
+        self._estimate = m["ctxkit_usage_estimate_ratio"]
         self._view_size = m["ctxkit_view_size_tokens"]
         self._view_tokens = m["ctxkit_view_tokens"]
         self._prefix_kept = m["ctxkit_view_prefix_kept_tokens"]
@@ -107,6 +144,7 @@ class PrometheusMetrics:
             events.BUDGET_EXCEEDED: self._on_budget_exceeded,
             events.AUDIT_WRITE_FAILED: self._on_audit_write_failed,
             events.INVARIANT_VIOLATION: self._on_violation,
+            events.USAGE: self._on_usage,
         }
 
     def __call__(self, event: Event) -> None:
@@ -158,6 +196,13 @@ class PrometheusMetrics:
         child = self._violations.get(prop) if isinstance(prop, str) else None
         if child is not None:  # only the known ids become label values
             child.inc()
+
+    def _on_usage(self, data: Any) -> None:
+        usage = reported_usage(data)
+        for kind, tokens in usage.tokens.items():
+            self._token_usage[kind].observe(tokens)
+        if usage.estimate_ratio is not None:
+            self._estimate.observe(usage.estimate_ratio)
 
 
 def serve_metrics(

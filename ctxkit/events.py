@@ -35,6 +35,7 @@ __all__ = [
     "PRE_COMPACT",
     "USAGE",
     "VIEW",
+    "VIEW_GUARDED",
     "Event",
     "EventBus",
     "Subscriber",
@@ -96,6 +97,17 @@ entries go first with the next write. Published once per run of failures."""
 INVARIANT_VIOLATION = "ctxkit:invariant_violation"
 """A live check found a required property broken in a view: ``property``, ``message``,
 ``ids`` (the tool call ids involved)."""
+VIEW_GUARDED = "ctxkit:view_guarded"
+"""A guard (``instrument(..., on_violation="raise" | "repair")``) acted on a view a provider
+would reject, after publishing each violation as :data:`INVARIANT_VIOLATION`: ``action``
+(``repaired``: the repaired view was returned; ``refused``: ``ViewRefused`` was raised),
+``rules`` (the provider rule ids broken, from ``conformance/rules/``, each once),
+``violations`` (how many), ``ids`` (the call ids involved), ``changes`` (what the repair did,
+each ``{"action": "dropped" | "restored", "what": "call" | "result" | "reasoning" |
+"thinking", "index", "ids", "rule", "whole"}``, ``index`` in the view as the manager returned
+it; empty when refused), ``dropped_calls``, ``dropped_results``, ``dropped_messages`` (messages
+that went whole), ``restored`` (thinking or reasoning put back from the history),
+``messages_before`` (the view as returned) and ``message_count`` (as sent)."""
 USAGE = "ctxkit:usage"
 """The provider's usage of a model call, as given to ``record_usage()``: ``input_tokens``,
 ``output_tokens``, and ``estimated_tokens``, ctxkit's exact count of the latest view (the

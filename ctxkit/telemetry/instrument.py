@@ -12,17 +12,27 @@ computed once), so that for each view it can tell, in time that follows the view
   ``ctxkit:invariant_violation`` event (counted by the Prometheus and OTel subscribers) and
   logged with the call ids involved;
 * optionally, the view message by message with the history it left out (``listing``).
+
+A guard (``on_violation="raise"`` or ``"repair"``) is the one part that does not follow the
+view: it checks the provider's per-view rules before the view is returned, and refuses or
+repairs a view a provider would reject (:func:`ctxkit.shapes.repair.repair`).
+
+Events are delivered before a call returns, to deferred subscribers too (the Prometheus and
+OpenTelemetry ones): a counter read right after ``get_messages_for_request`` counts that view.
+The wrapper's analysis already runs in the call, and the subscribers' work is a small part
+of it, where deferring it would leave every counter one view behind until the loop yields.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ctxkit import events
 from ctxkit.conformance.invariants import (
@@ -40,10 +50,11 @@ from ctxkit.messages import copy_message, text_of
 from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.manager import provider_budget
 from ctxkit.reference.planner import Spans
+from ctxkit.shapes.repair import Change, repair
 from ctxkit.telemetry.names import REQUIRED_PROPERTIES
 from ctxkit.tokens import DEFAULT_ENCODING, REPLY_PRIMING, MessageCost, TokenCounter
 
-__all__ = ["InstrumentedManager", "instrument"]
+__all__ = ["ON_VIOLATION", "InstrumentedManager", "OnViolation", "ViewRefused", "instrument"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +62,64 @@ STRATEGY = "external"
 """The ``strategy`` of compactions detected in a wrapped manager."""
 
 _SYNTHETIC_COSTS_KEPT = 256
+
+OnViolation = Literal["log", "raise", "repair"]
+ON_VIOLATION: tuple[OnViolation, ...] = ("log", "raise", "repair")
+"""What :func:`instrument` does with a view that breaks a provider's per-view rules."""
+
+
+class ViewRefused(RuntimeError):
+    """A guarded manager returned a view its provider would refuse (``on_violation="raise"``,
+    or ``"repair"`` when no repair makes it valid). The wrapped manager is left as it was.
+
+    Attributes: ``rule`` (the first provider rule broken, e.g. ``openai.calls_answered``;
+    ``""`` when the break names none, such as a view entry that is not a message dict),
+    ``provider_error`` (the error text the provider answers it with), ``rules`` (every rule
+    broken), ``ids`` (the call ids involved), ``violations`` (each break as the checks found
+    it: a sentence naming the view's message indices)."""
+
+    def __init__(
+        self, manager: str, violations: Sequence[Violation], *, repaired: bool = False
+    ) -> None:
+        self.violations = tuple(violations)
+        self.rules = tuple(dict.fromkeys(v.rule for v in self.violations if v.rule))
+        self.rule = self.rules[0] if self.rules else ""
+        first = next((v for v in self.violations if v.rule == self.rule), self.violations[0])
+        self.ids = tuple(dict.fromkeys(i for v in self.violations for i in v.ids))
+        self.provider_error = _filled(first) if first.rule else ""
+        what = "could not repair a view" if repaired else "refused a view"
+        broke = f", breaking {self.rule}" if self.rule else ""
+        answer = (
+            f" (the provider answers: {self.provider_error})"
+            if self.provider_error and first.provider_error not in first.message
+            else ""
+        )
+        more = len(self.violations) - 1
+        super().__init__(
+            f"instrument() {what} of {manager} that the provider would reject{broke}: "
+            f"{first.message}{answer}" + (f"; and {more} more" if more else "")
+        )
+
+
+class _Blanks(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _filled(violation: Violation) -> str:
+    """The provider's error for a violation, with the call ids and the message index it
+    names filled in where the text has a place for them."""
+    at = re.search(r"view\[(\d+)\]", violation.message)
+    first = violation.ids[0] if violation.ids else None
+    known = {
+        "ids": ", ".join(violation.ids) or None,
+        "id": first,
+        "call_id": first,
+        "index": at.group(1) if at else None,
+    }
+    return violation.provider_error.format_map(
+        _Blanks({k: v for k, v in known.items() if v is not None})
+    )
 
 
 def instrument(
@@ -64,6 +133,7 @@ def instrument(
     conversation_id: str | None = None,
     view_listing: bool = False,
     form: Form | None = None,
+    on_violation: OnViolation = "log",
 ) -> InstrumentedManager:
     """Wrap a context manager so that it publishes ctxkit's events on ``bus``.
 
@@ -96,6 +166,20 @@ def instrument(
             and up to :data:`~ctxkit.events.LISTING_ROWS` rows of bytes in every view event.
         form: ``"contract"``, ``"function"`` or ``"session"``: what ``manager`` is, if
             :func:`~ctxkit.forms.detect_form` would guess wrong.
+        on_violation: what to do with a view a provider would reject. ``"log"``: check as
+            ``check_invariants`` says, publish and log each violation, return the view as
+            it is. ``"raise"``: refuse it, raising :class:`ViewRefused` (naming the provider
+            rule, its error and the call ids); the manager is left as it was. ``"repair"``:
+            return the smallest change that makes it valid (:func:`ctxkit.shapes.repair.
+            repair`: orphaned results and unanswered calls dropped, thinking blocks and
+            reasoning items a call needs put back from the history), and publish
+            :data:`~ctxkit.events.VIEW_GUARDED`. Either guard checks the rules a provider
+            applies to one request, which need no history read back:
+            ``tool_pair_integrity`` (pairs, and what travels with a call, found in the
+            wrapper's own copy of what was added), before the view is returned; it implies
+            that check whatever ``check_invariants`` says. Both publish and log what they
+            find as ``"log"`` does, so ``ctxkit_invariant_violations_total`` counts the
+            manager's breaks in every mode.
 
     Returns an :class:`InstrumentedManager`; use it where you used the manager.
 
@@ -103,6 +187,8 @@ def instrument(
 
         manager = instrument(TheirManager(), check_invariants=True)
         manager.bus.subscribe(PrometheusMetrics(registry))
+
+        guarded = instrument(TheirManager(), on_violation="repair")  # never sends a broken view
     """
     if check_invariants is True:
         checked = frozenset(REQUIRED_PROPERTIES)
@@ -116,6 +202,13 @@ def instrument(
                 f"check_invariants: unknown properties {unknown}; choose from "
                 f"{', '.join(REQUIRED_PROPERTIES)}"
             )
+    if on_violation not in ON_VIOLATION:
+        raise ValueError(
+            f"on_violation must be one of {', '.join(map(repr, ON_VIOLATION))}, "
+            f"not {on_violation!r}"
+        )
+    if on_violation != "log":
+        checked |= {"tool_pair_integrity"}
     if not isinstance(view_listing, bool):
         raise TypeError(f"view_listing must be True or False, got {view_listing!r}")
     if form is not None and form not in FORMS:
@@ -142,6 +235,7 @@ def instrument(
         compact_threshold=compact_threshold,
         conversation_id=conversation_id or uuid.uuid4().hex[:12],
         view_listing=view_listing,
+        on_violation=on_violation,
     )
 
 
@@ -174,6 +268,7 @@ class InstrumentedManager:
         compact_threshold: float | None,
         conversation_id: str,
         view_listing: bool = False,
+        on_violation: OnViolation = "log",
     ) -> None:
         self.manager = manager
         self.bus = bus
@@ -183,6 +278,7 @@ class InstrumentedManager:
         self.compact_threshold = compact_threshold
         self.conversation_id = conversation_id
         self.view_listing = view_listing
+        self.on_violation = on_violation
         self.violations = 0
         """Invariant violations found so far."""
         self._reset()
@@ -226,6 +322,7 @@ class InstrumentedManager:
             self._remember(message)
         if "lifecycle" in self.checked:
             await self._check_stored(check_lifecycle)
+            self.bus.flush()
         return result
 
     async def clear(self) -> Any:
@@ -233,6 +330,7 @@ class InstrumentedManager:
         self._reset()
         if "lifecycle" in self.checked:
             await self._check_stored(check_lifecycle)
+            self.bus.flush()
         return result
 
     async def get_messages_for_request(self, *args: Any, **kwargs: Any) -> Any:
@@ -240,9 +338,15 @@ class InstrumentedManager:
         view = await _call(self.manager.get_messages_for_request, *args, **kwargs)
         duration = time.perf_counter() - started
         try:
-            await self._observe(view, await self._budget(args, kwargs), duration)
-        except Exception:  # seeing must never break the agent
-            log.warning("instrument(): could not analyse a view", exc_info=True)
+            guarded = False
+            if self.on_violation != "log":
+                view, guarded = await self._guard(view)  # may raise ViewRefused
+            try:
+                await self._observe(view, await self._budget(args, kwargs), duration, guarded)
+            except Exception:  # seeing must never break the agent
+                log.warning("instrument(): could not analyse a view", exc_info=True)
+        finally:
+            self.bus.flush()  # counters read right after the call count this view
         return view
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -277,7 +381,7 @@ class InstrumentedManager:
                 self._synthetic_costs.popitem(last=False)
         return cost
 
-    async def _observe(self, view: Any, budget: int, duration: float) -> None:
+    async def _observe(self, view: Any, budget: int, duration: float, guarded: bool) -> None:
         if not isinstance(view, Sequence):
             view = []
         index = self._index
@@ -347,7 +451,7 @@ class InstrumentedManager:
             **listing,
         )
         if self.checked:
-            await self._check_view(view, matches)
+            await self._check_view(view, matches, guarded)
 
     def _listing(self, view_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         """The view's rows with a ``dropped`` row for each run of history messages no view
@@ -425,9 +529,9 @@ class InstrumentedManager:
 
     # -- live invariants -------------------------------------------------------------------------
 
-    async def _check_view(self, view: Any, matches: list[int | None]) -> None:
+    async def _check_view(self, view: Any, matches: list[int | None], guarded: bool) -> None:
         found: list[Violation] = []
-        if "tool_pair_integrity" in self.checked:
+        if "tool_pair_integrity" in self.checked and not guarded:
             found += check_tool_pairs(view)
             found += check_attachments(self._index.messages, view)
         if "ordering" in self.checked:
@@ -435,6 +539,57 @@ class InstrumentedManager:
         await self._report(found)
         if "non_destructive" in self.checked:
             await self._check_stored(check_non_destructive)
+
+    async def _guard(self, view: Any) -> tuple[Any, bool]:
+        """The view a guard lets through, and whether it checked it. A view that breaks a
+        provider's per-view rules is reported as in ``"log"`` mode, then refused
+        (:class:`ViewRefused`) or repaired; a repair is checked again, and refused if it
+        still breaks them (a message the repair cannot read)."""
+        if not isinstance(view, Sequence) or isinstance(view, str | bytes):
+            return view, False  # not a list of messages: nothing to check it as
+        history = self._index.messages
+        try:
+            found = check_tool_pairs(view) + check_attachments(history, view)
+        except Exception:  # a bug in a check must not break the agent
+            log.warning("instrument(): could not check a view", exc_info=True)
+            return view, False
+        if not found:
+            return view, True
+        await self._report(found)
+        name = type(self.manager).__name__
+        if self.on_violation == "repair":
+            fixed = repair(view, history)
+            if not (check_tool_pairs(fixed.view) + check_attachments(history, fixed.view)):
+                await self._publish_guard("repaired", found, view, fixed.view, fixed.changes)
+                return fixed.view, True
+            await self._publish_guard("refused", found, view, view, ())
+            raise ViewRefused(name, found, repaired=True)
+        await self._publish_guard("refused", found, view, view, ())
+        raise ViewRefused(name, found)
+
+    async def _publish_guard(
+        self,
+        action: str,
+        found: Sequence[Violation],
+        view: Sequence[Any],
+        sent: Sequence[Any],
+        changes: Sequence[Change],
+    ) -> None:
+        dropped = [c for c in changes if c.action == "dropped"]
+        await self._publish(
+            events.VIEW_GUARDED,
+            action=action,
+            rules=list(dict.fromkeys(v.rule for v in found if v.rule)),
+            violations=len(found),
+            ids=list(dict.fromkeys(i for v in found for i in v.ids)),
+            changes=[c.as_dict() for c in changes],
+            dropped_calls=sum(c.what == "call" for c in dropped),
+            dropped_results=sum(c.what == "result" for c in dropped),
+            dropped_messages=len({c.index for c in dropped if c.whole}),
+            restored=sum(c.action == "restored" for c in changes),
+            messages_before=len(view),
+            message_count=len(sent),
+        )
 
     async def _check_stored(self, check: Any) -> None:
         stored = await _call(self.manager.get_messages)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ctxkit.audit.request import Request, Usage
 
-__all__ = ["NotABody", "is_body", "request_of"]
+__all__ = ["NotABody", "is_body", "is_body_line", "request_of"]
 
 
 class NotABody(ValueError):
@@ -41,6 +41,11 @@ def is_body(data: Any) -> bool:
         or isinstance(data.get("contents"), list)
         or "input" in data
     )
+
+
+def is_body_line(data: Any) -> bool:
+    """Whether a line holds a request body, itself or wrapped (``body`` / ``request``)."""
+    return isinstance(data, Mapping) and is_body(_body(data))
 
 
 def _time_ns(value: Any, line_number: int) -> int:

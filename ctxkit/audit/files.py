@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ctxkit.audit.bodies import NotABody, is_body, request_of
+from ctxkit.audit.bodies import NotABody, is_body_line, request_of
 from ctxkit.audit.genai import requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Problem, Request
@@ -119,7 +119,7 @@ def read_paths(
                     read.problems.append(Problem(where, error))
                     continue
                 if kind is None:
-                    kind = "otlp" if _otlp_like(data) else "bodies" if is_body(data) else None
+                    kind = "otlp" if _otlp_like(data) else "bodies" if is_body_line(data) else None
                     if kind is None:
                         raise UnknownFormat(
                             f"{name}: the first record is neither OTLP/JSON (a line of the "

@@ -1,0 +1,498 @@
+"""``ctxkit audit``: recorded requests (OTLP/JSON traces, raw request bodies) checked for what
+the conformance suite checks in a live manager, at the right request, with no false accusation
+of a correct manager."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxkit.audit import Auditor, Request
+from ctxkit.audit.auditor import in_time_order
+from ctxkit.audit.bodies import request_of
+from ctxkit.audit.files import UnknownFormat, read_paths
+from ctxkit.audit.genai import content_hint, requests_of
+from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
+from ctxkit.audit.windows import context_window
+from tests.audit_fleet import Conversation, body_lines, fleet, otlp_lines
+
+CLI = [sys.executable, "-m", "ctxkit", "audit"]
+
+
+def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str]:
+    source = tmp_path / "recorded.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [*CLI, str(source), "--report-json", str(report), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(report.read_text()), done.stdout
+
+
+def _found(report: dict) -> dict[str, set[tuple[str, str, int]]]:
+    return {
+        c["key"]: {(f["property"], f["kind"], f["request"]) for f in c["findings"]}
+        for c in report["conversations"]
+    }
+
+
+def _check_fleet(conversations: list[Conversation], report: dict) -> None:
+    found = _found(report)
+    for conv in conversations:
+        assert found.get(conv.key, set()) == conv.expected, (conv.shape, conv.planted)
+    assert report["exit_code"] == int(
+        any(
+            c.planted in ("split_pair", "reorder", "lost_reasoning", "gemini_count")
+            for c in conversations
+        )
+    )
+
+
+# -- the fleet ------------------------------------------------------------------------------
+
+
+def test_a_fleet_recorded_as_otlp_is_judged_exactly_in_every_shape(tmp_path: Path):
+    """Planted breakages (a split pair, a dropped system prompt, a reorder, a dropped user
+    message, a reasoning item lost, a Gemini part count wrong) are found at their request;
+    clean conversations, compacted the way correct managers compact, give nothing. The
+    Collector's batches are written out of order."""
+    conversations = fleet(seed=11, size=60)
+    assert {c.planted for c in conversations} >= {
+        "",
+        "split_pair",
+        "dropped_system",
+        "reorder",
+        "dropped_user",
+        "lost_reasoning",
+    }
+    assert sum(c.clean_compactions for c in conversations if not c.planted) >= 5
+    code, report, out = _audit(tmp_path, otlp_lines(conversations, batch=7, seed=3))
+    _check_fleet(conversations, report)
+    assert code == report["exit_code"]
+    assert {c["keyed_by"] for c in report["conversations"]} == {"gen_ai.conversation.id"}
+    assert "question" not in out  # content is never printed unless asked
+
+
+def test_the_same_fleet_as_request_bodies_gives_the_same_findings(tmp_path: Path):
+    conversations = [c for c in fleet(seed=12, size=60) if c.shape != "genai"]
+    code, report, _ = _audit(tmp_path, body_lines(conversations, keyed=True))
+    _check_fleet(conversations, report)
+    assert {c["keyed_by"] for c in report["conversations"]} == {"metadata.conversation_id"}
+    assert code == report["exit_code"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_any_seeded_conversation_is_judged_exactly(seed: int):
+    for conv in fleet(seed, 6):
+        auditor = Auditor()
+        for index, messages in enumerate(conv.requests):
+            auditor.add(
+                Request(messages, index, f"r{index}", "gpt-4o", key=conv.key, keyed_by="session.id")
+            )
+        audit = auditor.conversations[conv.key]
+        assert {(f.property, f.kind, f.request) for f in audit.findings} == conv.expected
+        assert audit.state_bytes() < 64 * max(len(r) for r in conv.requests) + 512
+
+
+def test_unkeyed_requests_are_grouped_by_trace_or_prefix(tmp_path: Path):
+    """Without keys, an agent loop that only grows is one conversation (keyed by prefix)."""
+    conversations = [
+        c for c in fleet(seed=5, size=40) if not c.planted and not c.clean_compactions
+    ][:8]
+    assert len(conversations) >= 4
+    code, report, _ = _audit(tmp_path, body_lines(conversations, keyed=False))
+    assert code == 0
+    assert len(report["conversations"]) == len(conversations)
+    assert sorted(c["requests"] for c in report["conversations"]) == sorted(
+        len(c.requests) for c in conversations
+    )
+    assert {c["keyed_by"] for c in report["conversations"]} <= {"alone", "prefix"}
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def _span(
+    attributes: dict,
+    *,
+    name: str = "chat",
+    span_id: str = "01",
+    parent: str = "",
+    trace: str = "aa",
+    events=(),
+    scope: str = "x",
+    start: int = 5,
+) -> Record:
+    return Record("span", name, start, trace, span_id, parent, attributes, scope, {}, list(events))
+
+
+def test_openllmetry_flattened_prompts_are_read_as_chat_messages():
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "Be terse.",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": "list",
+        "gen_ai.prompt.2.role": "assistant",
+        "gen_ai.prompt.2.tool_calls.0.id": "c1",
+        "gen_ai.prompt.2.tool_calls.0.name": "ls",
+        "gen_ai.prompt.2.tool_calls.0.arguments": "{}",
+        "gen_ai.prompt.10.role": "tool",  # index 10 sorts after 2, not after 1
+        "gen_ai.prompt.10.tool_call_id": "c1",
+        "gen_ai.prompt.10.content": "a.py",
+    }
+    (request,), problems = requests_of([(_span(attributes), "f:1")])
+    assert problems == []
+    assert request.source == "gen_ai.prompt"
+    assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "tool"]
+    assert request.messages[2]["tool_calls"][0]["id"] == "c1"
+    assert request.messages[3]["tool_call_id"] == "c1"
+
+
+def test_openinference_messages_with_content_lists_are_read():
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.contents.0.message_content.type": "text",
+        "llm.input_messages.0.message.contents.0.message_content.text": "hi",
+        "llm.input_messages.1.message.role": "tool",
+        "llm.input_messages.1.message.tool_call_id": "x",
+        "llm.input_messages.1.message.content": "out",
+    }
+    (request,), _ = requests_of([(_span(attributes), "f:1")])
+    assert request.model == "gpt-4o"
+    assert request.messages[0]["content"] == [{"type": "text", "text": "hi"}]
+    assert request.messages[1] == {"role": "tool", "content": "out", "tool_call_id": "x"}
+
+
+def test_system_instructions_and_the_details_event_are_read():
+    event = (
+        "gen_ai.client.inference.operation.details",
+        9,
+        {
+            "gen_ai.input.messages": [
+                {"role": "user", "parts": [{"type": "text", "content": "q"}]}
+            ],
+            "gen_ai.system_instructions": [{"type": "text", "content": "Be terse."}],
+        },
+    )
+    (request,), _ = requests_of([(_span({"gen_ai.operation.name": "chat"}, events=[event]), "f")])
+    assert request.messages[0] == {
+        "role": "system",
+        "parts": [{"type": "text", "content": "Be terse."}],
+    }
+    assert request.messages[1]["parts"][0]["content"] == "q"
+
+
+def test_per_message_log_events_join_their_span():
+    span = _span({"gen_ai.operation.name": "chat", "gen_ai.system": "openai"}, span_id="0a")
+    logs = [
+        Record(
+            "log", "gen_ai.user.message", 6, "aa", "0a", "", {}, "x", {}, body={"content": "hi"}
+        ),
+        Record(
+            "log",
+            "gen_ai.assistant.message",
+            7,
+            "aa",
+            "0a",
+            "",
+            {},
+            "x",
+            {},
+            body={"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
+        ),
+        Record(
+            "log",
+            "gen_ai.tool.message",
+            8,
+            "aa",
+            "0a",
+            "",
+            {},
+            "x",
+            {},
+            body={"content": "r", "id": "c"},
+        ),
+    ]
+    (request,), _ = requests_of([(r, "f") for r in [span, *logs]])
+    assert [m["role"] for m in request.messages] == ["user", "assistant", "tool"]
+    assert request.messages[2]["tool_call_id"] == "c"
+    assert request.provider == "openai"
+
+
+def test_a_call_without_content_is_named_with_the_setting_that_records_it():
+    silent = _span(
+        {"gen_ai.operation.name": "chat", "gen_ai.response.id": "r-9"},
+        scope="opentelemetry.instrumentation.openai_v2",
+    )
+    requests, (problem,) = requests_of([(silent, "t.jsonl:3")])
+    assert requests == []
+    assert "t.jsonl:3" in problem.where
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in problem.hint
+    assert "TRACELOOP_TRACE_CONTENT" in content_hint("opentelemetry.instrumentation.anthropic")
+
+
+def test_an_sdk_span_beside_a_recorded_call_and_an_agent_span_are_not_requests():
+    recorded = _span(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.response.id": "msg_1",
+            "gen_ai.input.messages": "[]",
+        },
+        span_id="02",
+    )
+    sdk_own = _span(
+        {"gen_ai.operation.name": "chat", "gen_ai.response.id": "msg_1"},
+        span_id="03",
+        trace="bb",
+        scope="com.anthropic.sdk.python",
+    )
+    agent = _span({"gen_ai.operation.name": "invoke_agent"}, span_id="04")
+    requests, problems = requests_of([(r, "f") for r in (recorded, sdk_own, agent)])
+    assert len(requests) == 1
+    assert problems == []
+
+
+def test_otlp_json_ids_are_hex_and_bad_lines_are_named(tmp_path: Path):
+    line = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "session.id", "value": {"stringValue": "s1"}}]},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "x"},
+                        "spans": [
+                            {
+                                "traceId": "5b8efff798038103d269b633813fc60c",
+                                "spanId": "eee19b7ec3c1b174",
+                                "name": "chat",
+                                "startTimeUnixNano": "1700000000000000000",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.input.messages",
+                                        "value": {
+                                            "stringValue": json.dumps(
+                                                [
+                                                    {
+                                                        "role": "user",
+                                                        "parts": [
+                                                            {"type": "text", "content": "hi"}
+                                                        ],
+                                                    }
+                                                ]
+                                            )
+                                        },
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    (record,) = decode_json_line(json.loads(json.dumps(line)))
+    assert record.trace_id == "5b8efff798038103d269b633813fc60c"
+    assert record.span_id == "eee19b7ec3c1b174"
+    with pytest.raises(NotOtlp):
+        decode_json_line({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]})
+    source = tmp_path / "t.jsonl"
+    source.write_text(json.dumps(line) + "\n{broken\n" + json.dumps({"resourceSpans": 5}) + "\n")
+    read = read_paths([str(source)])
+    assert len(read.requests) == 1
+    assert read.requests[0].key == "s1"
+    assert read.requests[0].keyed_by == "session.id"
+    assert [p.where for p in read.problems] == [f"{source}:2", f"{source}:3"]
+
+
+def test_a_pretty_printed_export_is_read_whole(tmp_path: Path):
+    source = tmp_path / "one.json"
+    source.write_text(
+        json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}, indent=2)
+    )
+    assert len(read_paths([str(source)]).requests) == 1
+
+
+def test_request_bodies_of_every_api_are_read():
+    anthropic = request_of(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 9,
+            "system": [{"type": "text", "text": "S"}],
+            "messages": [{"role": "user", "content": "q"}],
+        },
+        "f:1",
+        0,
+    )
+    assert anthropic.messages[0] == {"role": "system", "content": "S"}
+    gemini = request_of(
+        {
+            "contents": [{"role": "user", "parts": [{"text": "q"}]}],
+            "systemInstruction": {"parts": [{"text": "S"}]},
+        },
+        "f:2",
+        1,
+    )
+    assert gemini.messages[0] == {"role": "system", "content": "S"}
+    responses = request_of(
+        {"model": "gpt-5", "input": "q", "instructions": "S", "previous_response_id": "resp_1"},
+        "f:3",
+        2,
+    )
+    assert responses.messages == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "q"},
+    ]
+    assert "previous_response_id" in responses.partial
+    wrapped = request_of(
+        {
+            "timestamp": "2026-01-01T00:00:00Z",
+            "usage": {"prompt_tokens": 12},
+            "body": {"model": "gpt-4o", "messages": [], "metadata": {"conversation_id": "k"}},
+        },
+        "f:4",
+        3,
+    )
+    assert wrapped.key == "k"
+    assert wrapped.usage.input_tokens == 12
+    assert wrapped.time_ns == 1_767_225_600 * 10**9
+
+
+def test_a_partial_responses_request_is_not_accused_of_outputs_without_calls():
+    """With previous_response_id, the calls are on the provider's side."""
+    auditor = Auditor()
+    partial = request_of(
+        {
+            "model": "gpt-5",
+            "previous_response_id": "resp_1",
+            "input": [{"type": "function_call_output", "call_id": "fc1", "output": "42"}],
+        },
+        "f:1",
+        0,
+    )
+    audit, found = auditor.add(partial)
+    assert found == []
+    assert audit.partial == 1
+    whole = request_of(
+        {
+            "model": "gpt-5",
+            "input": [{"type": "function_call_output", "call_id": "fc1", "output": "42"}],
+        },
+        "f:2",
+        1,
+    )
+    assert [f.rule for f in auditor.add(whole)[1]] == ["responses.output_has_call"]
+
+
+def test_requests_are_checked_in_time_order_within_the_window():
+    stream = [Request([], t, str(t)) for t in (5, 1, 9, 7, 30, 12)]
+    assert [r.time_ns for r in in_time_order(stream, window_ns=10)] == [1, 5, 7, 9, 12, 30]
+
+
+def test_windows_known_and_overridden():
+    assert context_window("gpt-4o-2024-08-06") == 128_000
+    assert context_window("gpt-4o-mini") == 128_000
+    assert context_window("mystery") is None
+    assert context_window("mystery-7b", {"mystery": 8000}) == 8000
+
+
+def test_over_the_window_is_a_budget_finding_and_usage_gives_the_count_error():
+    auditor = Auditor(windows={"tiny": 10})
+    request = Request(
+        [{"role": "user", "content": "word " * 50}],
+        1,
+        "f:1",
+        "tiny",
+        key="k",
+        keyed_by="session.id",
+    )
+    audit, (finding,) = auditor.add(request)
+    assert finding.property == "budget"
+    assert finding.level == "recommended"
+    assert audit.verdict == "warn"
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def test_a_file_in_neither_form_is_exit_2_with_a_sentence(tmp_path: Path):
+    source = tmp_path / "x.json"
+    source.write_text('{"hello": 1}\n')
+    done = subprocess.run([*CLI, str(source)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "neither OTLP/JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+    missing = subprocess.run(
+        [*CLI, str(tmp_path / "nope")], capture_output=True, text=True, check=False
+    )
+    assert missing.returncode == 2
+    assert "no such file" in missing.stderr
+    with pytest.raises(UnknownFormat):
+        read_paths([str(source)])
+
+
+def test_junit_and_exit_code_agree_and_content_shows_only_when_asked(tmp_path: Path):
+    lines = [
+        json.dumps(
+            {
+                "model": "gpt-4o",
+                "metadata": {"conversation_id": "broken"},
+                "messages": [
+                    {"role": "user", "content": "secret words"},
+                    {"role": "tool", "tool_call_id": "c1", "content": "orphan"},
+                ],
+            }
+        ),
+        json.dumps(
+            {
+                "model": "gpt-4o",
+                "metadata": {"conversation_id": "warned"},
+                "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
+            }
+        ),
+        json.dumps(
+            {
+                "model": "gpt-4o",
+                "metadata": {"conversation_id": "warned"},
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "yo"},
+                    {"role": "user", "content": "more"},
+                ],
+            }
+        ),
+    ]
+    junit = tmp_path / "audit.xml"
+    code, report, out = _audit(tmp_path, lines, "--junit", str(junit))
+    assert code == 1
+    assert "secret words" not in out
+    assert "preceeding message with 'tool_calls'" in out  # the provider's own error
+    xml = junit.read_text()
+    assert 'failures="1"' in xml
+    assert xml.count("<failure") == 1
+    assert {c["key"]: c["verdict"] for c in report["conversations"]} == {
+        "broken": "fail",
+        "warned": "warn",
+    }
+    code, _, out = _audit(tmp_path, lines, "--show-content", "--strict")
+    assert code == 1
+    assert "orphan" in out
+    code, report, _ = _audit(tmp_path, lines[1:], "--strict")
+    assert code == 1
+    assert report["strict"]
+    code, _, _ = _audit(tmp_path, lines[1:])
+    assert code == 0

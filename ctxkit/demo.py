@@ -294,6 +294,23 @@ async def _turn(manager: Any, turns: Iterator[list[list[dict[str, Any]]]], budge
         for message in step:
             await manager.add_message(message)
         await manager.get_messages_for_request(token_budget=budget)
+        _report_usage(manager)
+
+
+PROVIDER_OVERHEAD_TOKENS = 150
+"""Input tokens the simulated provider bills beyond the view (its tool definitions): the
+offset the dashboard's token-estimate panel shows for a real provider too."""
+ANSWER_TOKENS = 60
+
+
+def _report_usage(manager: Any) -> None:
+    """What a provider would report for the model call, given to the reference manager's
+    ``record_usage()`` as an agent does (a wrapped target has no such method of ctxkit's)."""
+    from ctxkit.reference import ReferenceContextManager
+
+    if isinstance(manager, ReferenceContextManager):
+        billed = manager.usage()["tokens"] + PROVIDER_OVERHEAD_TOKENS
+        manager.record_usage(input_tokens=billed, output_tokens=ANSWER_TOKENS)
 
 
 async def _start_fleet(

@@ -14,6 +14,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -83,6 +84,12 @@ def _quantile(q: float, prometheus_name: str) -> str:
     return f"histogram_quantile({q}, sum by (le) (rate({buckets}[$__rate_interval])))"
 
 
+def _estimate_error(q: float) -> str:
+    """The ``q`` quantile of ctxkit's count over the billed input, as an error: 0 is exact,
+    -0.05 is 5% fewer tokens than the provider billed."""
+    return f"{_quantile(q, 'ctxkit_usage_estimate_ratio')} - 1"
+
+
 def _target(ref: str, expr: str, legend: str, *, instant: bool = False) -> dict[str, Any]:
     return {
         "datasource": DATASOURCE,
@@ -129,6 +136,7 @@ def _timeseries(
     thresholds: dict[str, Any] | None = None,
     threshold_style: str = "off",
     bars: bool = False,
+    minimum: float | None = 0,
     maximum: float | None = None,
 ) -> dict[str, Any]:
     defaults: dict[str, Any] = {
@@ -142,10 +150,11 @@ def _timeseries(
             "spanNulls": False,
             "thresholdsStyle": {"mode": threshold_style},
         },
-        "min": 0,
         "thresholds": thresholds or _steps(("green", None)),
         "unit": unit,
     }
+    if minimum is not None:
+        defaults["min"] = minimum
     if maximum is not None:
         defaults["max"] = maximum
     return {
@@ -601,6 +610,70 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     )
 
 
+def _usage_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
+    """What the providers reported (through record_usage()), and which versions run."""
+    yield _row("Provider usage"), WIDTH, 1
+    yield (
+        _timeseries(
+            "Reported tokens per minute",
+            "Input and output tokens the provider reported for its model calls, per minute, "
+            "from gen_ai_client_token_usage (the GenAI semantic conventions' "
+            "gen_ai.client.token.usage). Only calls whose usage the application passed to "
+            "record_usage() count.",
+            _targets(
+                (
+                    "60 * sum by (gen_ai_token_type) (rate("
+                    f"{_select('gen_ai_client_token_usage', '_sum')}[$__rate_interval]))",
+                    "{{gen_ai_token_type}}",
+                )
+            ),
+            axis_label="tokens / min",
+        ),
+        9,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Token estimate error",
+            "How far ctxkit's exact count of each view is from the input tokens the "
+            "provider billed for it (median, 5th and 95th percentile): 0 is exact, -5% "
+            "means the provider billed 5% more. A steady offset is input ctxkit does not "
+            "see (tool definitions, images, a system prompt outside the view): leave that "
+            "much room in the budget.",
+            _targets(
+                (_estimate_error(0.5), "median"),
+                (_estimate_error(0.05), "p5"),
+                (_estimate_error(0.95), "p95"),
+            ),
+            unit="percentunit",
+            minimum=None,
+            overrides=[
+                _override("B", **{"custom.lineStyle": DASHED}),
+                _override("C", **{"custom.lineStyle": DASHED}),
+            ],
+        ),
+        9,
+        8,
+    )
+    yield (
+        _single(
+            "stat",
+            "Processes by version",
+            "Scraped processes by the ctxkit and Python versions they run "
+            "(ctxkit_build_info): during a rollout, two versions side by side.",
+            _target(
+                "A",
+                f"count by (version, python_version) ({_select('ctxkit_build_info')})",
+                "ctxkit {{version}}, Python {{python_version}}",
+            ),
+            unit="short",
+            thresholds=_steps(("blue", None)),
+        ),
+        6,
+        8,
+    )
+
+
 def _layout(panels: Iterator[tuple[dict[str, Any], int, int]]) -> list[dict[str, Any]]:
     """Give each panel an id and a grid position, filling rows left to right."""
     placed: list[dict[str, Any]] = []
@@ -639,7 +712,7 @@ def _query_variable(name: str, label: str, query: str, description: str) -> dict
 def build() -> dict[str, Any]:
     """The dashboard, as Grafana's "Import dashboard" takes it."""
     views = _name("ctxkit_views")
-    panels = _layout(_panels())
+    panels = _layout(itertools.chain(_panels(), _usage_panels()))
     panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
     names = {"gauge": "Gauge", "heatmap": "Heatmap", "stat": "Stat", "timeseries": "Time series"}
     return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,9 @@ def test_the_panels_the_issues_ask_for_are_there() -> None:
         "sum by (property) (increase(ctxkit_invariant_violations_total{",
         "ctxkit_view_duration_seconds_bucket{",
         "ctxkit_history_tokens{",
+        "60 * sum by (gen_ai_token_type) (rate(gen_ai_client_token_usage_sum{",
+        "histogram_quantile(0.5, sum by (le) (rate(ctxkit_usage_estimate_ratio_bucket{",
+        "count by (version, python_version) (ctxkit_build_info{",
     ):
         assert needed in exprs, needed
     # The fleet: utilization as a heatmap over the views, and a per-instance drill-down.
@@ -243,11 +247,49 @@ def test_alert_expressions_compare_declared_metrics_with_a_number() -> None:
         "CtxkitInvariantViolation",
         "CtxkitBudgetExceeded",
         "CtxkitAuditNotWritten",
+        "CtxkitTargetDown",
     }
     for name, expr in rules.items():
         lhs, _op, _number = split_comparison(expr)
         assert metric_names(lhs), name
-        assert metric_names(lhs) <= exposed_names(), (name, metric_names(lhs))
+        # up: the series Prometheus itself writes for every scrape target.
+        assert metric_names(lhs) <= exposed_names() | {"up"}, (name, metric_names(lhs))
+
+
+def test_a_process_that_stops_answering_scrapes_is_alerted_on() -> None:
+    """Every other alert reads a process's own metrics, so none fires for a process that is
+    gone: this one reads Prometheus's up series for ctxkit's scrape jobs."""
+    lhs, op, number = split_comparison(alert_rules()["CtxkitTargetDown"])
+    assert (lhs, op, number) == ('up{job=~".*ctxkit.*"}', "==", "0")
+    # The example scrape config's job is one it watches.
+    assert "job_name: ctxkit\n" in (DASHBOARDS / "prometheus.yml").read_text(encoding="utf-8")
+
+
+RUNBOOK = DASHBOARDS / "runbook.md"
+
+
+def _source_url() -> str:
+    with (DASHBOARDS.parent / "pyproject.toml").open("rb") as file:
+        return tomllib.load(file)["project"]["urls"]["Source"]
+
+
+def test_every_alert_links_its_runbook_section() -> None:
+    """Prometheus's convention: a runbook_url annotation, to a section that exists; no
+    runbook prose in the annotations."""
+    text = ALERTS.read_text(encoding="utf-8")
+    assert not re.search(r"^\s*runbook:", text, re.MULTILINE), "runbook_url, not runbook"
+    urls = re.findall(r"^\s*runbook_url:\s*(\S+)\s*$", text, re.MULTILINE)
+    rules = alert_rules()
+    base = f"{_source_url()}/blob/main/dashboards/runbook.md"
+    assert urls == [f"{base}#{name.lower()}" for name in rules]
+    # GitHub's anchor for a heading "## Name" is its lower-cased text.
+    headings = re.findall(r"^## (\w+)$", RUNBOOK.read_text(encoding="utf-8"), re.MULTILINE)
+    assert headings == list(rules)
+    # The unit tests expect the same links.
+    tests = (DASHBOARDS / "alerts.test.yml").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*runbook:", tests, re.MULTILINE)
+    for name in rules:
+        assert f'runbook_url: "{base}#{name.lower()}"' in tests, name
 
 
 def test_split_comparison_refuses_what_it_cannot_split() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
-from ctxkit.conformance.invariants import check_tool_pairs
+from ctxkit.conformance.invariants import PAIR_RULES, check_tool_pairs
 from ctxkit.conformance.properties import by_id
 from ctxkit.conformance.shapes import THINKING, blocks, calls, is_call_item, reasoning_id
 from ctxkit.conformance.shapes import results as result_ids
@@ -51,6 +51,13 @@ def fingerprint(message: Any) -> int:
     return hash(json.dumps(message, sort_keys=True, separators=(",", ":"), default=str))
 
 
+class _Blanks(dict):
+    """Placeholders of an error text the finding cannot fill stay as they are."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One broken property at one request of a conversation (0-based, in time order)."""
@@ -63,6 +70,8 @@ class Finding:
     rule: str = ""
     messages: tuple[int, ...] = ()
     """Indices of the messages involved, in the request's messages."""
+    ids: tuple[str, ...] = ()
+    """The call ids involved."""
 
     @property
     def level(self) -> str:
@@ -70,7 +79,15 @@ class Finding:
 
     @property
     def provider_error(self) -> str:
-        return rule(self.rule).error if self.rule else ""
+        """The provider's error text, with the ids and index of this request filled in."""
+        if not self.rule:
+            return ""
+        known = _Blanks(ids=", ".join(self.ids))
+        if self.ids:
+            known["id"] = self.ids[0]
+        if self.messages:
+            known["index"] = str(self.messages[0])
+        return rule(self.rule).error.format_map(known)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +98,7 @@ class Finding:
             "kind": self.kind,
             "message": self.message,
             "messages": list(self.messages),
+            "ids": list(self.ids),
             "rule": self.rule,
             "provider_error": self.provider_error,
         }
@@ -105,6 +123,27 @@ def _message_index(text: str) -> int | None:
         if digits.isdigit():
             return int(digits)
     return None
+
+
+_PROVIDER_SHAPES = {
+    "openai": "openai",
+    "azure.ai.openai": "openai",
+    "anthropic": "anthropic",
+    "aws.bedrock": "bedrock",
+    "gcp.gemini": "gemini",
+    "gcp.vertex_ai": "gemini",
+    "gcp.gen_ai": "gemini",
+}
+_GENAI_BREAKS = {"genai.calls_answered": "unanswered", "genai.response_has_call": "stray"}
+
+
+def _provider_rule(rule_id: str, provider: str) -> str:
+    """A GenAI-form rule as the rule of the provider the request went to, whose error text
+    is the one the agent would have seen."""
+    shape = _PROVIDER_SHAPES.get(provider)
+    if shape is None or rule_id not in _GENAI_BREAKS:
+        return rule_id
+    return PAIR_RULES[_GENAI_BREAKS[rule_id]].get(shape, rule_id)
 
 
 def _in_request_words(sentence: str) -> str:
@@ -245,8 +284,9 @@ class ConversationAudit:
                     _in_request_words(violation.message),
                     request.where,
                     violation.kind,
-                    violation.rule,
+                    _provider_rule(violation.rule, request.provider),
                     (at,) if at is not None else (),
+                    violation.ids,
                 )
             )
         return found

@@ -43,6 +43,7 @@ from ctxkit.shapes.rules import rule
 
 __all__ = [
     "ANNOTATION_KEYS",
+    "PAIR_RULES",
     "RELAXED_KINDS",
     "HistoryIndex",
     "Violation",
@@ -120,7 +121,7 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 
 # -- tool_pair_integrity ---------------------------------------------------------------------
 
-_PAIR_RULES: Mapping[str, Mapping[str, str]] = {
+PAIR_RULES: Mapping[str, Mapping[str, str]] = {
     "unanswered": {
         "openai": "openai.calls_answered",
         "anthropic": "anthropic.calls_answered_next",
@@ -144,7 +145,7 @@ _PAIR_RULES: Mapping[str, Mapping[str, str]] = {
 
 def _pair_rule(break_kind: str, message: Any) -> str:
     shape = _family(message) if isinstance(message, Mapping) else ""
-    return _PAIR_RULES[break_kind].get(shape, "")
+    return PAIR_RULES[break_kind].get(shape, "")
 
 
 def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:

@@ -211,13 +211,17 @@ class ConversationAudit:
     kept_tokens: int = 0
     """Over all requests after the first: tokens that repeat the previous request's start."""
     total_tokens: int = 0
-    """Over all requests after the first: their tokens."""
+    """Over all requests after the first: the previous request's tokens."""
     cached_reported: int = 0
     input_reported: int = 0
     count_errors: list[float] = field(default_factory=list)
     """(ctxkit's count - reported input tokens) / reported, per request that reported them."""
     last_tokens: int = 0
     last_window: int | None = None
+    last_prefix_tokens: int = 0
+    """The latest request's tokens that repeat the previous request's start."""
+    last_previous_tokens: int = 0
+    """The previous request's tokens (0 for a conversation's first request)."""
     first_cache_break: int | None = None
     _previous: list[int] = field(default_factory=list)
     _previous_tokens: list[int] = field(default_factory=list)
@@ -410,8 +414,10 @@ class ConversationAudit:
         prefix = 0
         while prefix < min(len(previous), len(prints)) and previous[prefix] == prints[prefix]:
             prefix += 1
-        self.kept_tokens += sum(tokens[:prefix])
-        self.total_tokens += sum(tokens)
+        self.last_prefix_tokens = sum(tokens[:prefix])
+        self.last_previous_tokens = sum(self._previous_tokens)
+        self.kept_tokens += self.last_prefix_tokens
+        self.total_tokens += self.last_previous_tokens
         if prefix < len(previous) and self.first_cache_break is None:
             self.first_cache_break = index
         return found
@@ -483,8 +489,8 @@ class ConversationAudit:
 
     @property
     def prefix_kept(self) -> float | None:
-        """The prompt-cache figure: the share of tokens, over requests after the first, that
-        repeat the previous request's start (None with one request)."""
+        """The prompt-cache figure: of the tokens each request before the last sent, the share
+        the next request starts with, message for message (None with one request)."""
         return self.kept_tokens / self.total_tokens if self.total_tokens else None
 
     @property

@@ -38,7 +38,16 @@ __all__ = [
     "main",
 ]
 
-COMMANDS = ("usage", "conformance", "audit", "demo", "inspector", "contexts", "survey")
+COMMANDS = (
+    "usage",
+    "conformance",
+    "audit",
+    "watch",
+    "demo",
+    "inspector",
+    "contexts",
+    "survey",
+)
 """The command modules under ctxkit.cli, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,223 @@
+"""``ctxkit watch``: an OTLP/HTTP receiver that audits every request as it arrives.
+
+The HTTP side only decodes and queues: it answers at once and never blocks the sender. An
+export that does not decode gets OTLP's own answer (400 with a ``google.rpc.Status``); when
+the queue is full the answer is 503 with ``Retry-After`` (a status OTLP exporters retry), so
+memory stays bounded and nothing is lost that the sender does not know about. Bodies may be
+gzip-compressed (the Collector's default).
+
+The audit side takes records off the queue, holds each for ``settle_s`` so that a span's log
+records (sent in a separate export) can join it, then keys, checks and publishes them in time
+order: events on a bus (Prometheus, the inspector's JSON Lines stream) and the audit's own
+counters. Several receivers can share a fleet, each conversation sent to one of them (the
+Collector's load-balancing exporter): every figure is per conversation or a sum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import queue
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.rpc import status_pb2
+
+from ctxkit.audit.auditor import Auditor
+from ctxkit.audit.genai import requests_of
+from ctxkit.audit.otlp import NotOtlp, Record, records_of
+from ctxkit.audit.publish import AuditMetrics, publish_request
+from ctxkit.events import EventBus
+
+__all__ = ["MAX_BODY_BYTES", "OtlpReceiver", "Watch"]
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""A larger export is refused (413): the Collector's default batch is far below it."""
+
+_SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs"}
+_INVALID_ARGUMENT = 3
+
+
+class OtlpReceiver:
+    """OTLP/HTTP on ``host:port`` (port 0: any free port); decoded exports go to ``sink``,
+    which returns False when it cannot take more (the sender is told to retry)."""
+
+    def __init__(
+        self,
+        sink: Callable[[list[Record], str], bool],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                receiver._handle(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.sink = sink
+        self.on_error = on_error
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> OtlpReceiver:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        signal = _SIGNALS.get(handler.path.split("?")[0])
+        content_type = handler.headers.get("content-type", "application/x-protobuf")
+        json_body = "json" in content_type
+        length = int(handler.headers.get("content-length") or 0)
+        if signal is None:
+            self._answer(handler, 404, json_body, f"no OTLP signal at {handler.path}")
+            return
+        if length > MAX_BODY_BYTES:
+            self._answer(handler, 413, json_body, f"export of {length} bytes is too large")
+            return
+        body = handler.rfile.read(length)
+        try:
+            if handler.headers.get("content-encoding", "").lower() == "gzip":
+                body = gzip.decompress(body)
+            records = records_of(body, content_type, signal)
+        except (NotOtlp, OSError, EOFError, zlib.error) as exc:
+            if self.on_error is not None:
+                self.on_error(str(exc))
+            self._answer(handler, 400, json_body, f"the export does not decode: {exc}")
+            return
+        if not self.sink(records, f"otlp {signal}"):
+            self._answer(handler, 503, json_body, "the audit queue is full; retry", retry=True)
+            return
+        self._answer(handler, 200, json_body, "")
+
+    @staticmethod
+    def _answer(
+        handler: BaseHTTPRequestHandler, code: int, json_body: bool, message: str, retry=False
+    ) -> None:
+        if code == 200:
+            data = b"{}" if json_body else b""  # an empty Export*ServiceResponse
+        else:
+            status = status_pb2.Status(code=_INVALID_ARGUMENT, message=message)
+            if json_body:
+                from google.protobuf import json_format
+
+                data = json_format.MessageToJson(status).encode()
+            else:
+                data = status.SerializeToString()
+        handler.send_response(code)
+        handler.send_header(
+            "content-type", "application/json" if json_body else "application/x-protobuf"
+        )
+        handler.send_header("content-length", str(len(data)))
+        if retry:
+            handler.send_header("retry-after", "1")
+        handler.end_headers()
+        handler.wfile.write(data)
+
+
+class Watch:
+    """Receives, audits and publishes; ``run()`` until ``stop()``."""
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        metrics: AuditMetrics,
+        auditor: Auditor | None = None,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        queue_size: int = 1024,
+        settle_s: float = 1.0,
+        on_finding: Callable[[Any, Any, list[Any]], None] | None = None,
+    ) -> None:
+        self.bus = bus
+        self.metrics = metrics
+        self.auditor = auditor or Auditor()
+        self.settle_s = settle_s
+        self.on_finding = on_finding
+        self.queue: queue.Queue[tuple[float, list[Record], str]] = queue.Queue(queue_size)
+        self.receiver = OtlpReceiver(self._offer, host=host, port=port, on_error=self._bad)
+        self._stopping = threading.Event()
+        self.problems: list[Any] = []
+
+    @property
+    def port(self) -> int:
+        return self.receiver.port
+
+    def _offer(self, records: list[Record], where: str) -> bool:
+        try:
+            self.queue.put_nowait((time.monotonic(), records, where))
+        except queue.Full:
+            self.metrics.rejected.inc()
+            return False
+        self.metrics.queue_depth.set(self.queue.qsize())
+        return True
+
+    def _bad(self, reason: str) -> None:
+        self.metrics.skipped.labels("undecodable").inc()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Audit what arrives until :meth:`stop`; what was received is audited before the
+        receiver returns."""
+        self.receiver.start()
+        held: list[tuple[float, list[Record], str]] = []
+        try:
+            while True:
+                stopping = self._stopping.is_set()
+                held.extend(self._drain())
+                now = time.monotonic()
+                ready = [h for h in held if stopping or now - h[0] >= self.settle_s]
+                if ready:
+                    held = [h for h in held if not (stopping or now - h[0] >= self.settle_s)]
+                    await self._audit(ready)
+                if stopping and not held and self.queue.empty():
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            self.receiver.stop()
+
+    def _drain(self) -> list[tuple[float, list[Record], str]]:
+        taken = []
+        while True:
+            try:
+                taken.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        self.metrics.queue_depth.set(self.queue.qsize())
+        return taken
+
+    async def _audit(self, batches: list[tuple[float, list[Record], str]]) -> None:
+        records = [(record, where) for _, found, where in batches for record in found]
+        requests, problems = requests_of(records)
+        for problem in problems:
+            self.metrics.skipped.labels("no content" if problem.hint else "malformed").inc()
+        self.problems.extend(problems[-100:])
+        del self.problems[:-100]
+        for request in sorted(requests, key=lambda r: r.time_ns):
+            audit, found = self.auditor.add(request)
+            self.metrics.count(audit, request, found)
+            await publish_request(self.bus, audit, request, found)
+            if self.on_finding is not None and found:
+                self.on_finding(audit, request, found)
+            request.messages = []
+        self.bus.flush()

@@ -1,5 +1,6 @@
 """The reference context manager and its Amplifier ``mount()``."""
 
+from ctxkit.reference.drilldown import RecallTool, recall_tool
 from ctxkit.reference.journal import HistoryFileCorrupt, HistoryFileError, HistoryFileLocked
 from ctxkit.reference.manager import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.mount import mount
@@ -14,9 +15,11 @@ __all__ = [
     "HistoryFileCorrupt",
     "HistoryFileError",
     "HistoryFileLocked",
+    "RecallTool",
     "ReferenceContextManager",
     "UnknownCheckpoint",
     "extractive_summary",
     "mount",
+    "recall_tool",
     "scratch_manager",
 ]

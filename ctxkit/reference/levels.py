@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +63,9 @@ class LevelSettings:
     The newest units are shown full while they fit in ``full_share`` of the room a compaction
     brings the view down to, the next ones as paragraphs while the running total fits in
     ``full_share + paragraph_share`` of it, older ones as one line while anything fits; room
-    left over then brings the newest coarse units back to full, then to paragraphs. So a long
-    conversation keeps its recent work in full and an outline of all it can before dropping
-    anything, and a short one is shown as finely as it fits.
+    left over then brings coarse units back to full, then to paragraphs, newest first. So a
+    long conversation keeps its recent work in full and an outline of all it can before
+    dropping anything, and a short one is shown as finely as it fits.
     """
 
     full_share: float = 0.5
@@ -171,58 +171,66 @@ async def assign_levels(
     cost: Cost,
     room: float,
     settings: LevelSettings,
+    floor: Mapping[int, int] | None = None,
 ) -> tuple[dict[int, int], list[int]]:
     """Levels for ``candidates`` (unit indices, newest first) within ``room`` tokens, and the
     units that do not fit even as one line (the oldest, from the first that does not fit).
 
     Walks from the newest, each at the finest level whose running total fits that level's
-    share of the room; once a level is passed it is never used again for older units, so the
-    view grows coarser with age. A coarse form that is not smaller than the unit whole is not
-    used (a short message stays as it is). Room left at the end upgrades the newest coarse
-    units, to full and then to paragraphs, as long as the next one fits.
+    share of the room (a level with no share is skipped); once a level is passed it is never
+    used again for older units, so the view grows coarser with age. A coarse form that is not
+    smaller than the unit whole is not used (a short message stays as it is). Room left at the
+    end is given back, newest first, to every coarse unit whose whole form fits in it, then
+    to every one-line unit whose paragraph does (so one huge tool output cannot keep all
+    older units coarse when there is room for them).
+
+    ``floor``: the levels units already had; a unit never comes back finer than it was, so
+    a unit leaves full detail once, and what a view shows of its past stays as it was
+    between compactions, save for what ages.
 
     Only the levels walked are asked for (``cost``), so summaries are made for the units the
     view holds and the one after, never for the whole history.
     """
-    limits = (
-        settings.full_share * room,
-        (settings.full_share + settings.paragraph_share) * room,
-        room,
-    )
+    floor = floor or {}
+    shares = (settings.full_share, settings.paragraph_share, 1.0)
+    limits = (shares[0] * room, (shares[0] + shares[1]) * room, room)
     levels: dict[int, int] = {}
     shown: dict[int, int] = {}
     full: dict[int, int] = {}
     used = 0
-    tier = FULL
+    tier = FULL if shares[FULL] else PARAGRAPH if shares[PARAGRAPH] else LINE
     drop: list[int] = []
     for position, unit in enumerate(candidates):
         whole = full[unit] = await cost(unit, FULL)
         while True:
             level, tokens = FULL, whole
-            if tier != FULL:
-                coarse = await cost(unit, tier)
+            wanted = max(tier, floor.get(unit, FULL))
+            if wanted != FULL:
+                coarse = await cost(unit, wanted)
                 if coarse < whole:
-                    level, tokens = tier, coarse
+                    level, tokens = wanted, coarse
             if used + tokens <= limits[tier]:
                 break
             if tier == LINE:
                 drop = list(candidates[position:])
                 break
-            tier += 1
+            tier = PARAGRAPH if tier == FULL and shares[PARAGRAPH] else LINE
         if drop:
             break
         used += tokens
         levels[unit], shown[unit] = level, tokens
     slack = room - used
     for target in (FULL, PARAGRAPH):
+        if not shares[target]:
+            continue
         for unit in candidates[: len(levels)]:
-            if levels[unit] <= target:
+            if levels[unit] <= target or floor.get(unit, FULL) > target:
                 continue
             tokens = full[unit] if target == FULL else await cost(unit, PARAGRAPH)
             if target == PARAGRAPH and tokens >= full[unit]:
                 continue  # a paragraph no smaller than the whole is never shown
             if tokens - shown[unit] > slack:
-                break
+                continue  # a smaller one further on may still fit
             slack -= tokens - shown[unit]
             levels[unit], shown[unit] = target, tokens
     return {unit: level for unit, level in levels.items() if level != FULL}, drop

@@ -385,7 +385,9 @@ class Planner:
         elif plan.summary_cost is not None:
             room -= plan.summary_cost.total
         candidates = [u for u in reversed(kept) if u not in pinned]
-        levels, drop = await assign_levels(candidates, cost, room, settings.levels)
+        levels, drop = await assign_levels(
+            candidates, cost, room, settings.levels, floor=plan.levels
+        )
         dropped = set(drop)
         shorten: list[int] = []
         if shortening:

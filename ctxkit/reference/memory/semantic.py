@@ -1,0 +1,408 @@
+"""The semantic memory: store texts with metadata, find them again by what a query says.
+
+Without an embedder it searches text (SQLite FTS5, BM25), which needs no model and no
+network; with one, it also searches by vector (sqlite-vec) and fuses the two. Every method is
+async and runs its SQLite work on one worker thread with its own connection, so the event
+loop never waits on the disk; a synchronous embedder runs in a thread too.
+
+Scores are in [0, 1] and mean the same in any memory (:mod:`.search` says how), so one
+``threshold`` (0.7 unless told) keeps what is relevant enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from ctxkit.reference.memory import search
+from ctxkit.reference.memory.database import Database, Row
+from ctxkit.reference.memory.embedders import Embedder, embed, embedder_name, pack
+from ctxkit.reference.memory.errors import EmbedderError, MemoryFileError, UnknownMemory
+
+__all__ = ["DEFAULT_THRESHOLD", "Hit", "Item", "MemoryStats", "SemanticMemory"]
+
+DEFAULT_THRESHOLD = 0.7
+CATCH_UP_BATCH = 64
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A stored text: its id (never reused), text, metadata, and when it was stored and last
+    changed (seconds since the epoch)."""
+
+    id: int
+    content: str
+    metadata: dict[str, Any]
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit(Item):
+    """An item a query found. ``score`` in [0, 1] is what the threshold was compared with:
+    the text score, the vector score, or with both the higher. Each is None where that
+    search did not find the item (or found it below the threshold)."""
+
+    score: float
+    text_score: float | None = None
+    vector_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """What a memory holds: items, how many have a vector, of what size and from which
+    embedder (None before the first vector)."""
+
+    items: int
+    vectors: int
+    dimensions: int | None
+    embedder: str | None
+
+
+def _item(row: Row) -> Item:
+    return Item(*row)
+
+
+def _content(content: Any) -> str:
+    if not isinstance(content, str):
+        raise TypeError(f"content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise ValueError("content is empty: nothing in it could ever be found")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 (and so SQLite) cannot hold
+        content = content.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return content
+
+
+def _metadata(metadata: Mapping[str, Any] | None) -> str:
+    if metadata is None:
+        return "{}"
+    if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
+        raise TypeError(f"metadata must be a mapping with string keys, got {metadata!r:.80}")
+    try:
+        return json.dumps(dict(metadata), separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"metadata is stored as JSON: {exc}") from None
+
+
+def _id(item: Any) -> int:
+    if not isinstance(item, int) or isinstance(item, bool):
+        raise TypeError(f"an item id is an integer, got {item!r}")
+    return item
+
+
+class SemanticMemory:
+    """Texts with metadata, found again by query; one SQLite file, or in memory.
+
+    ``path``: the file (made with its folders if missing); None keeps everything in memory.
+    ``embedder``: any callable from a list of texts to one vector each (see
+    :mod:`.embedders`); None searches text only. ``threshold``: what :meth:`retrieve` keeps
+    unless told (scores are in [0, 1]). ``fsync``: ``"always"`` makes every change durable
+    before its call returns; ``"never"`` leaves it to the OS (safe when the process dies, not
+    when the machine does), as for the history file.
+
+    Raises :class:`MemoryFileCorrupt` for a damaged file (left as it was),
+    :class:`MemoryUnavailable` when an embedder is given and sqlite-vec cannot be loaded.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        embedder: Embedder | None = None,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        fsync: Literal["always", "never"] = "always",
+    ) -> None:
+        if embedder is not None and not callable(embedder):
+            raise TypeError(f"embedder must be callable (texts -> vectors), got {embedder!r}")
+        self.threshold = _threshold(threshold)
+        self.embedder = embedder
+        self._db = Database(path, vectors=embedder is not None, fsync=fsync)
+        self.path = self._db.path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxkit-memory")
+        self._closed = False
+        meta = self._db.meta()
+        self._name = embedder_name(embedder) if embedder is not None else None
+        self._dimensions: int | None = meta.get("dimensions")
+        self._stored_name: str | None = meta.get("embedder")
+        self._caught_up = embedder is None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _run(self, work: Any, *args: Any) -> Any:
+        if self._closed:
+            raise MemoryFileError(f"{self._db.name}: the memory is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(work, *args))
+
+    def _check_embedder(self) -> None:
+        if self._stored_name is not None and self._stored_name != self._name:
+            raise EmbedderError(
+                f"{self._db.name}: holds vectors made by {self._stored_name}, not by "
+                f"{self._name}; vectors of two models cannot be compared. Call "
+                "`await memory.reembed()` to make them all again with this embedder, or give "
+                "this one a path of its own."
+            )
+
+    async def _vectors(self, texts: list[str], *, query: bool = False) -> list[bytes]:
+        assert self.embedder is not None
+        self._check_embedder()
+        vectors = await embed(self.embedder, texts, query=query)
+        who = self._name or "?"
+        packed, size = pack(vectors, len(texts), self._dimensions, who)
+        self._dimensions = size
+        return packed
+
+    def _write_vectors(self, rows: list[tuple[int, str]], vectors: list[bytes]) -> int:
+        """Give each ``(id, text)`` its vector, unless it changed or went meanwhile."""
+        db = self._db
+
+        def work() -> int:
+            db.ensure_vectors(self._dimensions or 0, self._name or "")
+            written = 0
+            for (item, content), vector in zip(rows, vectors, strict=True):
+                row = db.connection.execute(
+                    "SELECT content FROM items WHERE id = ? AND id NOT IN "
+                    "(SELECT rowid FROM items_vec WHERE rowid = ?)",
+                    (item, item),
+                ).fetchone()
+                if row is not None and row[0] == content:
+                    db.set_vector(item, vector)
+                    written += 1
+            return written
+
+        return db.write(work)
+
+    async def _catch_up(self) -> None:
+        """Embed what was stored without a vector (before this embedder was configured)."""
+        if self._caught_up:
+            return
+        self._check_embedder()
+        db = self._db
+        after = 0
+        while True:
+
+            def missing(after: int = after) -> list[tuple[int, str]]:
+                has_table = "dimensions" in db.meta()
+                query = (
+                    "SELECT id, content FROM items WHERE id > ? AND id NOT IN "
+                    "(SELECT rowid FROM items_vec) ORDER BY id LIMIT ?"
+                    if has_table
+                    else "SELECT id, content FROM items WHERE id > ? ORDER BY id LIMIT ?"
+                )
+                return db.connection.execute(query, (after, CATCH_UP_BATCH)).fetchall()
+
+            rows = await self._run(db.read, missing)
+            if not rows:
+                break
+            vectors = await self._vectors([content for _, content in rows])
+            await self._run(self._write_vectors, rows, vectors)
+            after = rows[-1][0]
+        self._caught_up = True
+
+    # -- the interface ------------------------------------------------------------------------
+
+    async def store(self, content: str, metadata: Mapping[str, Any] | None = None) -> int:
+        """Keep ``content`` with ``metadata`` (JSON); returns its id once it is stored."""
+        (item,) = await self.store_many([(content, metadata)])
+        return item
+
+    async def store_many(
+        self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
+    ) -> list[int]:
+        """Keep many texts in one transaction (and one embedder call per batch): all or none."""
+        prepared = []
+        for entry in items:
+            content, metadata = (entry, None) if isinstance(entry, str) else entry
+            prepared.append((_content(content), _metadata(metadata)))
+        if not prepared:
+            return []
+        vectors: list[bytes] | None = None
+        if self.embedder is not None:
+            await self._catch_up()
+            vectors = await self._vectors([content for content, _ in prepared])
+        db = self._db
+
+        def work() -> list[int]:
+            at = time.time()
+            if vectors is not None:
+                db.ensure_vectors(self._dimensions or 0, self._name or "")
+            ids = []
+            for index, (content, metadata) in enumerate(prepared):
+                item = db.insert(content, metadata, at)
+                if vectors is not None:
+                    db.set_vector(item, vectors[index])
+                ids.append(item)
+            return ids
+
+        ids = await self._run(db.write, work)
+        if vectors is not None:
+            self._stored_name = self._name
+        return ids
+
+    async def retrieve(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        threshold: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """The items most relevant to ``query``, best first, at most ``limit``, each scoring at
+        least ``threshold`` (the memory's unless given). ``where`` keeps only items whose
+        metadata has each of its keys equal to its value."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValueError(f"limit must be a whole number of at least 0, got {limit!r}")
+        floor = self.threshold if threshold is None else _threshold(threshold)
+        search.where_clause(where)  # a mistake in it is said here, not on the worker
+        if limit == 0 or not query.strip():
+            return []
+        vector: bytes | None = None
+        if self.embedder is not None:
+            await self._catch_up()
+            if self._dimensions is not None:  # else nothing has a vector yet
+                (vector,) = await self._vectors([query], query=True)
+        db = self._db
+
+        def work() -> list[Hit]:
+            depth = max(4 * limit, 20)
+            text = search.text_search(db, query, depth if vector else limit, floor, where)
+            if vector is None:
+                found = [(hit.id, hit.score, hit.score, None) for hit in text]
+            else:
+                near = search.vector_search(db, vector, depth, floor, where)
+                found = search.fuse(text, near, limit)
+            rows = db.fetch([item for item, *_ in found])
+            return [
+                Hit(*rows[item], score, text_score, vector_score)
+                for item, score, text_score, vector_score in found
+                if item in rows
+            ]
+
+        return await self._run(db.read, work)
+
+    async def get(self, item: int) -> Item | None:
+        """The item with this id, or None."""
+        item = _id(item)
+        rows = await self._run(self._db.read, lambda: self._db.fetch([item]))
+        return _item(rows[item]) if item in rows else None
+
+    async def update(
+        self, item: int, content: str, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        """Replace an item's text (and its metadata, when given); its vector is made again.
+        Raises :class:`UnknownMemory` if there is no such item."""
+        item, content = _id(item), _content(content)
+        encoded = None if metadata is None else _metadata(metadata)
+        vectors = None
+        if self.embedder is not None:
+            await self._catch_up()
+            vectors = await self._vectors([content])
+        db = self._db
+
+        def work() -> bool:
+            if not db.update(item, content, encoded, time.time()):
+                return False
+            if vectors is not None:
+                db.ensure_vectors(self._dimensions or 0, self._name or "")
+                db.set_vector(item, vectors[0])
+            return True
+
+        if not await self._run(db.write, work):
+            raise UnknownMemory(
+                f"{self._db.name} holds no item {item} (never stored, or forgotten)"
+            )
+
+    async def forget(self, item: int) -> bool:
+        """Remove an item, its words from the text index and its vector; False if it was not
+        there."""
+        item = _id(item)
+        return bool(await self._run(self._db.write, lambda: self._db.delete(item)))
+
+    async def forget_where(self, where: Mapping[str, Any]) -> int:
+        """Remove every item whose metadata matches ``where`` (as in :meth:`retrieve`); how
+        many went. An empty ``where`` is refused rather than taken to mean everything."""
+        extra, arguments = search.where_clause(where)
+        if not extra:
+            raise ValueError("forget_where needs at least one metadata key to match")
+        db = self._db
+
+        def work() -> int:
+            ids = [
+                row[0]
+                for row in db.connection.execute(
+                    f"SELECT id FROM items WHERE 1{extra}", arguments
+                ).fetchall()
+            ]
+            db.fetch(ids)  # checked before FTS5 is told which words to remove
+            for item in ids:
+                db.connection.execute("DELETE FROM items WHERE id = ?", (item,))
+            return len(ids)
+
+        return int(await self._run(db.write, work))
+
+    async def count(self) -> int:
+        """How many items are stored."""
+        return int(await self._run(self._db.run, self._db.count))
+
+    async def stats(self) -> MemoryStats:
+        """How many items and vectors the memory holds, and whose vectors they are."""
+        db = self._db
+
+        def work() -> MemoryStats:
+            meta = db.meta()
+            vectors = db.vector_count() if "dimensions" in meta else 0
+            return MemoryStats(db.count(), vectors, meta.get("dimensions"), meta.get("embedder"))
+
+        return await self._run(db.read, work)
+
+    async def reembed(self) -> int:
+        """Make every vector again with this memory's embedder (after changing models):
+        the old vectors go first, in one transaction. Returns how many were made."""
+        if self.embedder is None:
+            raise EmbedderError("reembed needs an embedder: SemanticMemory(path, embedder=...)")
+        await self._run(self._db.write, self._db.drop_vectors)
+        self._stored_name, self._dimensions, self._caught_up = None, None, False
+        await self._catch_up()
+        return int(await self._run(self._db.run, self._db.vector_count))
+
+    def close(self) -> None:
+        """Finish what is running and close the file; calls after this raise."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.submit(self._db.close).result()
+        self._executor.shutdown(wait=True)
+
+    async def __aenter__(self) -> SemanticMemory:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self._db.name
+        return f"SemanticMemory({where!r}, embedder={self._name!r}, threshold={self.threshold})"
+
+
+def _threshold(value: Any) -> float:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
+        raise ValueError(f"threshold is a similarity in [0, 1], got {value!r}")
+    return float(value)

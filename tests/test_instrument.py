@@ -256,3 +256,26 @@ def test_a_reasoning_item_dropped_from_a_view_is_caught_live():
     wrapped.bus.flush()
     found = recorder.of(events.INVARIANT_VIOLATION)
     assert any("reasoning" in v["message"] for v in found), found
+
+
+def test_a_views_events_reach_deferred_subscribers_before_the_call_returns():
+    """Prometheus and OpenTelemetry subscribers are deferred: on a bus alone, what they count
+    waits until the event loop runs. A counter read right after an instrumented call (no
+    await in between) counts that view."""
+    registry = CollectorRegistry()
+    wrapped = instrument(ReferenceContextManager(max_tokens=8_000), check_invariants=True)
+    wrapped.bus.subscribe(PrometheusMetrics(registry))
+    seen: list[events.Event] = []
+    wrapped.bus.subscribe(seen.append, deferred=True)
+
+    async def run() -> None:
+        await wrapped.bus.publish("control", {})
+        assert seen == []  # deferred indeed: delivered once the loop runs
+        await asyncio.sleep(0)
+        for count, message in enumerate(next(agent_turns(seed=3))[0], start=1):
+            await wrapped.add_message(message)
+            await wrapped.get_messages_for_request(8_000)
+            assert [e.name for e in seen].count(events.VIEW) == count
+            assert registry.get_sample_value("ctxkit_views_total") == count
+
+    asyncio.run(run())

@@ -4,7 +4,9 @@
 * :class:`OpenTelemetry` and :func:`configure_otlp`: spans, span events and metrics, exported
   over OTLP as the ``OTEL_*`` variables say (``pip install 'ctxkit[otel]'``).
 * :class:`EventStream`: a JSON Lines file of events, for ``ctxkit inspect``.
-* :func:`instrument`: the same events for any manager that follows the protocol.
+* :func:`instrument`: the same events for any manager that follows the protocol; with
+  ``on_violation="raise"`` or ``"repair"``, a guard that never lets a view a provider would
+  reject through (:class:`ViewRefused`).
 
 Example::
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxkit.telemetry.instrument import InstrumentedManager, instrument
+from ctxkit.telemetry.instrument import InstrumentedManager, ViewRefused, instrument
 from ctxkit.telemetry.prometheus import (
     CannotServeMetrics,
     MetricsPortInUse,
@@ -36,6 +38,7 @@ __all__ = [
     "MetricsPortInUse",
     "OpenTelemetry",
     "PrometheusMetrics",
+    "ViewRefused",
     "configure_otlp",
     "instrument",
     "serve_metrics",

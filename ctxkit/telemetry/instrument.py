@@ -13,14 +13,15 @@ computed once), so that for each view it can tell, in time that follows the view
   logged with the call ids involved;
 * optionally, the view message by message with the history it left out (``listing``).
 
-A guard (``on_violation="raise"`` or ``"repair"``) is the one part that does not follow the
-view: it checks the provider's per-view rules before the view is returned, and refuses or
-repairs a view a provider would reject (:func:`ctxkit.shapes.repair.repair`).
+The one exception to "exactly what the manager returned" is a guard (``on_violation="raise"``
+or ``"repair"``): it checks the provider's per-view rules before the view is returned, and
+refuses or repairs a view a provider would reject (:func:`ctxkit.shapes.repair.repair`).
 
-Events are delivered before a call returns, to deferred subscribers too (the Prometheus and
-OpenTelemetry ones): a counter read right after ``get_messages_for_request`` counts that view.
-The wrapper's analysis already runs in the call, and the subscribers' work is a small part
-of it, where deferring it would leave every counter one view behind until the loop yields.
+Events reach every subscriber before a call returns, the deferred ones too (Prometheus,
+OpenTelemetry, the event stream): a counter read right after ``get_messages_for_request``
+counts that view. It is the same work the event loop would do when the caller next yields,
+done earlier: on the demo's agent loop, about 10 us a view for Prometheus, 16 us for the event
+stream and 50 us for OpenTelemetry, beside some 270 us of the wrapper's own analysis.
 """
 
 from __future__ import annotations
@@ -254,8 +255,9 @@ async def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class InstrumentedManager:
-    """A context manager seen through ctxkit: same answers, plus events. Made by
-    :func:`instrument`; attributes it does not define are the wrapped manager's."""
+    """A context manager seen through ctxkit: same answers (unless a guard refuses or repairs
+    one), plus events. Made by :func:`instrument`; attributes it does not define are the
+    wrapped manager's."""
 
     def __init__(
         self,

@@ -398,7 +398,7 @@ class Database:
         if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text:
             return MemoryFileLocked(
                 f"{self.name}: another connection held its write lock for more than "
-                f"{BUSY_TIMEOUT_MS // 1000} s; nothing was changed. Close the other writer."
+                f"{BUSY_TIMEOUT_MS / 1000:g} s; nothing was changed. Close the other writer."
             )
         if name == "SQLITE_FULL" or "full" in text:
             return MemoryFileError(

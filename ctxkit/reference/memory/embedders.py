@@ -90,7 +90,9 @@ def pack(vectors: Any, count: int, dimensions: int | None, who: str) -> tuple[li
         raise EmbedderError(f"the embedder {who} returned {len(rows)} vectors for {count} texts")
     size = dimensions or (len(rows[0]) if rows else 0)
     for row in rows:
-        if len(row) != size or not size:
+        if not row:
+            raise EmbedderError(f"the embedder {who} returned an empty vector")
+        if len(row) != size:
             raise EmbedderError(
                 f"the embedder {who} returned a vector of {len(row)} numbers where "
                 f"{size} were expected"

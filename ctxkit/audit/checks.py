@@ -206,6 +206,10 @@ class ConversationAudit:
     findings: list[Finding] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     partial: int = 0
+    late: int = 0
+    """Requests that arrived after a newer one of the conversation was audited: checked
+    alone, not against their neighbours."""
+    last_time_ns: int = 0
     near_window: int = 0
     models: set[str] = field(default_factory=set)
     kept_tokens: int = 0
@@ -254,6 +258,14 @@ class ConversationAudit:
         ]
         found: list[Finding] = []
         found.extend(self._pairs(index, request))
+        if index and request.time_ns < self.last_time_ns:
+            # Arrived after a newer request was audited: its own rules are checked, but
+            # comparing it with its neighbours would accuse the manager of the delivery's
+            # disorder.
+            self.late += 1
+            self.findings.extend(found)
+            return found
+        self.last_time_ns = request.time_ns
         found.extend(self._attachments(index, messages, prints))
         if index:
             found.extend(self._against_previous(index, request, prints, tokens))

@@ -6,11 +6,14 @@ the queue is full the answer is 503 with ``Retry-After`` (a status OTLP exporter
 memory stays bounded and nothing is lost that the sender does not know about. Bodies may be
 gzip-compressed (the Collector's default).
 
-The audit side takes records off the queue, holds each for ``settle_s`` so that a span's log
-records (sent in a separate export) can join it, then keys, checks and publishes them in time
-order: events on a bus (Prometheus, the inspector's JSON Lines stream) and the audit's own
-counters. Several receivers can share a fleet, each conversation sent to one of them (the
-Collector's load-balancing exporter): every figure is per conversation or a sum.
+The audit side takes records off the queue and holds them until nothing has arrived for
+``settle_s`` (or, under steady traffic, for at most :data:`HOLD_AT_MOST` settle periods), so
+that a span's log records (sent in a separate export) can join it and batches delivered out of
+order find their place; then it keys, checks and publishes them in time order: events on a bus
+(Prometheus, the inspector's JSON Lines stream) and the audit's own counters. A request older
+than one already audited in its conversation is checked alone (it is counted as late).
+Several receivers can share a fleet, each conversation sent to one of them (the Collector's
+load-balancing exporter): every figure is per conversation or a sum.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ __all__ = ["MAX_BODY_BYTES", "OtlpReceiver", "Watch"]
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """A larger export is refused (413): the Collector's default batch is far below it."""
+
+HOLD_AT_MOST = 6
+"""Under steady traffic, what arrived is audited after at most this many settle periods."""
 
 _SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs"}
 _INVALID_ARGUMENT = 3
@@ -144,7 +150,7 @@ class Watch:
         host: str = "127.0.0.1",
         port: int = 4318,
         queue_size: int = 1024,
-        settle_s: float = 1.0,
+        settle_s: float = 5.0,
         on_finding: Callable[[Any, Any, list[Any]], None] | None = None,
     ) -> None:
         self.bus = bus
@@ -186,9 +192,12 @@ class Watch:
                 stopping = self._stopping.is_set()
                 held.extend(self._drain())
                 now = time.monotonic()
-                ready = [h for h in held if stopping or now - h[0] >= self.settle_s]
-                if ready:
-                    held = [h for h in held if not (stopping or now - h[0] >= self.settle_s)]
+                if held and (
+                    stopping
+                    or now - held[-1][0] >= self.settle_s
+                    or now - held[0][0] >= HOLD_AT_MOST * self.settle_s
+                ):
+                    ready, held = held, []
                     await self._audit(ready)
                 if stopping and not held and self.queue.empty():
                     break

@@ -58,6 +58,7 @@ def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]
         f"{plural(audit.requests, 'request')}, {plural(compacted, 'compaction')}, "
         f"prefix kept {_figure(audit.prefix_kept)}"
         + (f", {plural(audit.partial, 'partial request')}" if audit.partial else "")
+        + (f", {plural(audit.late, 'late request')} checked alone" if audit.late else "")
     ]
     for finding in audit.findings:
         lines.append(f"  request {finding.request}: {finding.property} ({finding.level}): ")
@@ -110,6 +111,7 @@ def _conversation_json(outcome: Outcome, audit: ConversationAudit) -> dict[str, 
         "verdict": "fail" if outcome.failed(audit) else "warn" if audit.findings else "pass",
         "requests": audit.requests,
         "partial_requests": audit.partial,
+        "late_requests": audit.late,
         "models": sorted(m for m in audit.models if m),
         "findings": [f.as_dict() for f in audit.findings],
         "compactions": [

@@ -91,9 +91,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--settle",
         type=float,
-        default=1.0,
+        default=5.0,
         metavar="S",
-        help="seconds to hold a record for its span's log records (default 1)",
+        help=(
+            "seconds to hold what arrives before auditing it in time order, so that a span's "
+            "log records and batches delivered out of order find their place (default 5, an "
+            "OpenTelemetry batch processor's export delay); a request that arrives later "
+            "than a newer one of its conversation is checked alone"
+        ),
     )
     parser.add_argument(
         "--queue", type=int, default=1024, metavar="N", help="exports held at most (default 1024)"

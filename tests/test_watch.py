@@ -1,0 +1,301 @@
+"""``ctxkit watch``: real OTLP from real instrumentations and from a seeded fleet, received
+live, judged as ``ctxkit audit`` judges files; OTLP's answers for what does not decode and
+for a full queue; two receivers sharded by conversation, summed by a real Prometheus, whose
+alert fires on a planted breakage."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxkit.audit.otlp import _hex_ids_to_base64
+from tests.audit_fleet import fleet, otlp_lines
+from tests.ports import free_port
+from tests.system import require_binary
+from tests.test_audit_instrumentations import INSTRUMENTATIONS, findings_of, record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Receiver:
+    process: subprocess.Popen[str]
+    url: str
+    metrics_url: str
+    report: Path
+    log: Path
+
+    def stop(self) -> dict:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        return json.loads(self.report.read_text())
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        pattern = rf"^{re.escape(name)} (\S+)$"
+        found = [float(v) for v in re.findall(pattern, text, re.MULTILINE)]
+        return sum(found)
+
+
+@contextmanager
+def watching(tmp_path: Path, *args: str) -> Iterator[Receiver]:
+    log, report = tmp_path / f"watch-{time.monotonic_ns()}.log", tmp_path / "report.json"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
+                "--metrics-port", "0", "--settle", "2", "--report-json", str(report), *args,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = log.read_text()
+            otlp = re.search(r"receiving OTLP/HTTP on (http://\S+)", text)
+            metrics = re.search(r"metrics on (http://\S+)", text)
+            if otlp and metrics:
+                break
+            assert process.poll() is None, text
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"ctxkit watch did not start:\n{log.read_text()}")
+        yield Receiver(process, otlp.group(1), metrics.group(1), report, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int, bytes, Any]:
+    """POST; the status, the body and the (case-insensitive) headers of the answer."""
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"content-type": content_type, **headers}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read(), response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(), error.headers
+
+
+def protobuf(line: str) -> bytes:
+    request = ExportTraceServiceRequest()
+    json_format.ParseDict(_hex_ids_to_base64(json.loads(line)), request)
+    return request.SerializeToString()
+
+
+def test_live_instrumentations_give_the_findings_of_their_recorded_files(tmp_path: Path):
+    with watching(tmp_path) as receiver:
+        for instrumentation in INSTRUMENTATIONS:
+            record(instrumentation, "--endpoint", receiver.url)
+        time.sleep(2.5)
+        assert receiver.metric("ctxkit_audit_requests_total") == 3 * len(INSTRUMENTATIONS)
+        report = receiver.stop()
+    assert receiver.process.returncode == 1
+    assert len(report["conversations"]) == len(INSTRUMENTATIONS)
+    expected = [
+        ("tool_pair_integrity", 2, f"{'anthropic' if 'anthropic' in i else 'openai'}"
+         ".result_has_call")
+        for i in INSTRUMENTATIONS
+    ]  # fmt: skip
+    assert sorted(findings_of(report)) == sorted(expected)
+    assert "message[2] is a tool result" in receiver.log.read_text()
+    assert "list files" not in receiver.log.read_text()  # content is never printed
+
+
+def test_a_fleet_over_json_protobuf_and_gzip_is_judged_exactly(tmp_path: Path):
+    conversations = fleet(seed=21, size=36)
+    lines = otlp_lines(conversations, batch=5, seed=4)
+    with watching(tmp_path) as receiver:
+        traces = f"{receiver.url}/v1/traces"
+        for number, line in enumerate(lines):
+            if number % 3 == 0:
+                answer = post(traces, line.encode(), "application/json")
+            elif number % 3 == 1:
+                answer = post(traces, protobuf(line), "application/x-protobuf")
+            else:
+                answer = post(
+                    traces, gzip.compress(protobuf(line)), "application/x-protobuf",
+                    **{"content-encoding": "gzip"},
+                )  # fmt: skip
+            assert answer[0] == 200, answer
+        report = receiver.stop()
+    found = {
+        c["key"]: {(f["property"], f["kind"], f["request"]) for f in c["findings"]}
+        for c in report["conversations"]
+    }
+    for conv in conversations:
+        assert found.get(conv.key, set()) == conv.expected, (conv.shape, conv.planted)
+
+
+def test_what_does_not_decode_gets_otlp_answers_and_changes_nothing(tmp_path: Path):
+    with watching(tmp_path) as receiver:
+        code, body, _ = post(
+            f"{receiver.url}/v1/traces", b"\xff\x00garbage", "application/x-protobuf"
+        )
+        assert code == 400
+        status = status_pb2.Status()
+        status.ParseFromString(body)
+        assert "does not decode" in status.message
+        code, body, _ = post(f"{receiver.url}/v1/traces", b"[1, 2]", "application/json")
+        assert code == 400
+        assert "does not decode" in json.loads(body)["message"]
+        code, _, _ = post(
+            f"{receiver.url}/v1/traces", b"not gzip", "application/x-protobuf",
+            **{"content-encoding": "gzip"},
+        )  # fmt: skip
+        assert code == 400
+        code, _, _ = post(f"{receiver.url}/v1/metrics", b"", "application/x-protobuf")
+        assert code == 404
+        assert receiver.metric('ctxkit_audit_skipped_total{reason="undecodable"}') == 3
+        report = receiver.stop()
+    assert report["requests"] == 0
+    assert receiver.process.returncode == 0
+
+
+def test_a_full_queue_answers_retryable_503_and_loses_nothing_accepted(tmp_path: Path):
+    lines = otlp_lines(fleet(seed=3, size=12), batch=1, seed=1)
+    with watching(tmp_path, "--queue", "1", "--settle", "5") as receiver:
+        answers = [post(f"{receiver.url}/v1/traces", protobuf(line), "application/x-protobuf")
+                   for line in lines]  # fmt: skip
+        codes = Counter(code for code, _, _ in answers)
+        assert set(codes) <= {200, 503}
+        assert codes[503] >= 1, codes
+        assert all(h.get("Retry-After") == "1" for code, _, h in answers if code == 503)
+        assert receiver.metric("ctxkit_audit_rejected_total") == codes[503]
+        report = receiver.stop()
+    assert report["requests"] == codes[200]  # one span per export: every accepted one audited
+
+
+# -- two receivers and a real Prometheus ----------------------------------------------------
+
+
+def _findings_in_process(conversations) -> list[str]:
+    """The property of every finding an in-process audit of the fleet makes (a planted split
+    pair can orphan several results: one finding each)."""
+    from ctxkit.audit import Auditor, Request
+
+    found = []
+    for conv in conversations:
+        auditor = Auditor()
+        for index, messages in enumerate(conv.requests):
+            request = Request(messages, index, "", "gpt-4o", key=conv.key, keyed_by="session.id")
+            found.extend(f.property for f in auditor.add(request)[1])
+    return found
+
+
+def _query(prometheus: str, expr: str) -> list[dict]:
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def _wait(what: str, attempt, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            result = attempt()
+        except (OSError, KeyError, IndexError):
+            result = None
+        if result:
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+def test_two_receivers_sharded_by_conversation_sum_in_prometheus(tmp_path: Path):
+    """The Collector's load-balancing exporter sends each conversation to one receiver;
+    Prometheus sums them, and the alert fires once per property, not per receiver."""
+    prometheus = require_binary("prometheus")
+    conversations = fleet(seed=31, size=24)
+    shards = [[c for c in conversations if zlib.crc32(c.key.encode()) % 2 == n] for n in (0, 1)]
+    assert all(shards)
+    with (
+        watching(tmp_path / "a" if (tmp_path / "a").mkdir() is None else tmp_path) as first,
+        watching(tmp_path / "b" if (tmp_path / "b").mkdir() is None else tmp_path) as second,
+    ):
+        web = free_port()
+        targets = [urllib.parse.urlsplit(r.metrics_url).netloc for r in (first, second)]
+        config = tmp_path / "prometheus.yml"
+        rules = tmp_path / "audit-alerts.yml"
+        rules.write_text((ROOT / "dashboards" / "audit-alerts.yml").read_text())
+        config.write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: [{json.dumps(str(rules))}]\n"
+            "scrape_configs:\n  - job_name: ctxkit-watch\n"
+            f"    static_configs: [{{targets: {json.dumps(targets)}}}]\n"
+        )
+        with (tmp_path / "prometheus.log").open("w") as out:
+            server = subprocess.Popen(
+                [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{web}", "--log.level=warn"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{web}"
+            _wait(  # scraped before the breakages arrive, so that increase() sees them
+                "Prometheus to scrape both receivers",
+                lambda: [r for r in _query(url, 'sum(up{job="ctxkit-watch"})')
+                         if r["value"][1] == "2"],
+            )  # fmt: skip
+            for receiver, shard in zip((first, second), shards, strict=True):
+                for line in otlp_lines(shard, batch=4, seed=2):
+                    assert post(f"{receiver.url}/v1/traces", protobuf(line),
+                                "application/x-protobuf")[0] == 200  # fmt: skip
+            total = sum(len(c.requests) for c in conversations)
+            summed = _wait(
+                "both receivers scraped with every request",
+                lambda: [r for r in _query(url, "sum(ctxkit_audit_requests_total)")
+                         if float(r["value"][1]) == total],
+            )  # fmt: skip
+            assert summed
+            planted = Counter(_findings_in_process(conversations))
+            by_property = {
+                r["metric"]["property"]: float(r["value"][1])
+                for r in _query(url, "sum by (property) (ctxkit_audit_violations_total)")
+                if float(r["value"][1])
+            }
+            assert by_property == {p: float(n) for p, n in planted.items()}, [
+                (c["key"], c["late_requests"], c["findings"])
+                for r in (first, second)
+                for c in (r.stop()["conversations"])
+                if c["findings"] or c["late_requests"]
+            ]
+            assert _query(url, "count(ctxkit_audit_requests_total)")[0]["value"][1] == "2"
+            firing = _wait(
+                "the required-violation alert",
+                lambda: [a for a in _query(url, 'ALERTS{alertstate="firing"}')
+                         if a["metric"]["alertname"] == "CtxkitAuditRequiredViolation"],
+            )  # fmt: skip
+            required = {p for p in planted if p in ("tool_pair_integrity", "ordering")}
+            assert {a["metric"]["property"] for a in firing} == required
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        first.stop()
+        second.stop()

@@ -7,6 +7,11 @@ One loop step adds an assistant message with its tool results, then asks for a v
 * ``langchain``: LangChain's ``trim_messages`` with a tiktoken counter memoised per message
   (needs ``pip install ".[bench]"``; skipped with a note otherwise).
 
+Beside ctxkit's default strategies, the same loop with ``hierarchical`` (and
+``truncate_outputs``): older units shown as a paragraph or one line, summarised by the offline
+extractive summarizer, once per unit and level. Its goals: flat within 1.3x from the smallest
+history to the largest, and at most 2x the default loop at 10k messages.
+
 Also measured: adding N messages plus the first view, against tiktoken encoding the same text
 once. Absolute times on a shared machine are noise; read the ratios.
 
@@ -34,6 +39,8 @@ from ctxkit.tokens import TokenCounter
 from ctxkit.workload import Workload
 
 BUDGET = 128_000
+REFERENCE = "ctxkit reference"
+HIERARCHICAL = "ctxkit hierarchical"
 
 
 # -- inputs ------------------------------------------------------------------------------------
@@ -237,7 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     counter = TokenCounter()
     steps = loop_steps(args.steps)
     managers: list[tuple[str, Callable[[], Any], bool]] = [
-        ("ctxkit reference", lambda: ReferenceContextManager(max_tokens=BUDGET), True),
+        (REFERENCE, lambda: ReferenceContextManager(max_tokens=BUDGET), True),
+        (
+            HIERARCHICAL,
+            lambda: ReferenceContextManager(
+                max_tokens=BUDGET, strategies=["truncate_outputs", "hierarchical"]
+            ),
+            True,
+        ),
         ("naive re-encode", lambda: NaiveManager(counter), False),
     ]
     try:
@@ -260,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     ours_by_size: dict[int, float] = {}
+    hierarchical_by_size: dict[int, float] = {}
     for size in args.sizes:
         history = history_of(size)
         for name, factory, ours in managers:
@@ -269,8 +284,10 @@ def main(argv: list[str] | None = None) -> int:
             ]
             times = min(runs, key=statistics.median)
             median = statistics.median(times)
-            if ours:
+            if name == REFERENCE:
                 ours_by_size[size] = median
+            elif name == HIERARCHICAL:
+                hierarchical_by_size[size] = median
             ratio = median / ours_by_size[size]
             row = {
                 "history": len(history),
@@ -281,9 +298,12 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio_to_ours": ratio,
             }
             results["loop"].append(row)
-            speed = (
-                "-" if ours else f"{ratio:,.0f}x faster" if ratio >= 10 else f"{ratio:.1f}x faster"
-            )
+            if name == REFERENCE:
+                speed = "-"
+            elif ours:
+                speed = f"{ratio:.2f}x ours"
+            else:
+                speed = f"{ratio:,.0f}x faster" if ratio >= 10 else f"{ratio:.1f}x faster"
             print(
                 f"{len(history):>8,}  {name:<24} {row['median_ms']:>10.3f} "
                 f"{row['p95_ms']:>9.3f} {len(times):>6} {speed:>14}"
@@ -294,6 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         flat = ours_by_size[large] / ours_by_size[small]
         results["flatness"] = flat
         print(f"\nflatness: ours at {large:,} / ours at {small:,} = {flat:.2f}x (goal <= 1.3x)")
+        flat = hierarchical_by_size[large] / hierarchical_by_size[small]
+        results["hierarchical_flatness"] = flat
+        print(f"flatness of hierarchical: at {large:,} / at {small:,} = {flat:.2f}x (goal <= 1.3x)")
+    for size, median in hierarchical_by_size.items():
+        results.setdefault("hierarchical_to_ours", {})[size] = median / ours_by_size[size]
+    if 10_000 in hierarchical_by_size:
+        ratio = hierarchical_by_size[10_000] / ours_by_size[10_000]
+        print(f"hierarchical at 10,000: {ratio:.2f}x the default loop (goal <= 2x)")
     print()
     for size in args.sizes:
         history = history_of(size)

@@ -50,7 +50,15 @@ PRE_COMPACT = "context:pre_compact"
 POST_COMPACT = "context:post_compact"
 """After a compaction: ``message_count`` and ``token_count`` of the view returned, ``budget``,
 ``strategy``, ``tokens_before``, ``tokens_saved``, ``duration_s``, ``units_dropped``,
-``units_truncated``, ``units_summarized``."""
+``units_truncated``, ``units_summarized``.
+
+With the ``hierarchical`` strategy (:mod:`ctxkit.reference.levels`), three more:
+``units_by_level`` (``{"full", "paragraph", "line"}``: how many of the view's units are shown
+at each level), ``tokens_saved_by_level`` (``{"paragraph", "line"}``: what the units at that
+level would cost shown full, with outputs shortened where ``truncate_outputs`` is on, minus
+what they cost as shown) and ``level_ranges`` (``[[start, stop, level], ...]``: the history
+messages ``[start, stop)`` each run of consecutive units shown as a paragraph or one line
+stands for, in history order; a kept unit in no run is shown full)."""
 INCLUDE = "context:include"
 """A synthetic message entered the view: ``source`` (``summary``) and ``content``."""
 
@@ -63,7 +71,8 @@ VIEW = "ctxkit:view"
 common prefix, message by message, with this conversation's previous view: what a provider's
 prompt cache can serve; see :mod:`ctxkit.prefix`), ``previous_tokens`` (the previous view's
 message tokens; 0 for a conversation's first view, and after its history was replaced),
-``duration_s``.
+``duration_s``; with the ``hierarchical`` strategy also ``units_by_level`` and
+``tokens_saved_by_level`` (as in :data:`POST_COMPACT`).
 
 Opt-in (``view_listing=True`` on the reference manager or on ``instrument()``), two more keys
 list the view message by message, with the history it left out:
@@ -72,7 +81,9 @@ list the view message by message, with the history it left out:
   is one of :data:`LISTING_FATES`: ``kept`` (a history message, unchanged or in an
   equivalent shape), ``truncated`` (a history message with changed content, such as a
   shortened tool output), ``summary`` (a message that comes from no history
-  message; ``index`` is None), each one row per message (``count`` 1); ``dropped`` and
+  message; ``index`` is None; a ``hierarchical`` unit's paragraph or line adds ``level``,
+  ``paragraph`` or ``line``, and ``stands_for``, the history messages ``[start, stop)`` of
+  its unit), each one row per message (``count`` 1); ``dropped`` and
   ``summarized`` (history messages left out, plainly or stood for by the summary), one row per
   run of consecutive history messages ``[index, index + count)`` with the same fate, placed
   where they stood in the history (before the next message kept from after them, and before

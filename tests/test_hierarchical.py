@@ -5,6 +5,7 @@ tool that brings the unit back; the events; the conformance suite on it."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from collections import Counter
@@ -29,7 +30,7 @@ from ctxkit.conformance.invariants import (
 )
 from ctxkit.conformance.runner import RunOptions, run
 from ctxkit.conformance.shapes import calls, reasoning_id, results
-from ctxkit.conformance.strategies import conversation_plans
+from ctxkit.conformance.strategies import RoundTemplate, conversation_plans
 from ctxkit.messages import inspect_message, text_of
 from ctxkit.reference import (
     ConfigError,
@@ -38,7 +39,7 @@ from ctxkit.reference import (
     recall_tool,
 )
 from ctxkit.reference.drilldown import MAX_UNITS
-from ctxkit.reference.strategies import SUMMARY_HEADER
+from ctxkit.reference.strategies import SUMMARY_HEADER, extractive_unit_summary
 from ctxkit.tokens import REPLY_PRIMING
 from ctxkit.workload import Workload
 from tests.test_provider_types import VALIDATORS
@@ -573,3 +574,31 @@ def test_the_reference_manager_passes_the_suite_with_hierarchical(shapes, strate
     assert required
     assert all(p.status == "passed" for p in required)
     assert report.depth["examples"] > 0
+
+
+# -- the default summarizer --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", ["openai", "anthropic", "responses", "gemini", "bedrock", "genai"]
+)
+def test_the_extractive_unit_summary_reads_calls_and_results_in_every_shape(shape):
+    round_ = RoundTemplate(shape, ("first line\nsecond\nthird", "Error: no such file"), (1, 0))
+    messages = round_.messages(itertools.count(1))
+    paragraph = run_async(extractive_unit_summary(messages, max_tokens=160)).splitlines()
+    assert any(line.startswith("called bash(") for line in paragraph)
+    assert any("first line (+2 lines)" in line for line in paragraph)
+    assert any("no such file" in line for line in paragraph)
+    assert "  second" in paragraph  # room left takes more lines of the outputs
+    short = run_async(extractive_unit_summary(messages, max_tokens=10))
+    assert 0 < len(short) <= 30
+    assert paragraph[0].startswith(short.rstrip("…"))  # the start of the same account
+
+
+@settings(max_examples=40)
+@given(plan=conversation_plans(max_turns=3), shapes=SHAPE_SETS, tokens=st.integers(1, 300))
+def test_the_extractive_unit_summary_stays_within_about_its_tokens(plan, shapes, tokens):
+    messages = plan.messages(shapes)
+    text = run_async(extractive_unit_summary(messages, max_tokens=tokens))
+    assert len(text) <= 3 * tokens
+    assert run_async(extractive_unit_summary(messages, max_tokens=tokens)) == text

@@ -5,7 +5,7 @@ from ctxkit.reference.journal import HistoryFileCorrupt, HistoryFileError, Histo
 from ctxkit.reference.manager import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.mount import mount
 from ctxkit.reference.scratch import scratch_manager
-from ctxkit.reference.strategies import STRATEGIES, extractive_summary
+from ctxkit.reference.strategies import STRATEGIES, extractive_summary, extractive_unit_summary
 from ctxkit.reference.timeline import UnknownCheckpoint
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "ReferenceContextManager",
     "UnknownCheckpoint",
     "extractive_summary",
+    "extractive_unit_summary",
     "mount",
     "recall_tool",
     "scratch_manager",

@@ -180,9 +180,9 @@ async def assign_levels(
     share of the room (a level with no share is skipped); once a level is passed it is never
     used again for older units, so the view grows coarser with age. A coarse form that is not
     smaller than the unit whole is not used (a short message stays as it is). Room left at the
-    end is given back, newest first, to every coarse unit whose whole form fits in it, then
-    to every one-line unit whose paragraph does (so one huge tool output cannot keep all
-    older units coarse when there is room for them).
+    end is given back, newest first, to every coarse unit whose whole form fits in it (so one
+    huge tool output cannot keep all older units coarse when there is room for them), then
+    to one-line units as paragraphs while the next one fits.
 
     ``floor``: the levels units already had; a unit never comes back finer than it was, so
     a unit leaves full detail once, and what a view shows of its past stays as it was
@@ -230,7 +230,9 @@ async def assign_levels(
             if target == PARAGRAPH and tokens >= full[unit]:
                 continue  # a paragraph no smaller than the whole is never shown
             if tokens - shown[unit] > slack:
-                continue  # a smaller one further on may still fit
+                if target == FULL:
+                    continue  # a smaller one further on may still fit (costs are known)
+                break  # a paragraph is a summary to make: only for those that fit
             slack -= tokens - shown[unit]
             levels[unit], shown[unit] = target, tokens
     return {unit: level for unit, level in levels.items() if level != FULL}, drop

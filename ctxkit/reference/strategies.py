@@ -330,23 +330,40 @@ def _call_descriptions(message: dict[str, Any]) -> list[str]:
     return described
 
 
-def _output_text(message: dict[str, Any]) -> str:
-    """The outputs a result message carries, as text (a Gemini response's ``output`` string
-    rather than the repr of its dict)."""
-    texts = []
-    for part in message.get("parts") or ():
-        body = (
-            part.get("functionResponse", part.get("function_response"))
-            if isinstance(part, dict)
-            else None
-        )
-        if isinstance(body, dict):
-            answer = body.get("response")
-            output = answer.get("output") if isinstance(answer, dict) else None
-            texts.append(
-                output if isinstance(output, str) else json.dumps(answer, ensure_ascii=False)
-            )
-    return "\n".join(texts) if texts else text_of(message)
+def _result_text(value: Any) -> str:
+    """The text of a tool output value in any shape: a string, text blocks, a dict with an
+    ``output`` or ``text``, else its JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(_result_text(item) for item in value)
+    if isinstance(value, dict):
+        for key in ("text", "output", "content", "response"):
+            if key in value:
+                return _result_text(value[key])
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def _outputs_of(message: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each tool output a result message carries, with whether it is flagged an error (an
+    Anthropic, Bedrock or Gemini message answers several calls at once)."""
+    found: list[tuple[str, bool]] = []
+    content = message.get("content")
+    for block in [*(content if isinstance(content, list) else ()), *(message.get("parts") or ())]:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":  # Anthropic
+            found.append((_result_text(block.get("content", "")), block.get("is_error") is True))
+        elif block.get("type") == "tool_call_response":  # GenAI
+            found.append((_result_text(block.get("response", "")), False))
+        elif isinstance(block.get("toolResult"), dict):  # Bedrock
+            body = block["toolResult"]
+            found.append((_result_text(body.get("content", "")), body.get("status") == "error"))
+        else:
+            body = block.get("functionResponse", block.get("function_response"))
+            if isinstance(body, dict):  # Gemini
+                found.append((_result_text(body.get("response", "")), False))
+    return found or [(text_of(message), False)]
 
 
 async def extractive_unit_summary(messages: list[dict[str, Any]], *, max_tokens: int = 160) -> str:
@@ -365,17 +382,17 @@ async def extractive_unit_summary(messages: list[dict[str, Any]], *, max_tokens:
     for message in messages:
         info = inspect_message(message)
         if info.result_ids:
-            text = _output_text(message).strip()
-            body = [line for line in text.splitlines() if line.strip()]
-            first = _first_line(body[0], 160) if body else "(empty)"
-            more = f" (+{len(body) - 1} lines)" if len(body) > 1 else ""
-            label = "error result" if info.error_result else "result"
-            lines.append(f"{label}: {first}{more}")
-            match = _ERROR_PATTERN.search(text[:4096])
-            if match and text.rfind("\n", 0, match.start()) >= 0:
-                start = text.rfind("\n", 0, match.start()) + 1
-                lines.append(f"error: {_first_line(text[start:], 160)}")
-            outputs.append(body[1:])
+            for output, flagged in _outputs_of(message):
+                text = output.strip()
+                body = [line for line in text.splitlines() if line.strip()]
+                first = _first_line(body[0], 160) if body else "(empty)"
+                more = f" (+{len(body) - 1} lines)" if len(body) > 1 else ""
+                lines.append(f"{'error result' if flagged else 'result'}: {first}{more}")
+                match = _ERROR_PATTERN.search(text[:4096])
+                if match and text.rfind("\n", 0, match.start()) >= 0:
+                    start = text.rfind("\n", 0, match.start()) + 1
+                    lines.append(f"error: {_first_line(text[start:], 160)}")
+                outputs.append(body[1:])
             continue
         text = text_of(message).strip()
         if text:

@@ -199,76 +199,82 @@ def _thinking_of(history: Sequence[Any]) -> dict[str, list[Any]]:
     return found
 
 
+Plan = list[tuple[int, int | None, list[Any]]]
+"""For each broken message: its index, where it went in the repaired view (None: dropped),
+and the parts taken from it (``(key, position)``)."""
+
+
 def _removal(
     broken: list[Any], sent: list[Any], history: Sequence[Any]
-) -> tuple[list[tuple[int, int | None, list[Any]]], int, int, int]:
-    """How ``sent`` comes from ``broken``: for each broken message, where it went in ``sent``
-    (None: dropped) and the parts taken from it; the tool parts dropped, reasoning items
-    dropped and attachments put back. Fails the test where ``sent`` is anything else: a
-    message changed, moved or added, a part taken that is not a call or result."""
+) -> tuple[Plan, int, int, int]:
+    """How ``sent`` comes from ``broken`` with the fewest changes: the plan, the tool parts
+    dropped, reasoning items dropped and attachments put back. Fails the test where ``sent``
+    comes from ``broken`` in no such way: a message changed, moved or added, a part taken
+    that is not a call or result."""
     thinking = _thinking_of(history)
-    plan: list[tuple[int, int | None, list[Any]]] = []
-    parts = reasoning = restored = 0
-    at = 0
-    for index, message in enumerate(broken):
-        while (
-            at < len(sent)
-            and sent[at] != message
-            and sent[at].get("type") == "reasoning"
-            and sent[at] in history
-            and at + 1 < len(sent)
-            and sent[at + 1].get("type") in _CALL_ITEMS
-            and not _still_ahead(broken, index, sent[at])
-        ):
-            restored += 1  # the history's reasoning item, put back before its call
-            at += 1
-        if at < len(sent) and sent[at] == message:
-            plan.append((index, at, []))
-            at += 1
-            continue
-        calls = (
-            [b["id"] for b in sent[at].get("content") or () if _tool_use(b)]
-            if (at < len(sent) and isinstance(sent[at].get("content"), list))
-            else []
-        )
-        removed = (
-            _minus(message, sent[at], thinking.get(calls[0]) if calls else None)
-            if (at < len(sent))
-            else None
-        )
-        if removed and not _empty(sent[at]):  # a repair never keeps a message it emptied
-            restored += sum(key == "thinking" for key, _ in removed)
-            taken = [r for r in removed if r[0] != "thinking"]
-            parts += len(taken)
-            plan.append((index, at, taken))
-            at += 1
-            continue
-        gone = _droppable(message)
-        assert gone is not None, f"broken[{index}] went, but it is more than calls: {message}"
-        parts += gone
-        reasoning += message.get("type") == "reasoning"
-        plan.append((index, None, []))
-    assert at == len(sent), f"the repair added {sent[at:]}"
+    memo: dict[tuple[int, int], Any] = {}
+
+    def best(i: int, j: int) -> Any:
+        """(changes, plan, parts, reasoning, restored) for broken[i:] onto sent[j:]."""
+        if (i, j) in memo:
+            return memo[i, j]
+        found = None
+
+        def offer(cost: int, rest: Any, step: Any, counts: tuple[int, int, int]) -> None:
+            nonlocal found
+            if rest is None:
+                return
+            total = (
+                cost + rest[0],
+                step + rest[1],
+                *(a + b for a, b in zip(counts, rest[2:], strict=True)),
+            )
+            if found is None or total[0] < found[0]:
+                found = total
+
+        if i == len(broken) and j == len(sent):
+            found = (0, [], 0, 0, 0)
+        if i < len(broken) and j < len(sent):
+            message, kept = broken[i], sent[j]
+            if message == kept:
+                offer(0, best(i + 1, j + 1), [(i, j, [])], (0, 0, 0))
+            else:
+                calls = (
+                    [b["id"] for b in kept.get("content") or () if _tool_use(b)]
+                    if isinstance(kept.get("content"), list)
+                    else []
+                )
+                removed = _minus(message, kept, thinking.get(calls[0]) if calls else None)
+                if removed and not _empty(kept):  # a repair never keeps a message it emptied
+                    taken = [r for r in removed if r[0] != "thinking"]
+                    back = len(removed) - len(taken)
+                    offer(len(removed), best(i + 1, j + 1), [(i, j, taken)], (len(taken), 0, back))
+        if (
+            j + 1 < len(sent)
+            and sent[j].get("type") == "reasoning"
+            and sent[j] in history
+            and sent[j + 1].get("type") in _CALL_ITEMS
+        ):  # the history's reasoning item, put back before its call
+            offer(1, best(i, j + 1), [], (0, 0, 1))
+        if i < len(broken):
+            gone = _droppable(broken[i])
+            if gone is not None:
+                reasoning = int(broken[i].get("type") == "reasoning")
+                offer(max(1, gone), best(i + 1, j), [(i, None, [])], (gone, reasoning, 0))
+        memo[i, j] = found
+        return found
+
+    found = best(0, 0)
+    assert found is not None, "the repaired view is not the broken view minus calls and results"
+    _, plan, parts, reasoning, restored = found
     return plan, parts, reasoning, restored
-
-
-def _still_ahead(broken: list[Any], index: int, item: Any) -> bool:
-    """``item`` is a broken message still to come, with only droppable ones before it."""
-    for later in broken[index:]:
-        if later == item:
-            return True
-        if _droppable(later) is None:
-            return False
-    return False
 
 
 def _tool_use(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "tool_use"
 
 
-def _with_one_back(
-    broken: list[Any], sent: list[Any], plan: list[tuple[int, int | None, list[Any]]]
-) -> list[list[Any]]:
+def _with_one_back(broken: list[Any], sent: list[Any], plan: Plan) -> list[list[Any]]:
     """For each part the repair took away, the repaired view with that one part back."""
     views = []
     for index, where, taken in plan:

@@ -173,14 +173,17 @@ def instrument(
             rule, its error and the call ids); the manager is left as it was. ``"repair"``:
             return the smallest change that makes it valid (:func:`ctxkit.shapes.repair.
             repair`: orphaned results and unanswered calls dropped, thinking blocks and
-            reasoning items a call needs put back from the history), and publish
-            :data:`~ctxkit.events.VIEW_GUARDED`. Either guard checks the rules a provider
-            applies to one request, which need no history read back:
-            ``tool_pair_integrity`` (pairs, and what travels with a call, found in the
-            wrapper's own copy of what was added), before the view is returned; it implies
-            that check whatever ``check_invariants`` says. Both publish and log what they
-            find as ``"log"`` does, so ``ctxkit_invariant_violations_total`` counts the
-            manager's breaks in every mode.
+            reasoning items a call needs put back from the history); a view no repair
+            makes valid (an entry that is not a message dict) is refused as ``"raise"``
+            does. Both publish :data:`~ctxkit.events.VIEW_GUARDED`, and publish and log
+            each violation as ``"log"`` does, so ``ctxkit_invariant_violations_total``
+            counts the manager's breaks in every mode. A guard checks only the rules a
+            provider applies to one request, before the view is returned:
+            ``tool_pair_integrity``, pairs and what travels with a call (found in the
+            wrapper's own copy of what was added: nothing is read back from the manager).
+            It implies that check whatever ``check_invariants`` says; ``ordering``,
+            ``non_destructive`` and ``lifecycle`` compare views with the history, a
+            provider takes views that break them, and they stay checks that log.
 
     Returns an :class:`InstrumentedManager`; use it where you used the manager.
 

@@ -641,7 +641,7 @@ def test_a_memory_persists_across_reopening_in_wal_mode(tmp_path: Path):
     path = tmp_path / "deep" / "folder" / "m.memory"
 
     async def scenario() -> None:
-        async with SemanticMemory(path) as memory:
+        async with await SemanticMemory.open(path) as memory:
             await memory.store_many([f"entry {i} about topic{i}" for i in range(10)])
             await memory.update(3, "entry three rewritten about zebras")
             await memory.forget(5)

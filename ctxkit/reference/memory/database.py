@@ -37,7 +37,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
@@ -504,20 +504,43 @@ class Database:
                 found[row[0]] = (row[0], row[1], json.loads(row[2]), row[3], row[4])
         return found
 
-    def without_vectors(self, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` items that have no vector yet, oldest first."""
-        return self.connection.execute(
-            "SELECT id, content FROM items WHERE id NOT IN (SELECT rowid FROM items_vec) "
-            "ORDER BY id LIMIT ?",
-            (limit,),
-        ).fetchall()
+    def without_vectors(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` items after id ``after`` that have no vector yet, oldest first."""
+        if self.connection.execute("SELECT 1 FROM meta WHERE key = 'dimensions'").fetchone():
+            query = (
+                "SELECT id, content FROM items WHERE id > ? AND id NOT IN "
+                "(SELECT rowid FROM items_vec) ORDER BY id LIMIT ?"
+            )
+        else:
+            query = "SELECT id, content FROM items WHERE id > ? ORDER BY id LIMIT ?"
+        return self.connection.execute(query, (after, limit)).fetchall()
+
+    def set_vector_if_current(self, item: int, content: str, vector: bytes) -> bool:
+        """Give ``item`` its vector if it still holds ``content`` and has none yet (another
+        call may have changed, forgotten or embedded it meanwhile)."""
+        row = self.connection.execute(
+            "SELECT content FROM items WHERE id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM items_vec WHERE rowid = ?)",
+            (item, item),
+        ).fetchone()
+        if row is None or row[0] != content:
+            return False
+        self.set_vector(item, vector)
+        return True
 
     def vector_count(self) -> int:
         return int(self.connection.execute("SELECT count(*) FROM items_vec").fetchone()[0])
 
-    def rows(self) -> Iterator[tuple[int, str]]:
-        """Every item's id and text, oldest first."""
-        yield from self.connection.execute("SELECT id, content FROM items ORDER BY id")
+    def delete_where(self, sql: str, arguments: Sequence[Any]) -> int:
+        """Remove every item matching ``sql`` (``AND ...`` over ``items``); how many went.
+        Each is checked first: FTS5 is told which words to remove from what the row holds."""
+        ids = [
+            row[0]
+            for row in self.connection.execute(f"SELECT id FROM items WHERE 1{sql}", arguments)
+        ]
+        self.fetch(ids)
+        self.connection.executemany("DELETE FROM items WHERE id = ?", [(item,) for item in ids])
+        return len(ids)
 
 
 def _statements(script: str) -> list[str]:

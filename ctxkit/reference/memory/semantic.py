@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from ctxkit.reference.memory import search
 from ctxkit.reference.memory.database import Database, Row
@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_THRESHOLD", "Hit", "Item", "MemoryStats", "SemanticMemory"]
 
 DEFAULT_THRESHOLD = 0.7
 CATCH_UP_BATCH = 64
-T = TypeVar("T")
+"""Texts embedded per call when items stored without a vector get one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +111,15 @@ class SemanticMemory:
     before its call returns; ``"never"`` leaves it to the OS (safe when the process dies, not
     when the machine does), as for the history file.
 
+    Opening checks an existing file (``PRAGMA quick_check``: about 150 ms for 100k items
+    here); from a running event loop, ``await SemanticMemory.open(...)`` does it in a thread.
     Raises :class:`MemoryFileCorrupt` for a damaged file (left as it was),
     :class:`MemoryUnavailable` when an embedder is given and sqlite-vec cannot be loaded.
+
+    With an embedder, items stored without a vector (before it was configured) get theirs
+    on the first call that needs vectors, and a failing embedder raises
+    :class:`EmbedderError` from the call that needed it (a caller that would rather search
+    text only then can open the memory without it).
     """
 
     def __init__(
@@ -136,6 +143,20 @@ class SemanticMemory:
         self._dimensions: int | None = meta.get("dimensions")
         self._stored_name: str | None = meta.get("embedder")
         self._caught_up = embedder is None
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        embedder: Embedder | None = None,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        fsync: Literal["always", "never"] = "always",
+    ) -> SemanticMemory:
+        """The same as the constructor, with the file's check run off the event loop."""
+        return await asyncio.to_thread(
+            functools.partial(cls, path, embedder, threshold=threshold, fsync=fsync)
+        )
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -169,17 +190,10 @@ class SemanticMemory:
 
         def work() -> int:
             db.ensure_vectors(self._dimensions or 0, self._name or "")
-            written = 0
-            for (item, content), vector in zip(rows, vectors, strict=True):
-                row = db.connection.execute(
-                    "SELECT content FROM items WHERE id = ? AND id NOT IN "
-                    "(SELECT rowid FROM items_vec WHERE rowid = ?)",
-                    (item, item),
-                ).fetchone()
-                if row is not None and row[0] == content:
-                    db.set_vector(item, vector)
-                    written += 1
-            return written
+            return sum(
+                db.set_vector_if_current(item, content, vector)
+                for (item, content), vector in zip(rows, vectors, strict=True)
+            )
 
         return db.write(work)
 
@@ -188,23 +202,10 @@ class SemanticMemory:
         if self._caught_up:
             return
         self._check_embedder()
-        db = self._db
-        after = 0
-        while True:
-
-            def missing(after: int = after) -> list[tuple[int, str]]:
-                has_table = "dimensions" in db.meta()
-                query = (
-                    "SELECT id, content FROM items WHERE id > ? AND id NOT IN "
-                    "(SELECT rowid FROM items_vec) ORDER BY id LIMIT ?"
-                    if has_table
-                    else "SELECT id, content FROM items WHERE id > ? ORDER BY id LIMIT ?"
-                )
-                return db.connection.execute(query, (after, CATCH_UP_BATCH)).fetchall()
-
-            rows = await self._run(db.read, missing)
-            if not rows:
-                break
+        db, after = self._db, 0
+        while rows := await self._run(
+            db.read, functools.partial(db.without_vectors, after, CATCH_UP_BATCH)
+        ):
             vectors = await self._vectors([content for _, content in rows])
             await self._run(self._write_vectors, rows, vectors)
             after = rows[-1][0]
@@ -338,20 +339,7 @@ class SemanticMemory:
         if not extra:
             raise ValueError("forget_where needs at least one metadata key to match")
         db = self._db
-
-        def work() -> int:
-            ids = [
-                row[0]
-                for row in db.connection.execute(
-                    f"SELECT id FROM items WHERE 1{extra}", arguments
-                ).fetchall()
-            ]
-            db.fetch(ids)  # checked before FTS5 is told which words to remove
-            for item in ids:
-                db.connection.execute("DELETE FROM items WHERE id = ?", (item,))
-            return len(ids)
-
-        return int(await self._run(db.write, work))
+        return int(await self._run(db.write, functools.partial(db.delete_where, extra, arguments)))
 
     async def count(self) -> int:
         """How many items are stored."""
@@ -369,8 +357,10 @@ class SemanticMemory:
         return await self._run(db.read, work)
 
     async def reembed(self) -> int:
-        """Make every vector again with this memory's embedder (after changing models):
-        the old vectors go first, in one transaction. Returns how many were made."""
+        """Make every vector again with this memory's embedder (after changing models).
+        The old vectors go first, in one transaction, then the new ones are made batch by
+        batch; if this stops halfway, the next call that needs vectors goes on. Returns how
+        many items have a vector."""
         if self.embedder is None:
             raise EmbedderError("reembed needs an embedder: SemanticMemory(path, embedder=...)")
         await self._run(self._db.write, self._db.drop_vectors)

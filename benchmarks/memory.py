@@ -5,7 +5,7 @@ with 40 planted facts among them, each about a made-up name ("the rotation windo
 Vexaron is 14 days"). Measured at 10k and 100k items, in one run:
 
 * **fts5**: ``SemanticMemory.retrieve`` with no embedder (the embedded default);
-* **vector**: the sqlite-vec KNN alone (cosine, 384 dimensions, ``HashEmbedder``);
+* **vector**: the sqlite-vec KNN alone (cosine, 384 dimensions, ``HashEmbedder``; no threshold);
 * **hybrid**: ``retrieve`` with the embedder (both searches, fused);
 * **LIKE scan**: the baseline, one SQL pass over every item counting which query words it
   holds (``content LIKE '%word%'``), best count first.
@@ -13,7 +13,9 @@ Vexaron is 14 days"). Measured at 10k and 100k items, in one run:
 Two query sets: *facts* (a question about a planted fact, the recall case: "how long is the
 rotation window for Vexaron?"; found@1 says how often the fact came first) and *vague*
 (three of the traffic's most common words: every search's worst case). Times are medians per
-query, in milliseconds; absolute times on a shared machine are noise, read the ratios.
+query, in milliseconds (each query run three times, the fastest kept); ``hits`` is how many a
+query returned on average (limit 5, threshold 0.7). Absolute times on a shared machine are
+noise: read the ratios.
 Also shown: storing one item (fsync always and never) and opening the file (it is checked).
 
     python benchmarks/memory.py                 # 10k and 100k (a few minutes: the vectors)
@@ -196,6 +198,7 @@ async def measure(size: int, directory: Path, repeat: int, queries: int) -> list
                 "median_ms": median,
                 "p95_ms": percentile(times, 0.95) * 1e3,
                 "vs_fts5": median / fts_median,
+                "hits": statistics.mean(len(result) for result in results),
             }
             if kind == "facts":
                 expected = [items[index][1]["index"] for _, index in questions]
@@ -208,7 +211,7 @@ async def measure(size: int, directory: Path, repeat: int, queries: int) -> list
             found = f"{row['found_at_1']:>6.0%}" if "found_at_1" in row else f"{'':>6}"
             print(
                 f"{size:>8,}  {kind:<6} {name:<10} {median:>9.2f} {row['p95_ms']:>9.2f} "
-                f"{found} {row['vs_fts5']:>8.1f}x"
+                f"{row['hits']:>5.1f} {found} {row['vs_fts5']:>8.1f}x"
             )
             sys.stdout.flush()
     fts.close()
@@ -245,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}")
     print(f"planted facts: {FACTS}; vectors: HashEmbedder({DIMENSIONS}); limit 5, threshold 0.7")
     header = (
-        f"{'items':>8}  {'set':<6} {'mode':<10} {'median ms':>9} {'p95 ms':>9} "
+        f"{'items':>8}  {'set':<6} {'mode':<10} {'median ms':>9} {'p95 ms':>9} {'hits':>5} "
         f"{'found@1':>6} {'vs fts5':>9}"
     )
     results: dict[str, Any] = {"machine": machine(), "retrieval": []}

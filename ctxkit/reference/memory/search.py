@@ -21,13 +21,14 @@ corpus, so no fixed threshold means the same in two memories; with ``k1 = 0`` it
 term once whatever its frequency and the item's length, so a long tool output holding every
 term scores 1.0, as a short note does. Full BM25 still orders items with equal scores.
 
-The threshold also makes the search cheaper: terms an item can do without and still reach it
-are left out of the MATCH (an item with none of the rarer terms cannot reach 0.7), and terms
-every qualifying item must hold are ANDed. So a query narrows to its rarest words. When
+The threshold also makes the search cheaper: the MATCH asks only for what an item must hold to
+reach it, the terms it cannot do without (ANDed) and, of the others, at least one of the fewest
+and rarest without which the rest cannot make up the score (ORed); ``large AND (summary OR
+buffer)``. So a query narrows to its rarest words. When
 even those are common (more than :data:`RANK_BUDGET` postings: say three words each in a
 tenth of 100k items), ranking every match by BM25 would cost tens of milliseconds, so the
-80 newest matches are scored instead, and equal scores go newest first: in a long
-conversation, of many items equally about the query, the newest.
+newest matches are scored instead (four times the limit, at least 20), and equal scores go
+newest first: in a long conversation, of many items equally about the query, the newest.
 
 **The vector score** is the cosine similarity of the query's and the item's vectors, clipped
 to [0, 1]. **Hybrid**: each side keeps what reaches the threshold; the two lists are fused by
@@ -46,7 +47,16 @@ from typing import Any
 
 from ctxkit.reference.memory.database import Database
 
-__all__ = ["Found", "fuse", "idf", "plan", "text_search", "vector_search", "where_clause"]
+__all__ = [
+    "Found",
+    "expression",
+    "fuse",
+    "idf",
+    "plan",
+    "text_search",
+    "vector_search",
+    "where_clause",
+]
 
 MAX_TERMS = 32
 """Distinct query terms used (the first ones): a pasted page is not a query."""
@@ -140,26 +150,38 @@ def _weigh(db: Database, terms: list[tuple[str, str]], items: int) -> list[Term]
     return weighed
 
 
-def plan(terms: Sequence[Term], threshold: float) -> tuple[str, list[Term]] | None:
-    """The MATCH that finds every item able to reach ``threshold``: ``("AND", terms)`` when
-    some terms are needed by all of them, else ``("OR", terms)`` over the fewest, rarest terms
-    without which none can; None when no item can."""
+def plan(terms: Sequence[Term], threshold: float) -> tuple[list[Term], list[Term]] | None:
+    """What every item able to reach ``threshold`` holds: ``(all_of, any_of)``, all of the
+    first and, unless it is empty, at least one of the second (the fewest, rarest terms
+    without which the rest cannot make up the score); None when no item can."""
     total = sum(term.weight for term in terms)
     floor = threshold * total - _TOLERANCE * total
     present = [term for term in terms if term.df > 0]
     held = sum(term.weight for term in present)
     if not present or held < floor:
         return None
-    required = [term for term in present if held - term.weight < floor]
-    if required:
-        return "AND", required
-    essential, rest = [], held
-    for term in sorted(present, key=lambda term: -term.weight):
-        if rest < floor:
+    all_of = [term for term in present if held - term.weight < floor]
+    need = floor - sum(term.weight for term in all_of)
+    if all_of and need <= 0:
+        return all_of, []
+    others = sorted((term for term in present if term not in all_of), key=lambda t: -t.weight)
+    any_of, rest = [], sum(term.weight for term in others)
+    for term in others:
+        if rest < need:
             break
-        essential.append(term)
+        any_of.append(term)
         rest -= term.weight
-    return "OR", essential
+    return all_of, any_of
+
+
+def expression(all_of: Sequence[Term], any_of: Sequence[Term]) -> str:
+    """The FTS5 MATCH of a :func:`plan`."""
+    parts = [_phrase(term.word) for term in all_of]
+    if len(any_of) == 1 or (any_of and not all_of):
+        parts.append(" OR ".join(_phrase(term.word) for term in any_of))
+    elif any_of:
+        parts.append("(" + " OR ".join(_phrase(term.word) for term in any_of) + ")")
+    return " AND ".join(parts)
 
 
 def where_clause(where: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
@@ -211,24 +233,24 @@ def text_search(
     matching = plan(terms, threshold)
     if matching is None:
         return []
-    kind, matched = matching
-    expression = f" {kind} ".join(_phrase(term.word) for term in matched)
+    all_of, any_of = matching
+    matched = [*all_of, *any_of]
     extra, arguments = where_clause(where)
     wanted = max(4 * limit, 20)
     ranked = sum(term.df for term in matched) <= RANK_BUDGET
     if ranked:  # bm25() reads each phrase's whole posting list, then scores every match
         order, score = "bm25(items_fts)", "bm25(items_fts)"
     else:
-        order, score, wanted = "items_fts.rowid DESC", "0.0", 4 * wanted
+        order, score = "items_fts.rowid DESC", "0.0"
     join = " JOIN items ON items.id = items_fts.rowid" if extra else ""
     candidates = db.connection.execute(
         f"SELECT items_fts.rowid, {score} FROM items_fts{join} "
         f"WHERE items_fts MATCH ?{extra} ORDER BY {order} LIMIT ?",
-        [expression, *arguments, wanted],
+        [expression(all_of, any_of), *arguments, wanted],
     ).fetchall()
     if not candidates:
         return []
-    known = matched if kind == "AND" or len(matched) == 1 else []
+    known = [*all_of, *any_of] if len(any_of) == 1 else all_of
     held = {item: sum(term.weight for term in known) for item, _ in candidates}
     unknown = [term for term in terms if term.df > 0 and term not in known]
     if unknown:

@@ -278,7 +278,7 @@ class SemanticMemory:
         db = self._db
 
         def work() -> list[Hit]:
-            depth = max(4 * limit, 20)
+            depth = max(2 * limit, 10)  # of each list, for the fusion
             text = search.text_search(db, query, depth if vector else limit, floor, where)
             if vector is None:
                 found = [(hit.id, hit.score, hit.score, None) for hit in text]

@@ -97,3 +97,17 @@ def test_protocol_overhead_benchmark_times_every_route(tmp_path: Path):
     assert routes[:2] == ["direct (no protocol)", "Python worker"]
     assert "vs Python worker" in done.stdout
     assert all(row["us_per_call"] > 0 for row in results["routes"])
+
+
+def test_audit_benchmark_runs_and_reports_ratios(tmp_path: Path):
+    args = ["--conversations", "5", "--requests", "6", "--repeat", "1"]
+    done, results = run_benchmark("audit.py", *args, out=tmp_path / "audit.json")
+    assert "audit file / decode JSON" in done.stdout
+    assert {row["run"] for row in results["runs"]} == {
+        "decode JSON",
+        "audit file",
+        "decode protobuf",
+        "audit OTLP",
+    }
+    assert results["requests"] == 30
+    assert results["state_bytes_per_conversation"] > 0

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.audit import Auditor, Request
+from ctxkit.audit import Auditor, ConversationAudit, Request
 from ctxkit.audit.auditor import in_time_order
 from ctxkit.audit.bodies import request_of
 from ctxkit.audit.files import UnknownFormat, read_paths
@@ -496,3 +496,29 @@ def test_junit_and_exit_code_agree_and_content_shows_only_when_asked(tmp_path: P
     assert report["strict"]
     code, _, _ = _audit(tmp_path, lines[1:])
     assert code == 0
+
+
+class _Whole(ConversationAudit):
+    """Checks every request whole: what the incremental check must always agree with."""
+
+    def _carried(self, prints):
+        return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), window=st.integers(3, 12))
+def test_checking_what_a_request_adds_finds_what_checking_it_whole_finds(seed, window):
+    """Agent loops, sliding windows that keep the system prompt, planted breakages: the
+    incremental pair check gives the same findings at the same requests as a whole check."""
+    from ctxkit.tokens import TokenCounter
+
+    counter = TokenCounter()
+    for conv in fleet(seed, 6):
+        requests = [r if len(r) <= window else [r[0], *r[-window:]] for r in conv.requests]
+        quick, whole = ConversationAudit("k", "x", counter), _Whole("k", "x", counter)
+        for index, messages in enumerate(requests):
+            for audit in (quick, whole):
+                audit.add(Request(messages, index, f"r{index}", "gpt-4o"))
+        assert {(f.property, f.rule, f.request) for f in quick.findings} == {
+            (f.property, f.rule, f.request) for f in whole.findings
+        }

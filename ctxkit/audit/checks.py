@@ -22,8 +22,8 @@ token counts), never their text, and infers what the manager did between the two
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
+import re
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,23 +32,38 @@ from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.invariants import PAIR_RULES, check_tool_pairs
 from ctxkit.conformance.properties import by_id
-from ctxkit.conformance.shapes import THINKING, blocks, calls, is_call_item, reasoning_id
+from ctxkit.conformance.shapes import (
+    THINKING,
+    blocks,
+    calls,
+    family,
+    is_call_item,
+    positional,
+    reasoning_id,
+)
 from ctxkit.conformance.shapes import results as result_ids
 from ctxkit.shapes.rules import rule
 from ctxkit.tokens import TokenCounter
 
 __all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint"]
 
+KEPT = 100
+"""Per conversation, the newest findings kept for the report (and a fifth as many
+compactions; the counts go on): a conversation's memory stays bounded however long it runs."""
+
 NEAR_WINDOW = 0.9
 """A request at this share of its model's window or more is near it."""
 
-_DROPPED_KEPT = 4096
+_DROPPED_KEPT = 64
 """How many dropped fingerprints a conversation remembers, to tell a message re-added."""
 
 
 def fingerprint(message: Any) -> int:
-    """A message's identity between requests: equal messages, equal fingerprints."""
-    return hash(json.dumps(message, sort_keys=True, separators=(",", ":"), default=str))
+    """A message's identity between requests: equal messages (as recorded: the same keys in
+    the same order, which one recorder keeps), equal fingerprints. ``repr`` is exact for the
+    JSON values messages are made of, and five times faster than writing JSON with sorted
+    keys; a message recorded with its keys in another order only reads as rewritten."""
+    return hash(repr(message))
 
 
 class _Blanks(dict):
@@ -146,13 +161,22 @@ def _provider_rule(rule_id: str, provider: str) -> str:
     return PAIR_RULES[_GENAI_BREAKS[rule_id]].get(shape, rule_id)
 
 
-def _in_request_words(sentence: str) -> str:
-    """A suite sentence about a view, said of a recorded request."""
-    return sentence.replace("view[", "message[").replace("the view", "the request")
+_VIEW_INDEX = re.compile(r"view\[(\d+)\]")
+
+
+def _in_request_words(sentence: str, offset: int = 0) -> str:
+    """A suite sentence about a view (or a part of the request from ``offset`` on), said of
+    the recorded request."""
+    return _VIEW_INDEX.sub(lambda m: f"message[{int(m.group(1)) + offset}]", sentence).replace(
+        "the view", "the request"
+    )
 
 
 def _is_system(message: Any) -> bool:
-    return isinstance(message, Mapping) and message.get("role") in ("system", "developer")
+    return (type(message) is dict or isinstance(message, Mapping)) and message.get("role") in (
+        "system",
+        "developer",
+    )
 
 
 def _user_turn(message: Any) -> bool:
@@ -204,6 +228,8 @@ class ConversationAudit:
     windows: Mapping[str, int] = field(default_factory=dict)
     requests: int = 0
     findings: list[Finding] = field(default_factory=list)
+    findings_count: int = 0
+    """Findings in all (``findings`` keeps the newest :data:`KEPT`)."""
     compactions: list[Compaction] = field(default_factory=list)
     partial: int = 0
     late: int = 0
@@ -218,8 +244,14 @@ class ConversationAudit:
     """Over all requests after the first: the previous request's tokens."""
     cached_reported: int = 0
     input_reported: int = 0
-    count_errors: list[float] = field(default_factory=list)
-    """(ctxkit's count - reported input tokens) / reported, per request that reported them."""
+    count_errors: int = 0
+    """Requests whose provider reported input tokens."""
+    count_error_sum: float = 0.0
+    """Sum over those of (ctxkit's count - reported input tokens) / reported."""
+    count_error_max: float = 0.0
+    """The largest such error, in absolute value."""
+    compacted: int = 0
+    """Inferred compactions in all (``compactions`` keeps the latest :data:`KEPT`)."""
     last_tokens: int = 0
     last_window: int | None = None
     last_prefix_tokens: int = 0
@@ -227,19 +259,35 @@ class ConversationAudit:
     last_previous_tokens: int = 0
     """The previous request's tokens (0 for a conversation's first request)."""
     first_cache_break: int | None = None
-    _previous: list[int] = field(default_factory=list)
-    _previous_tokens: list[int] = field(default_factory=list)
-    _dropped: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    _previous: array[int] = field(default_factory=lambda: array("q"))
+    _previous_tokens: array[int] = field(default_factory=lambda: array("q"))
+    _dropped: array[int] = field(default_factory=lambda: array("q"))
+    """Fingerprints of the latest dropped messages, to tell one that comes back."""
     _attached: dict[str, int] = field(default_factory=dict)
     """A call id -> the fingerprint of what must travel with it (reasoning item, thinking)."""
     _previous_system: int = 0
+    _pairs_clean: bool = False
+    _boundaries: bytearray = field(default_factory=bytearray)
+    """Per message of the previous request: nothing pending before it."""
+    _call_at: dict[str, int] = field(default_factory=dict)
+    """Each call id of the previous request -> its position."""
     _previous_newest_user: int | None = None
 
     def state_bytes(self) -> int:
-        """What the conversation keeps between requests, in bytes (fingerprints and counts
-        as the 8-byte values they are; Python's own object overhead left out)."""
-        return 8 * (2 * len(self._previous) + len(self._dropped) + 2 * len(self._attached)) + sum(
-            len(k) for k in self._attached
+        """What the conversation keeps between requests, in bytes: fingerprints, counts and
+        positions as the 8-byte values they are, a byte per boundary flag, and the call ids'
+        characters (Python's own object overhead left out)."""
+        ids = [*self._attached, *self._call_at]
+        return (
+            8
+            * (
+                3 * len(self._previous)
+                + len(self._dropped)
+                + len(self._attached)
+                + len(self._call_at)
+            )
+            + len(self._boundaries)
+            + sum(len(k) for k in ids)
         )
 
     def add(self, request: Request, prints: list[int] | None = None) -> list[Finding]:
@@ -257,13 +305,13 @@ class ConversationAudit:
             for p, m in zip(prints, messages, strict=True)
         ]
         found: list[Finding] = []
-        found.extend(self._pairs(index, request))
+        found.extend(self._pairs(index, request, prints))
         if index and request.time_ns < self.last_time_ns:
             # Arrived after a newer request was audited: its own rules are checked, but
             # comparing it with its neighbours would accuse the manager of the delivery's
             # disorder.
             self.late += 1
-            self.findings.extend(found)
+            self._keep(found)
             return found
         self.last_time_ns = request.time_ns
         found.extend(self._attachments(index, messages, prints))
@@ -271,13 +319,19 @@ class ConversationAudit:
             found.extend(self._against_previous(index, request, prints, tokens))
         found.extend(self._window(index, request, sum(tokens)))
         self._account_usage(request, sum(tokens))
-        self._previous, self._previous_tokens = prints, tokens
+        self._previous, self._previous_tokens = array("q", prints), array("q", tokens)
         self._previous_system = sum(1 for m in messages if _is_system(m))
         self._previous_newest_user = next(
             (i for i in range(len(messages) - 1, -1, -1) if _user_turn(messages[i])), None
         )
-        self.findings.extend(found)
+        self._keep(found)
         return found
+
+    def _keep(self, found: list[Finding]) -> None:
+        self.findings_count += len(found)
+        self.findings.extend(found)
+        if len(self.findings) > KEPT:
+            del self.findings[:-KEPT]
 
     # -- per request ---------------------------------------------------------------------
 
@@ -287,9 +341,19 @@ class ConversationAudit:
         except (TypeError, ValueError, AttributeError):
             return 0
 
-    def _pairs(self, index: int, request: Request) -> list[Finding]:
+    def _pairs(self, index: int, request: Request, prints: list[int]) -> list[Finding]:
+        """The provider's pair rules on the request. A request that repeats a clean previous
+        request's head and end, each cut at a unit boundary (an agent loop's next turn, a
+        sliding window that keeps the system prompt), is checked from where it stops
+        repeating: what it repeats was checked, and nothing was pending where it resumes."""
+        messages = request.messages
+        carried = self._carried(prints)
+        start = carried[0] + len(self._previous) - carried[1] if carried else 0
+        violations = check_tool_pairs(messages[start:] if start else messages)
+        if carried:
+            violations.extend(self._repeated_ids(messages, start, carried))
         found = []
-        for violation in check_tool_pairs(request.messages):
+        for violation in violations:
             if request.partial and violation.rule.endswith(("has_call", "output_has_call")):
                 continue  # the call is in an earlier response, on the provider's side
             at = _message_index(violation.message)
@@ -297,20 +361,113 @@ class ConversationAudit:
                 Finding(
                     violation.property,
                     index,
-                    _in_request_words(violation.message),
+                    _in_request_words(violation.message, start),
                     request.where,
                     violation.kind,
                     _provider_rule(violation.rule, request.provider),
-                    (at,) if at is not None else (),
+                    (at + start,) if at is not None else (),
                     violation.ids,
                 )
             )
+        self._remember_boundaries(messages, start, carried, clean=not violations)
         return found
 
-    def _attachments(self, index: int, messages: list[Any], prints: list[int]) -> list[Finding]:
-        """Reasoning items and thinking blocks seen with a call must stay with it."""
+    def _carried(self, prints: list[int]) -> tuple[int, int] | None:
+        """``(head, resume)`` when the request starts with the previous request's first
+        ``head`` messages followed by all of them from ``resume`` on, both cuts at unit
+        boundaries of a clean previous request; else None (checked whole)."""
+        previous, boundaries = self._previous, self._boundaries
+        if not self._pairs_clean or not previous or not prints:
+            return None
+        head = 0
+        limit = min(len(previous), len(prints))
+        while head < limit and previous[head] == prints[head]:
+            head += 1
+        if head == len(previous):
+            return head, head  # the previous request, extended
+        while head and not boundaries[head]:
+            head -= 1
+        if head >= len(prints):
+            return None
+        for resume in range(head, len(previous)):
+            length = len(previous) - resume
+            if (
+                previous[resume] == prints[head]
+                and boundaries[resume]
+                and head + length <= len(prints)
+                and prints[head : head + length] == previous[resume:].tolist()
+            ):
+                return head, resume
+        return None
+
+    def _repeated_ids(self, messages: list[Any], start: int, carried: tuple[int, int]) -> list[Any]:
+        """Calls after ``start`` that reuse an id a repeated call already has."""
+        from ctxkit.conformance.invariants import Violation
+
+        head, resume = carried
         found = []
+        for offset, message in enumerate(messages[start:]):
+            if not isinstance(message, Mapping) or positional(message):
+                continue
+            for call_id in calls(message):
+                earlier = self._call_at.get(call_id)
+                if earlier is not None and (earlier < head or earlier >= resume):
+                    shown = earlier if earlier < head else earlier - resume + head
+                    found.append(
+                        Violation(
+                            "tool_pair_integrity",
+                            f"view[{offset}] calls {call_id}, already called by message[{shown}]",
+                            (call_id,),
+                            rule=PAIR_RULES["duplicate"].get(family(message), ""),
+                        )
+                    )
+        return found
+
+    def _remember_boundaries(
+        self, messages: list[Any], start: int, carried: tuple[int, int] | None, *, clean: bool
+    ) -> None:
+        """Where nothing is pending (every call before answered), and each call's position:
+        what the next request's incremental check needs."""
+        self._pairs_clean = clean
+        if carried:
+            head, resume = carried
+            boundaries = bytearray(self._boundaries[:head] + self._boundaries[resume:])
+            call_at = {
+                call_id: at if at < head else at - resume + head
+                for call_id, at in self._call_at.items()
+                if at < head or at >= resume
+            }
+        else:
+            boundaries, call_at = bytearray(), {}
+        pending: set[str] = set()
+        for position in range(start, len(messages)):
+            message = messages[position]
+            boundaries.append(not pending)
+            if not isinstance(message, Mapping):
+                continue
+            if positional(message):
+                pending.add("?")  # known by place, not id: no boundary until a clean restart
+                continue
+            pending.difference_update(result_ids(message))
+            for call_id in calls(message):
+                pending.add(call_id)
+                call_at[call_id] = position
+        self._boundaries, self._call_at = boundaries, call_at
+
+    def _attachments(self, index: int, messages: list[Any], prints: list[int]) -> list[Finding]:
+        """Reasoning items and thinking blocks seen with a call must stay with it. A message
+        that follows the same message as in the previous request was checked there (a run of
+        call items is looked at whole); the turn the last message answers always is."""
+        found = []
+        previous = self._previous
+        seen = {hash((a, b)) for a, b in zip([0, *previous], previous, strict=False)}
         for position, message in enumerate(messages):
+            if (
+                hash((prints[position - 1] if position else 0, prints[position])) in seen
+                and position != len(messages) - 2
+                and not (position and is_call_item(messages[position - 1]))
+            ):
+                continue
             if not isinstance(message, Mapping):
                 continue
             before = position - 1
@@ -390,7 +547,10 @@ class ConversationAudit:
             return
         self.input_reported += usage.input_tokens
         self.cached_reported += usage.cached_tokens or 0
-        self.count_errors.append((tokens - usage.input_tokens) / usage.input_tokens)
+        error = (tokens - usage.input_tokens) / usage.input_tokens
+        self.count_errors += 1
+        self.count_error_sum += error
+        self.count_error_max = max(self.count_error_max, abs(error))
 
     # -- against the previous request ----------------------------------------------------
 
@@ -407,11 +567,13 @@ class ConversationAudit:
         last_kept = max((i for i, p in enumerate(matched) if p is not None), default=-1)
         rewritten = sum(1 for i in range(last_kept) if matched[i] is None)
         re_added = sum(1 for i, p in enumerate(matched) if p is None and prints[i] in self._dropped)
-        for position in dropped:
-            self._dropped[previous[position]] = None
-        while len(self._dropped) > _DROPPED_KEPT:
-            self._dropped.popitem(last=False)
+        self._dropped.extend(previous[position] for position in dropped)
+        if len(self._dropped) > _DROPPED_KEPT:
+            del self._dropped[: len(self._dropped) - _DROPPED_KEPT]
         if dropped or rewritten:
+            self.compacted += 1
+            if len(self.compactions) >= KEPT // 5:
+                del self.compactions[0]
             self.compactions.append(
                 Compaction(
                     index,

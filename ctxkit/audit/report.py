@@ -52,7 +52,7 @@ def _figure(value: float | None) -> str:
 
 def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]:
     verdict = "FAIL" if outcome.failed(audit) else "WARN" if audit.findings else "PASS"
-    compacted = sum(1 for _ in audit.compactions)
+    compacted = audit.compacted
     lines = [
         f"{verdict}  {audit.key} (keyed by {audit.keyed_by}): "
         f"{plural(audit.requests, 'request')}, {plural(compacted, 'compaction')}, "
@@ -104,7 +104,6 @@ def text_summary(outcome: Outcome, *, verbose: bool = False) -> str:
 
 
 def _conversation_json(outcome: Outcome, audit: ConversationAudit) -> dict[str, Any]:
-    errors = audit.count_errors
     return {
         "key": audit.key,
         "keyed_by": audit.keyed_by,
@@ -131,10 +130,12 @@ def _conversation_json(outcome: Outcome, audit: ConversationAudit) -> dict[str, 
             audit.cached_reported / audit.input_reported if audit.input_reported else None
         ),
         "count_error": {
-            "requests": len(errors),
-            "mean": sum(errors) / len(errors) if errors else None,
-            "max_abs": max((abs(e) for e in errors), default=None),
+            "requests": audit.count_errors,
+            "mean": audit.count_error_sum / audit.count_errors if audit.count_errors else None,
+            "max_abs": audit.count_error_max if audit.count_errors else None,
         },
+        "findings_total": audit.findings_count,
+        "compactions_total": audit.compacted,
         "near_window_requests": audit.near_window,
         "last_request_tokens": audit.last_tokens,
         "context_window": audit.last_window,

@@ -299,3 +299,25 @@ def test_two_receivers_sharded_by_conversation_sum_in_prometheus(tmp_path: Path)
             server.wait(timeout=30)
         first.stop()
         second.stop()
+
+
+def test_the_inspector_shows_an_audited_conversation_like_a_managed_one(tmp_path: Path):
+    events = tmp_path / "events.jsonl"
+    with watching(tmp_path, "--events", str(events)) as receiver:
+        record("openllmetry-openai", "--endpoint", receiver.url)
+        time.sleep(2.5)
+        receiver.stop()
+    shown = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "inspect", "--replay", str(events), "--speed", "0",
+         "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    snapshot = json.loads(shown.stdout)
+    assert snapshot["skipped"] == 0
+    (conversation,) = snapshot["conversations"]
+    assert conversation["conversation_id"].startswith("trace:")
+    assert conversation["views"] == 3
+    assert conversation["budget"] == 128_000  # gpt-4o-mini's context window
+    assert conversation["compactions"] == 1  # the dropped calling message, inferred
+    assert conversation["violations"] == 1
+    assert "list files" not in events.read_text()  # no message content in the stream

@@ -3,6 +3,7 @@
 from ctxkit.reference.drilldown import RecallTool, recall_tool
 from ctxkit.reference.journal import HistoryFileCorrupt, HistoryFileError, HistoryFileLocked
 from ctxkit.reference.manager import ConfigError, ContextBudgetExceeded, ReferenceContextManager
+from ctxkit.reference.memory import SemanticMemory
 from ctxkit.reference.mount import mount
 from ctxkit.reference.scratch import scratch_manager
 from ctxkit.reference.strategies import STRATEGIES, extractive_summary, extractive_unit_summary
@@ -17,6 +18,7 @@ __all__ = [
     "HistoryFileLocked",
     "RecallTool",
     "ReferenceContextManager",
+    "SemanticMemory",
     "UnknownCheckpoint",
     "extractive_summary",
     "extractive_unit_summary",

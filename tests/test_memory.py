@@ -427,7 +427,7 @@ def test_text_search_finds_exactly_what_the_score_definition_says(
 def test_vectors_find_what_no_word_matches_and_hybrid_puts_agreement_first():
     async def scenario() -> None:
         async with SemanticMemory(embedder=concepts) as memory:
-            car = await memory.store("my sedan broke down on the highway")
+            car = await memory.store("my sedan broke down on the highway", {"who": "ada"})
             dog = await memory.store("the puppy chewed the sofa")
             both = await memory.store("automobile insurance for the automobile")
             await memory.store("nothing of interest")
@@ -445,6 +445,10 @@ def test_vectors_find_what_no_word_matches_and_hybrid_puts_agreement_first():
             assert found.text_score is None
             assert found.vector_score > 0.9
             assert await memory.retrieve("receipt") == []  # cosine 0.1 at most: below 0.7
+            # with a metadata filter, every matching vector is compared (no KNN to cut short)
+            (only,) = await memory.retrieve("automobile", where={"who": "ada"})
+            assert only.id == car
+            assert only.vector_score == pytest.approx(1.0, abs=1e-6)
 
     run(scenario())
 

@@ -286,10 +286,11 @@ def vector_search(
     execute = db.connection.execute
     if where:
         extra, arguments = where_clause(where)
-        rows = execute(
-            "SELECT items.id, vec_distance_cosine(items_vec.embedding, ?) AS distance "
-            "FROM items JOIN items_vec ON items_vec.rowid = items.id "
-            f"WHERE 1{extra} AND distance IS NOT NULL ORDER BY distance LIMIT ?",
+        rows = execute(  # (an alias in WHERE would lose the vector's parameter: a subquery)
+            "SELECT id, distance FROM (SELECT items.id AS id, "
+            "vec_distance_cosine(items_vec.embedding, ?) AS distance "
+            f"FROM items JOIN items_vec ON items_vec.rowid = items.id WHERE 1{extra}) "
+            "WHERE distance IS NOT NULL ORDER BY distance LIMIT ?",
             [vector, *arguments, limit],
         ).fetchall()
     else:

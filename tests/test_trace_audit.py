@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,13 @@ from tests.audit_fleet import Conversation, body_lines, fleet, otlp_lines
 CLI = [sys.executable, "-m", "ctxkit", "audit"]
 
 
+SCHEMA = json.loads(
+    (
+        Path(__file__).resolve().parent.parent / "conformance" / "audit-report.schema.json"
+    ).read_text()
+)
+
+
 def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str]:
     source = tmp_path / "recorded.jsonl"
     source.write_text("\n".join(lines) + "\n")
@@ -37,7 +45,9 @@ def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str
         check=False,
     )
     assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(report.read_text()), done.stdout
+    written = json.loads(report.read_text())
+    jsonschema.validate(written, SCHEMA)
+    return done.returncode, written, done.stdout
 
 
 def _found(report: dict) -> dict[str, set[tuple[str, str, int]]]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -32,6 +33,7 @@ from tests.audit_fleet import fleet, otlp_lines
 from tests.ports import free_port
 from tests.system import require_binary
 from tests.test_audit_instrumentations import INSTRUMENTATIONS, findings_of, record
+from tests.test_trace_audit import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +49,9 @@ class Receiver:
     def stop(self) -> dict:
         self.process.terminate()
         self.process.wait(timeout=30)
-        return json.loads(self.report.read_text())
+        written = json.loads(self.report.read_text())
+        jsonschema.validate(written, SCHEMA)
+        return written
 
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(self.metrics_url, timeout=10) as response:

@@ -493,7 +493,8 @@ def test_a_manager_that_splits_pairs_wrapped_in_each_mode(form, caplog):
         else:
             _removal(plain, view, messages)
     guarded = recorder.of(events.VIEW_GUARDED)
-    assert len(guarded) == sum(bool(_broken(messages, v)) for v in plain_views)
+    assert len(guarded) == repaired.repaired == sum(bool(_broken(messages, v)) for v in plain_views)
+    assert repaired.refused == 0
     assert {g["action"] for g in guarded} == {"repaired"}
     assert {r for g in guarded for r in g["rules"]} == {"openai.result_has_call"}
     assert all(g["dropped_results"] >= 1 and g["changes"] for g in guarded)
@@ -530,6 +531,7 @@ def test_a_manager_that_splits_pairs_wrapped_in_each_mode(form, caplog):
         raise AssertionError("no view was refused")
 
     refused = asyncio.run(until_refused())
+    assert refusing.refused == 2
     assert refused.rule == "openai.result_has_call"
     assert "messages with role 'tool' must be a response" in refused.provider_error
     assert refused.ids

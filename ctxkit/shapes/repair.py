@@ -167,7 +167,7 @@ def repair(view: Sequence[Any], history: Sequence[Any] = ()) -> Repair:
                 forced = [d for d in drops if d.slot == first]
             _apply(slots, forced, found)
             continue
-        if not _fix_attachment(slots, lookup, found):
+        if not _fix_attachments(slots, lookup, found):
             break
     if not found:
         return Repair(view if isinstance(view, list) else list(view), ())
@@ -211,6 +211,13 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
             else:
                 where_called[call_id] = index
     answered: set[str] = set()
+    anywhere = {
+        result_id
+        for slot in slots
+        if slot.info is not None and not slot.info.positional
+        for result_id in slot.info.result_ids
+    }
+    """Results in the view: a call whose result is nowhere in it cannot be kept."""
 
     def stray(index: int, position: int, result_id: str) -> None:
         shape = slots[index].info.shape  # type: ignore[union-attr]
@@ -275,7 +282,8 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
                             stray(following, position, result_id)
                 following += 1
         for call_id, (where, position) in expected.items():
-            drops.append(_Drop(where, "call", position, call_id, _UNANSWERED[shape], False))
+            lost = call_id not in anywhere and not info.positional
+            drops.append(_Drop(where, "call", position, call_id, _UNANSWERED[shape], lost))
         index = following
     return drops
 
@@ -549,11 +557,15 @@ def _follows(item: Any, wanted: Any) -> bool:
     return bool(mine and theirs and set(mine.call_ids) & set(theirs.call_ids))
 
 
-def _fix_attachment(slots: list[_Slot], history: _History, found: list[Change]) -> bool:
-    """Fix the first thing in view order that breaks what travels with a call; False when
-    nothing does."""
+def _fix_attachments(slots: list[_Slot], history: _History, found: list[Change]) -> bool:
+    """Fix what breaks what travels with a call, everywhere in the view as it stands (each
+    fix touches its own call run, so they are made in one pass); False when nothing does."""
     if not history.messages:
         return False
+    unfollowed: list[int] = []
+    restores: dict[int, int] = {}
+    """Call run start -> the history position of the reasoning item put back before it."""
+    orphaned: list[int] = []
     for index, slot in enumerate(slots):
         message = slot.message
         if _is_reasoning(message):
@@ -562,12 +574,7 @@ def _fix_attachment(slots: list[_Slot], history: _History, found: list[Change]) 
                 continue
             after = slots[index + 1].message if index + 1 < len(slots) else None
             if not _follows(after, history.messages[source + 1]):
-                del slots[index]
-                ids = (str(message.get("id") or ""),) if message.get("id") else ()
-                found.append(
-                    Change("dropped", "reasoning", slot.origin, ids, _REASONING_FOLLOWED, True)
-                )
-                return True
+                unfollowed.append(index)
         elif _is_call_item(message) and slot.info is not None:
             source = history.called_at.get(slot.info.call_ids[0])
             wanted = None if source is None else history.reasoning_before(source)
@@ -578,24 +585,36 @@ def _fix_attachment(slots: list[_Slot], history: _History, found: list[Change]) 
                 start -= 1
             if start > 0 and _same_item(slots[start - 1].message, history.messages[wanted]):
                 continue
-            item = history.messages[wanted]
-            if _follows(slots[start].message, history.messages[wanted + 1]):
-                restored = _Slot(copy.deepcopy(item), slots[start].origin, _read(item))
-                slots.insert(start, restored)
-                ids = tuple(slot.info.call_ids)
-                found.append(
-                    Change(
-                        "restored", "reasoning", slots[start + 1].origin, ids, _REASONING_WITH_CALL
-                    )
-                )
+            if restores.get(start) == wanted:
+                continue
+            if start not in restores and _follows(
+                slots[start].message, history.messages[wanted + 1]
+            ):
+                restores[start] = wanted
             else:
-                _apply(
-                    slots,
-                    [_Drop(index, "call", 0, slot.info.call_ids[0], _REASONING_WITH_CALL, False)],
-                    found,
-                )
-            return True
-    return _restore_thinking(slots, history, found)
+                orphaned.append(index)
+    changes: list[Change] = []
+    actions = [(i, "unfollowed") for i in unfollowed] + [(i, "orphaned") for i in orphaned]
+    actions += [(start, "restore") for start in restores]
+    for index, action in sorted(actions, reverse=True):  # from the end: nothing shifts
+        slot = slots[index]
+        if action == "restore":
+            item = history.messages[restores[index]]
+            slots.insert(index, _Slot(copy.deepcopy(item), slot.origin, _read(item)))
+            ids = slot.info.call_ids if slot.info else ()
+            changes.append(Change("restored", "reasoning", slot.origin, ids, _REASONING_WITH_CALL))
+        elif action == "unfollowed":
+            del slots[index]
+            ids = (str(slot.message["id"]),) if slot.message.get("id") else ()
+            changes.append(
+                Change("dropped", "reasoning", slot.origin, ids, _REASONING_FOLLOWED, True)
+            )
+        else:
+            call_id = slot.info.call_ids[0] if slot.info else ""
+            drop = _Drop(index, "call", 0, call_id, _REASONING_WITH_CALL, False)
+            _apply(slots, [drop], changes)
+    found.extend(sorted(changes, key=lambda c: c.index))
+    return bool(changes) or _restore_thinking(slots, history, found)
 
 
 def _leading_thinking(message: Mapping[str, Any]) -> list[Any]:

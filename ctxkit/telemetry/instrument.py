@@ -286,6 +286,10 @@ class InstrumentedManager:
         self.on_violation = on_violation
         self.violations = 0
         """Invariant violations found so far."""
+        self.repaired = 0
+        """Views a guard repaired so far (``on_violation="repair"``)."""
+        self.refused = 0
+        """Views a guard refused so far (raising :class:`ViewRefused`)."""
         self._reset()
         self._synthetic_costs: OrderedDict[str, MessageCost] = OrderedDict()
 
@@ -580,6 +584,10 @@ class InstrumentedManager:
         sent: Sequence[Any],
         changes: Sequence[Change],
     ) -> None:
+        if action == "repaired":
+            self.repaired += 1
+        else:
+            self.refused += 1
         dropped = [c for c in changes if c.action == "dropped"]
         await self._publish(
             events.VIEW_GUARDED,

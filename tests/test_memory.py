@@ -361,16 +361,21 @@ def test_the_planted_item_comes_first_among_agent_traffic():
 def test_many_equal_matches_past_the_ranking_budget_go_newest_first(monkeypatch):
     """Past RANK_BUDGET postings BM25 would read every match: the newest are scored."""
 
-    async def scenario() -> list[int]:
+    async def scenario() -> tuple[list[int], list[int]]:
         async with SemanticMemory() as memory:
-            await memory.store_many([f"cache flush retry entry {i}" for i in range(60)])
+            await memory.store_many(
+                [(f"cache flush retry entry {i}", {"even": i % 2 == 0}) for i in range(60)]
+            )
             await memory.store_many(["cache flush only", "unrelated"])
-            return [hit.id for hit in await memory.retrieve("cache flush retry", 5)]
+            hits = await memory.retrieve("cache flush retry", 5)
+            odd = await memory.retrieve("cache flush retry", 3, where={"even": False})
+            return [hit.id for hit in hits], [hit.id for hit in odd]
 
-    ranked = run(scenario())
+    ranked, _ = run(scenario())
     monkeypatch.setattr(memory_search, "RANK_BUDGET", 10)
-    newest = run(scenario())
+    newest, odd = run(scenario())
     assert newest == [60, 59, 58, 57, 56]  # all score 1.0; item 61 lacks "retry"
+    assert odd == [60, 58, 56]  # ids 60, 58, 56 hold i = 59, 57, 55
     assert len(ranked) == 5
     assert 61 not in ranked
 

@@ -381,3 +381,27 @@ def test_a_keyboard_interrupt_is_not_called_sys_exit(tmp_path: Path):
     done = conformance(f"{target}:Interrupted", *FAST)
     assert "the target raised KeyboardInterrupt during clear" in done.stdout, done.stdout
     assert "sys.exit" not in done.stdout
+
+
+def test_a_recommended_failure_fails_junit_and_the_exit_code_only_with_strict(tmp_path):
+    """One verdict everywhere: without --strict a recommended failure shows (JUnit
+    system-out, JSON) but fails nothing; with it, exit code, JUnit and JSON all fail."""
+    target = "tests.zoo.views:IgnoresBudget"
+    for strict in (False, True):
+        junit, report = tmp_path / f"j{strict}.xml", tmp_path / f"r{strict}.json"
+        done = conformance(
+            target, *FAST, "--junit", str(junit), "--report-json", str(report),
+            *(["--strict"] if strict else []),
+        )  # fmt: skip
+        written = json.loads(report.read_text())
+        budget = next(p for p in written["properties"] if p["id"] == "budget")
+        assert budget["status"] == "failed", done.stdout
+        suite = ElementTree.parse(junit).getroot()
+        case = next(c for c in suite.iter("testcase") if c.get("name") == "budget")
+        assert (case.find("failure") is not None) is strict
+        assert suite.get("failures") == ("1" if strict else "0")
+        assert written["strict"] is strict
+        assert written["verdict"] == ("fail" if strict else "pass")
+        assert done.returncode == (1 if strict else 0), done.stdout + done.stderr
+        if not strict:
+            assert "a failure with --strict" in case.find("system-out").text

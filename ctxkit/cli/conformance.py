@@ -170,6 +170,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-json", type=Path, metavar="PATH", help="write the JSON report")
     parser.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
     parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="recommended properties fail the run too (exit code, JUnit, JSON), not only "
+        "required ones",
+    )
+    parser.add_argument(
         "--reproducers",
         type=Path,
         metavar="DIR",
@@ -297,6 +303,8 @@ def _run(options: Any, args: argparse.Namespace) -> int:
         print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
         return EXIT_CANNOT_LOAD
     _line("", ticker)
+    if args.strict:
+        report.make_strict()
     print(summary(report))
     if args.report_json:
         write_json(report, args.report_json)

@@ -104,15 +104,24 @@ def write_json(report: Report, path: Path) -> None:
     path.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
 
 
+def _counts_as_failure(report: Report, level: str) -> bool:
+    return level == "required" or (level == "recommended" and report.strict)
+
+
 def write_junit(report: Report, path: Path) -> None:
-    """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>.
-    An advisory property is never a failure (CI must not fail on it): its figure is a
+    """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>,
+    exactly as the exit code counts them: a recommended property's failure is a <failure>
+    only with ``--strict`` (else its message and reproducer are the <system-out>, so a CI view
+    stays green on a passing run); an advisory property is never a failure: its figure is a
     <property> of the testcase and its verdict the <system-out>."""
+    failures = sum(
+        p.status == "failed" and _counts_as_failure(report, p.level) for p in report.properties
+    )
     suite = ElementTree.Element(
         "testsuite",
         name=f"ctxkit conformance {report.target}",
         tests=str(len(report.properties)),
-        failures=str(sum(p.status == "failed" for p in report.properties)),
+        failures=str(failures),
         errors=str(sum(p.status == "error" for p in report.properties)),
         skipped=str(sum(p.status == "skipped" for p in report.properties)),
         time=f"{report.duration_s:.3f}",
@@ -128,9 +137,14 @@ def write_junit(report: Report, path: Path) -> None:
                 properties = ElementTree.SubElement(case, "properties")
                 ElementTree.SubElement(properties, "property", name="figure", value=str(p.figure))
             ElementTree.SubElement(case, "system-out").text = f"{p.status}: {p.message}"
-        elif p.status == "failed":
+        elif p.status == "failed" and _counts_as_failure(report, p.level):
             node = ElementTree.SubElement(case, "failure", message=p.message)
             node.text = p.reproducer or p.message
+        elif p.status == "failed":
+            ElementTree.SubElement(case, "system-out").text = (
+                f"failed (recommended; a failure with --strict): {p.message}\n"
+                + (p.reproducer or "")
+            )
         elif p.status == "error":
             ElementTree.SubElement(case, "error", message=p.message)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -111,11 +111,22 @@ class Report:
     config: dict[str, Any] = field(default_factory=dict)
     depth: dict[str, Any] = field(default_factory=dict)
     """How far the run got: examples, steps, the largest history, searches, how it ended."""
+    strict: bool = False
+    """Recommended properties count like required ones (``--strict``)."""
+
+    def make_strict(self) -> None:
+        """Count recommended failures too: the verdict fails when one failed."""
+        self.strict = True
+        if self.verdict == "pass" and any(
+            p.level == "recommended" and p.status == "failed" for p in self.properties
+        ):
+            self.verdict = "fail"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "verdict": self.verdict,
+            "strict": self.strict,
             "seed": self.seed,
             "duration_s": round(self.duration_s, 3),
             "profile": self.profile,

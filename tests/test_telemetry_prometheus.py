@@ -367,3 +367,40 @@ def test_a_port_in_use_raises_an_error_naming_the_port():
     assert raised.value.errno == errno.EADDRINUSE
     assert str(port) in str(raised.value)
     assert "--" not in str(raised.value)  # an API error speaks of ports, not of CLI flags
+
+
+def test_a_guard_counts_the_views_it_repairs_and_refuses():
+    """instrument(on_violation=...) around a function that cuts a pair: each guarded view
+    counts once, by what the guard did."""
+    from ctxkit.telemetry import instrument
+    from ctxkit.telemetry.instrument import ViewRefused
+
+    def cut_first_two(messages):
+        return messages[2:]
+
+    history = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "user", "content": "thanks"},
+    ]  # fmt: skip
+
+    async def run(mode: str) -> CollectorRegistry:
+        registry = CollectorRegistry()
+        wrapped = instrument(cut_first_two, on_violation=mode)
+        wrapped.bus.subscribe(PrometheusMetrics(registry))
+        for message in history:
+            await wrapped.add_message(message)
+        try:
+            view = await wrapped.get_messages_for_request(token_budget=10_000)
+        except ViewRefused:
+            view = None
+        if mode == "repair":
+            assert view == history[3:]  # the orphaned result dropped, nothing else
+        return registry
+
+    for mode, action in (("repair", "repaired"), ("raise", "refused")):
+        registry = asyncio.run(run(mode))
+        value = registry.get_sample_value("ctxkit_views_guarded_total", {"action": action})
+        assert value == 1.0, mode

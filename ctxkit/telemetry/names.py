@@ -202,6 +202,15 @@ METRICS: tuple[Metric, ...] = (
         unit="{violation}",
     ),
     Metric(
+        "ctxkit_views_guarded",
+        "counter",
+        "Views a guard acted on (instrument(manager, on_violation=...)) because a provider "
+        "would reject them: repaired (the smallest valid change returned) or refused "
+        "(ViewRefused raised), by action.",
+        labels=("action",),
+        unit="{view}",
+    ),
+    Metric(
         "gen_ai_client_token_usage",
         "histogram",
         "Tokens the provider reported for each model call (given to record_usage()), input "

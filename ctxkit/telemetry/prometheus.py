@@ -135,6 +135,8 @@ class PrometheusMetrics:
         # Children for fixed label values exist from the start, so their series read 0, not
         # "no data", until the first event.
         self._units = {a: m["ctxkit_compaction_units"].labels(a) for a in COMPACTION_ACTIONS}
+        guarded = m["ctxkit_views_guarded"]
+        self._guarded = {action: guarded.labels(action) for action in GUARD_ACTIONS}
         violations = m["ctxkit_invariant_violations"]
         self._violations = {p: violations.labels(p) for p in REQUIRED_PROPERTIES}
         self._by_strategy: dict[str, tuple[Any, Any, Any]] = {}
@@ -145,6 +147,7 @@ class PrometheusMetrics:
             events.AUDIT_WRITE_FAILED: self._on_audit_write_failed,
             events.INVARIANT_VIOLATION: self._on_violation,
             events.USAGE: self._on_usage,
+            events.VIEW_GUARDED: self._on_guarded,
         }
 
     def __call__(self, event: Event) -> None:
@@ -197,12 +200,21 @@ class PrometheusMetrics:
         if child is not None:  # only the known ids become label values
             child.inc()
 
+    def _on_guarded(self, data: Any) -> None:
+        child = self._guarded.get(data.get("action"))
+        if child is not None:
+            child.inc()
+
     def _on_usage(self, data: Any) -> None:
         usage = reported_usage(data)
         for kind, tokens in usage.tokens.items():
             self._token_usage[kind].observe(tokens)
         if usage.estimate_ratio is not None:
             self._estimate.observe(usage.estimate_ratio)
+
+
+GUARD_ACTIONS = ("repaired", "refused")
+"""The ``action`` of :data:`~ctxkit.events.VIEW_GUARDED`: the counter's label values."""
 
 
 def serve_metrics(

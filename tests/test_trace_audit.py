@@ -532,3 +532,21 @@ def test_checking_what_a_request_adds_finds_what_checking_it_whole_finds(seed, w
         assert {(f.property, f.rule, f.request) for f in quick.findings} == {
             (f.property, f.rule, f.request) for f in whole.findings
         }
+
+
+def test_the_html_page_escapes_what_was_recorded(tmp_path: Path):
+    """Recorded text (a conversation key, a call id) reaches the page as text, never markup."""
+    hostile = "<script>alert(1)</script>"
+    lines = [
+        json.dumps({"model": "gpt-4o", "metadata": {"conversation_id": hostile}, "messages": [
+            {"role": "tool", "tool_call_id": "<b>id</b>", "content": "x"}]}),
+    ]  # fmt: skip
+    page = tmp_path / "audit.html"
+    code, _, _ = _audit(tmp_path, lines, "--html", str(page))
+    assert code == 1
+    text = page.read_text()
+    assert hostile not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<b>id</b>" not in text
+    assert 'class="verdict fail"' in text
+    assert "tool_pair_integrity (required)" in text

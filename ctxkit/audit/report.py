@@ -21,7 +21,7 @@ from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Problem
 from ctxkit.wording import plural
 
-__all__ = ["REPORT_VERSION", "Outcome", "as_json", "text_summary", "write_junit"]
+__all__ = ["REPORT_VERSION", "Outcome", "as_json", "text_summary", "write_html", "write_junit"]
 
 REPORT_VERSION = 1
 """The JSON report's ``version``: raised when a field changes meaning or goes away."""
@@ -196,3 +196,21 @@ def write_junit(outcome: Outcome, path: Path) -> None:
             ET.SubElement(case, "system-out").text = _failure_text(others)
     ET.indent(suite)
     path.write_text(ET.tostring(suite, encoding="unicode") + "\n", encoding="utf-8")
+
+
+def write_html(outcome: Outcome, path: Path) -> None:
+    """One self-contained page: every conversation with its verdict, then each finding.
+    Rendered by Jinja2 with autoescaping on: recorded text (keys, ids, error texts) can
+    never become markup."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    environment = Environment(
+        loader=PackageLoader("ctxkit.audit", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    report = as_json(outcome)
+    page = environment.get_template("report.html.j2").render(
+        **report,
+        failing=sum(1 for c in report["conversations"] if c["verdict"] == "fail"),
+    )
+    path.write_text(page, encoding="utf-8")

@@ -81,6 +81,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-json", type=Path, metavar="F", help="write the JSON report")
     parser.add_argument("--junit", type=Path, metavar="F", help="write JUnit XML for CI views")
+    parser.add_argument("--html", type=Path, metavar="F", help="write a self-contained HTML page")
     parser.add_argument(
         "--window",
         type=window_entry,
@@ -120,9 +121,13 @@ def _progress() -> Any:
 def run(args: argparse.Namespace) -> int:
     from ctxkit.audit.auditor import Auditor
     from ctxkit.audit.files import UnknownFormat, read_paths
-    from ctxkit.audit.report import Outcome, as_json, text_summary, write_junit
+    from ctxkit.audit.report import Outcome, as_json, text_summary, write_html, write_junit
 
-    for option, path in (("--report-json", args.report_json), ("--junit", args.junit)):
+    for option, path in (
+        ("--report-json", args.report_json),
+        ("--junit", args.junit),
+        ("--html", args.html),
+    ):
         if path is not None:
             check_writable_file(option, path)
     for name in args.paths:
@@ -164,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
     if args.junit is not None:
         write_junit(outcome, args.junit)
+    if args.html is not None:
+        write_html(outcome, args.html)
     if not auditor.requests and not read.problems:
         raise UsageError("the files hold no model request")
     return outcome.exit_code

@@ -25,8 +25,6 @@ from tests.telemetry_cases import Recorder
 from tests.zoo.forms import LimitSession, keep_last_messages
 from tests.zoo.shapes import DropsReasoning, DropsThinking
 
-MODES = ("log", "raise", "repair")
-
 
 def _broken(history: Sequence[Any], view: Sequence[Any]) -> list[Any]:
     return check_tool_pairs(view) + check_attachments(history, view)

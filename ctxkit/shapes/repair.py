@@ -8,7 +8,8 @@ untouched ones are the view's own. What it does, rule by rule (``conformance/rul
   does not call): the result is dropped;
 * **a call whose result is not right after it**: the call is dropped, and only that call: a
   message with several calls keeps the answered ones, a message left with nothing (no text,
-  no other block; thinking alone is nothing) is dropped whole;
+  no other block; thinking, reasoning and cache points alone are nothing) is dropped whole;
+  a Responses call item or a Chat Completions ``tool`` message is a call or result itself;
 * **Anthropic server tools**: a server result without its ``server_tool_use`` before it in
   the same message, and a server call without its result there, are dropped;
 * **Gemini calls without ids** pair with the responses of the next turn by position and
@@ -20,9 +21,13 @@ untouched ones are the view's own. What it does, rule by rule (``conformance/rul
 * **the Anthropic turn whose calls the view's last message answers, without the thinking
   blocks it started with**: the history's thinking blocks are put back at its start.
 
-Nothing is moved and nothing else is changed. Orphans go first (no repair can keep them),
-then the first remaining break in view order, one at a time, so a drop that makes another
-unnecessary is seen before the other is made.
+Nothing is moved and nothing else is changed (a reasoning item in the wrong place is the one
+exception: dropped there, and put back before its call). What no repair can keep goes first,
+all at once: results no call in the view makes, second answers, calls whose result is nowhere
+in the view. Then the first remaining break in view order, one message at a time, so a drop
+that makes another unnecessary is seen before the other is made. The guard
+(``instrument(on_violation="repair")``) checks the result with the suite's own checks; the
+tests check that every part taken had to go.
 
 Why attachments are put back rather than their calls dropped: a manager that strips thinking
 or reasoning does it on every view. Dropping the calls that need them would take the newest
@@ -69,13 +74,18 @@ _SERVER = "anthropic.server_result_in_message"
 _REASONING_WITH_CALL = "responses.reasoning_with_call"
 _REASONING_FOLLOWED = "responses.reasoning_followed"
 _THINKING = "anthropic.thinking_kept"
-
 _UNIQUE = "openai.unique_call_ids"
 
-for _id in (*_UNANSWERED.values(), *_UNCLAIMED.values(), _SERVER, _THINKING, _UNIQUE):
+for _id in (
+    *_UNANSWERED.values(),
+    *_UNCLAIMED.values(),
+    _SERVER,
+    _REASONING_WITH_CALL,
+    _REASONING_FOLLOWED,
+    _THINKING,
+    _UNIQUE,
+):
     rule(_id)  # a misspelt id fails at import, not in a repair
-for _id in (_REASONING_WITH_CALL, _REASONING_FOLLOWED):
-    rule(_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +389,8 @@ def _apply(slots: list[_Slot], drops: list[_Drop], found: list[Change]) -> None:
     by_slot: dict[int, dict[tuple[str, int], _Drop]] = {}
     for drop in drops:  # one drop per part, however many breaks name it
         by_slot.setdefault(drop.slot, {}).setdefault((drop.what, drop.position), drop)
-    for index in sorted(by_slot, reverse=True):
+    changes: list[Change] = []
+    for index in sorted(by_slot, reverse=True):  # from the end: nothing shifts
         slot, mine = slots[index], list(by_slot[index].values())
         edited = _without(
             slot.message,
@@ -393,11 +404,12 @@ def _apply(slots: list[_Slot], drops: list[_Drop], found: list[Change]) -> None:
             if drop.what == "server":
                 kind = slot.message["content"][drop.position].get("type")
                 what = "call" if kind in anthropic.SERVER_CALLS else "result"
-            found.append(Change("dropped", what, slot.origin, (drop.call_id,), drop.rule, whole))
+            changes.append(Change("dropped", what, slot.origin, (drop.call_id,), drop.rule, whole))
         if whole:
             del slots[index]
         else:
             slot.message, slot.info = edited, _read(edited)
+    found.extend(sorted(changes, key=lambda c: c.index))
 
 
 def _without(

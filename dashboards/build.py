@@ -590,17 +590,20 @@ def _panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     )
     yield (
         _timeseries(
-            "Views, budget overruns and audit write failures per minute",
+            "Views, budget overruns, audit write failures and guarded views per minute",
             "Views returned per minute (about one per model call), and views whose pinned "
             "content alone (system messages, the newest user message and the newest unit) "
             "did not fit the budget. Overruns need a bigger budget or shorter pinned "
             "content; the CtxkitBudgetExceeded alert fires on them. Audit write failures: "
             "a history file's disk is full (views go on, their audit entries wait in "
-            "memory); the CtxkitAuditNotWritten alert fires on them.",
+            "memory); the CtxkitAuditNotWritten alert fires on them. Guarded views: views a "
+            "provider would have rejected, repaired or refused by instrument(manager, "
+            "on_violation=...): the wrapped manager splits tool pairs.",
             _targets(
                 (_per_minute("ctxkit_views"), "views"),
                 (_per_minute("ctxkit_budget_exceeded"), "budget exceeded"),
                 (_per_minute("ctxkit_audit_write_failures"), "audit write failures"),
+                (_per_minute("ctxkit_views_guarded", by="action"), "views {{action}} by a guard"),
             ),
             axis_label="views / min",
             overrides=[_override("B", color={"fixedColor": "red", "mode": "fixed"})],

@@ -266,6 +266,10 @@ def test_a_process_that_stops_answering_scrapes_is_alerted_on() -> None:
 
 
 RUNBOOK = DASHBOARDS / "runbook.md"
+AUDIT_ALERTS = DASHBOARDS / "audit-alerts.yml"
+RULE_FILES = [ALERTS, AUDIT_ALERTS]
+"""Every rules file with its unit tests beside it (NAME.test.yml): the process alerts, and
+those of `ctxkit watch`."""
 
 
 def _source_url() -> str:
@@ -276,20 +280,23 @@ def _source_url() -> str:
 def test_every_alert_links_its_runbook_section() -> None:
     """Prometheus's convention: a runbook_url annotation, to a section that exists; no
     runbook prose in the annotations."""
-    text = ALERTS.read_text(encoding="utf-8")
-    assert not re.search(r"^\s*runbook:", text, re.MULTILINE), "runbook_url, not runbook"
-    urls = re.findall(r"^\s*runbook_url:\s*(\S+)\s*$", text, re.MULTILINE)
-    rules = alert_rules()
     base = f"{_source_url()}/blob/main/dashboards/runbook.md"
-    assert urls == [f"{base}#{name.lower()}" for name in rules]
+    every: list[str] = []
+    for rules_file in RULE_FILES:
+        text = rules_file.read_text(encoding="utf-8")
+        assert not re.search(r"^\s*runbook:", text, re.MULTILINE), "runbook_url, not runbook"
+        urls = re.findall(r"^\s*runbook_url:\s*(\S+)\s*$", text, re.MULTILINE)
+        rules = alert_rules(rules_file)
+        assert urls == [f"{base}#{name.lower()}" for name in rules]
+        # The unit tests expect the same links.
+        tests = rules_file.with_suffix(".test.yml").read_text(encoding="utf-8")
+        assert not re.search(r"^\s*runbook:", tests, re.MULTILINE)
+        for name in rules:
+            assert f'runbook_url: "{base}#{name.lower()}"' in tests, name
+        every.extend(rules)
     # GitHub's anchor for a heading "## Name" is its lower-cased text.
     headings = re.findall(r"^## (\w+)$", RUNBOOK.read_text(encoding="utf-8"), re.MULTILINE)
-    assert headings == list(rules)
-    # The unit tests expect the same links.
-    tests = (DASHBOARDS / "alerts.test.yml").read_text(encoding="utf-8")
-    assert not re.search(r"^\s*runbook:", tests, re.MULTILINE)
-    for name in rules:
-        assert f'runbook_url: "{base}#{name.lower()}"' in tests, name
+    assert headings == every
 
 
 def test_split_comparison_refuses_what_it_cannot_split() -> None:
@@ -304,18 +311,21 @@ def test_split_comparison_refuses_what_it_cannot_split() -> None:
             split_comparison(bad)
 
 
-def test_alert_rules_pass_promtool_check() -> None:
-    result = _promtool("check", "rules", str(ALERTS))
+@pytest.mark.parametrize("rules_file", RULE_FILES, ids=lambda p: p.name)
+def test_alert_rules_pass_promtool_check(rules_file: Path) -> None:
+    result = _promtool("check", "rules", str(rules_file))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
+    assert f"SUCCESS: {len(alert_rules(rules_file))} rules found" in result.stdout
 
 
-def test_alert_unit_tests_pass() -> None:
-    result = _promtool("test", "rules", "alerts.test.yml")
+@pytest.mark.parametrize("rules_file", RULE_FILES, ids=lambda p: p.name)
+def test_alert_unit_tests_pass(rules_file: Path) -> None:
+    tests_file = rules_file.with_suffix(".test.yml")
+    result = _promtool("test", "rules", tests_file.name)
     assert result.returncode == 0, result.stdout + result.stderr
     # Every alert is tested, firing and not.
-    tests = (DASHBOARDS / "alerts.test.yml").read_text(encoding="utf-8")
-    for name in alert_rules():
+    tests = tests_file.read_text(encoding="utf-8")
+    for name in alert_rules(rules_file):
         assert f"alertname: {name}\n        exp_alerts: []" in tests, name
         assert re.search(rf"alertname: {name}\n        exp_alerts:\n +- exp_labels:", tests), name
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from ctxkit.tui.app import InspectorApp
 from ctxkit.tui.help import HelpScreen
@@ -34,9 +35,11 @@ from ctxkit.tui.widgets.timeline import fit_columns
 from tests.tui_cases import (
     ALPHA_PERCENT,
     BETA_PERCENT,
+    LISTING,
     MALFORMED,
     T0,
     alpha_lines,
+    beta_lines,
     compaction,
     fed_inspector,
     line,
@@ -136,7 +139,9 @@ async def test_a_compaction_fed_while_running_appears_in_the_log() -> None:
         assert table.row_count == 1
         cells = [str(cell) for cell in table.get_row_at(0)]
         assert cells[:5] == ["04:43:20", "15,200 → 9,800", "64 → 45", "5,400", "3.1"]
-        assert cells[5:] == ["2/3/6", "truncate_outputs+summarize"]
+        assert cells[5:] == ["2", "3", "6", "truncate_outputs+summarize"]
+        headers = [str(column.label) for column in table.columns.values()]
+        assert headers[5:8] == ["dropped", "truncated", "summarized"]
         detail = str(app.query_one("#compactions-detail").render())
         assert detail == "truncate_outputs+summarize: units dropped 2, truncated 3, summarized 6"
 
@@ -183,6 +188,66 @@ async def test_the_view_pane_lists_runs_as_ranges_and_says_when_there_is_no_list
         caption = str(listing.query_one("#view-caption").render())
         assert caption.splitlines()[-1] == f"the latest listing is unreadable: {problem}"
         assert not listing.table.display
+
+
+def shown_lines(table: DataTable) -> list[str]:
+    """The table's lines as drawn: the header, then every row."""
+    return [table.render_line(y).text for y in range(table.row_count + 1)]
+
+
+@on_event_loop
+async def test_a_cell_updated_in_place_is_never_cut() -> None:
+    """A row's range grows (``1`` to ``1-12``, ``21`` to ``21-40``) and a level widens
+    (``ok`` to ``warning``, then ``compacting``) while their rows stay put: each column
+    widens with them, so the figures are drawn whole."""
+    short = [{**row, "count": 1} for row in LISTING]
+    lines = [*beta_lines(), view(8_000, ts=T0 + 60, listing=short)]
+    app = InspectorApp(fed_inspector(lines))
+    async with app.run_test(size=(120, 40)) as pilot:
+        listing = app.query_one(ViewListing).table
+        picker = app.query_one(ConversationPicker).table
+        app.inspector.feed_lines([view(13_000, ts=T0 + 61, listing=LISTING)])
+        await redrawn(pilot, app)
+        await pilot.press("3")
+        await pilot.pause()
+        drawn = shown_lines(listing)
+        assert drawn[2].split()[0] == "1-12"
+        assert drawn[4].split()[0] == "13-40"
+        await pilot.press("4")
+        await pilot.pause()
+        assert "warning" in shown_lines(picker)[2].split()
+        app.inspector.feed_lines([view(14_500, ts=T0 + 62)])  # past 70%: compacting
+        await redrawn(pilot, app)
+        await pilot.pause()
+        assert "compacting" in shown_lines(picker)[2].split()
+
+
+def test_near_the_threshold_is_yellow_as_the_help_says() -> None:
+    """Textual draws the 16 terminal colours in its own palette, where ``yellow`` is
+    orange: the level's colour is a yellow that stays one, and the gauge's border agrees."""
+    from rich.color import Color as RichColor
+    from textual.color import Color
+
+    from ctxkit.tui.help import FIGURES
+    from ctxkit.tui.widgets.figures import LEVEL_STYLES
+
+    def hue(red: int, green: int, blue: int) -> float:
+        return Color(red, green, blue).hsl.h * 360
+
+    warning = RichColor.parse(LEVEL_STYLES["warning"]).get_truecolor()
+    compacting = RichColor.parse(LEVEL_STYLES["compacting"]).get_truecolor()
+    assert 45 <= hue(*warning) <= 65, "yellow"
+    assert hue(*compacting) < 40, "orange"
+    assert "yellow within 10% of the compaction threshold" in dict(FIGURES)["gauge colour"]
+
+    async def border() -> tuple[int, int, int]:
+        app = InspectorApp(fed_inspector([view(13_000, ts=T0)]))
+        async with app.run_test(size=SIZE):
+            gauge = app.query_one(UsageGauge)
+            assert gauge.has_class("-warning")
+            return gauge.styles.border_left[1].rgb
+
+    assert asyncio.run(border()) == tuple(warning)
 
 
 # -- pause --------------------------------------------------------------------------------

@@ -55,7 +55,8 @@ FIGURES = (
     (
         "Compactions",
         "each compaction: tokens and messages before → after, tokens saved, "
-        "time taken, strategy, units dropped/truncated/summarized",
+        "time taken (ms), units dropped, truncated and summarized (a unit is what goes "
+        "together, such as a tool call with its results), strategy",
     ),
     (
         "View",

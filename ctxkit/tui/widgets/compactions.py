@@ -18,9 +18,16 @@ from ctxkit.tui.widgets.table import Row, SyncedTable
 
 __all__ = ["CompactionLog", "compaction_rows", "describe"]
 
-COLUMNS = ("time", "tokens", "messages", "saved", "ms", "d/t/s", "strategy")
-"""``d/t/s``: units dropped, truncated and summarized. The strategy comes last, as the one
-column that may be cut at 80 columns (the table scrolls sideways)."""
+UNITS = (
+    ("dropped", "units_dropped"),
+    ("truncated", "units_truncated"),
+    ("summarized", "units_summarized"),
+)
+"""The unit counts (a unit: what goes together, such as a tool call with its results), each
+in a column headed by what happened to the units."""
+COLUMNS = ("time", "tokens", "messages", "saved", "ms", *(name for name, _ in UNITS), "strategy")
+"""The strategy comes last, as the one column that may be cut at 80 columns (the table
+scrolls sideways, and the line under it names the strategy in full)."""
 
 
 def _key(number: int, entry: dict[str, Any]) -> str:
@@ -28,8 +35,8 @@ def _key(number: int, entry: dict[str, Any]) -> str:
 
 
 def describe(entry: dict[str, Any]) -> str:
-    """One compaction in words: its strategy in full and what the ``d/t/s`` column counts
-    (its time is on the row under the cursor)."""
+    """One compaction in words: its strategy in full and its unit counts (its time is on
+    the row under the cursor)."""
     return (
         f"{entry.get('strategy') or 'no strategy named'}: "
         f"units dropped {count(entry.get('units_dropped'))}, "
@@ -45,10 +52,6 @@ def compaction_rows(log: list[dict[str, Any]]) -> list[Row]:
         before = entry.get("messages_before")
         messages = f"{count(before) if before is not None else '?'} → "
         messages += count(entry.get("messages_after"))
-        units = "/".join(
-            count(entry.get(key))
-            for key in ("units_dropped", "units_truncated", "units_summarized")
-        )
         rows.append(
             (
                 _key(number, entry),
@@ -61,7 +64,7 @@ def compaction_rows(log: list[dict[str, Any]]) -> list[Row]:
                     Text(messages, justify="right"),
                     Text(count(entry.get("saved")), style="green", justify="right"),
                     Text(f"{1000 * (entry.get('duration_s') or 0):.1f}", justify="right"),
-                    Text(units, justify="right"),
+                    *(Text(count(entry.get(key)), justify="right") for _, key in UNITS),
                     str(entry.get("strategy") or "-"),
                 ),
             )

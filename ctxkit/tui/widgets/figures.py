@@ -23,12 +23,14 @@ __all__ = [
 
 LEVEL_STYLES = {
     "ok": "green",
-    "warning": "yellow",
+    "warning": "gold1",
     "compacting": "dark_orange",
     "limit": "red",
 }
 """The gauge's colour by :attr:`~ctxkit.tui.model.Conversation.level` (colours only, so
-they also serve as backgrounds)."""
+they also serve as backgrounds). Near the threshold is ``gold1`` (#ffd700), a yellow that
+stays yellow: Textual draws the terminal's 16 colours in its own palette, where ``yellow``
+is orange, the colour of ``compacting``. ``inspector.tcss`` borders the gauge alike."""
 
 FATE_STYLES = {
     "kept": "green",

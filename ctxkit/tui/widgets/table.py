@@ -4,6 +4,8 @@ The panes redraw up to ten times a second; rebuilding the table each time would 
 the cursor and the scroll position and cost a full re-render, so only what changed is touched:
 cells updated in place, rows gone removed, new rows at the end appended (a growing view). Any
 other change rebuilds the table, and the cursor goes back to the row it was on (by key). A
+column is measured again when a cell changes, so an update never cuts a figure (``1-12``
+shown as ``1-1``, ``warning`` as ``warni``). A
 cell given as ``str`` is plain text: the stream's strings (strategies, roles, conversation ids)
 are never read as markup.
 """
@@ -61,7 +63,7 @@ class SyncedTable(DataTable[RenderableType]):
                 return False
             for column, before, after in zip(self._columns, old, new, strict=True):
                 if before != after:
-                    self.update_cell(key, column, after)
+                    self.update_cell(key, column, after, update_width=True)
         for key, cells in rows[len(kept) :]:
             self.add_row(*cells, key=key)
         return True

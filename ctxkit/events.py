@@ -58,7 +58,10 @@ at each level), ``tokens_saved_by_level`` (``{"paragraph", "line"}``: what the u
 level would cost shown full, with outputs shortened where ``truncate_outputs`` is on, minus
 what they cost as shown) and ``level_ranges`` (``[[start, stop, level], ...]``: the history
 messages ``[start, stop)`` each run of consecutive units shown as a paragraph or one line
-stands for, in history order; a kept unit in no run is shown full)."""
+stands for, in history order; a kept unit in no run is shown full).
+
+With ``recall`` configured, ``units_recalled``: how many units of the view a recall brought
+back (see :data:`VIEW`)."""
 INCLUDE = "context:include"
 """A synthetic message entered the view: ``source`` (``summary``) and ``content``."""
 
@@ -72,7 +75,12 @@ common prefix, message by message, with this conversation's previous view: what 
 prompt cache can serve; see :mod:`ctxkit.prefix`), ``previous_tokens`` (the previous view's
 message tokens; 0 for a conversation's first view, and after its history was replaced),
 ``duration_s``; with the ``hierarchical`` strategy also ``units_by_level`` and
-``tokens_saved_by_level`` (as in :data:`POST_COMPACT`).
+``tokens_saved_by_level`` (as in :data:`POST_COMPACT`); with ``recall`` configured
+(:mod:`ctxkit.reference.recall`) also ``units_recalled`` (how many units the view holds
+because the newest user message asked about them: units it had left out, or shown as a
+paragraph or line) and ``recalled_ranges`` (``[[start, stop], ...]``: the history messages of
+each run of consecutive recalled units, in history order). A view with recalled units is not
+contiguous: they stand where they stood in the history, between the runs left out.
 
 Opt-in (``view_listing=True`` on the reference manager or on ``instrument()``), two more keys
 list the view message by message, with the history it left out:
@@ -83,7 +91,9 @@ list the view message by message, with the history it left out:
   shortened tool output), ``summary`` (a message that comes from no history
   message; ``index`` is None; a ``hierarchical`` unit's paragraph or line adds ``level``,
   ``paragraph`` or ``line``, and ``stands_for``, the history messages ``[start, stop)`` of
-  its unit), each one row per message (``count`` 1); ``dropped`` and
+  its unit), ``recalled`` (a history message of a unit a recall brought back into the view,
+  whole, or with its outputs shortened as for ``truncated`` when only that fitted), each one
+  row per message (``count`` 1); ``dropped`` and
   ``summarized`` (history messages left out, plainly or stood for by the summary), one row per
   run of consecutive history messages ``[index, index + count)`` with the same fate, placed
   where they stood in the history (before the next message kept from after them, and before
@@ -97,7 +107,7 @@ list the view message by message, with the history it left out:
 LISTING_ROWS = 200
 """At most this many rows in a view's ``listing``: the newest; the earlier ones are counted in
 ``listing_omitted``. Bounds the bytes a view event takes whatever the view or history size."""
-LISTING_FATES = ("kept", "truncated", "summary", "dropped", "summarized")
+LISTING_FATES = ("kept", "truncated", "summary", "dropped", "summarized", "recalled")
 """What became of the messages in a ``listing`` row (see :data:`VIEW`)."""
 BUDGET_EXCEEDED = "ctxkit:budget_exceeded"
 """The pinned content alone exceeds the budget: ``budget``, ``pinned_tokens``, ``raised``."""

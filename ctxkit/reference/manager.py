@@ -36,6 +36,7 @@ from ctxkit.reference.journal import (
     Torn,
 )
 from ctxkit.reference.levels import LevelSettings
+from ctxkit.reference.memory import Embedder, SemanticMemory
 from ctxkit.reference.planner import (
     Compaction,
     Planner,
@@ -43,6 +44,13 @@ from ctxkit.reference.planner import (
     Retained,
     Settings,
     ViewPlan,
+)
+from ctxkit.reference.recall import (
+    DEFAULT_ROLES,
+    ROLES,
+    RecallMemory,
+    RecallSettings,
+    memory_path_for,
 )
 from ctxkit.reference.retention import Limits
 from ctxkit.reference.store import History
@@ -200,6 +208,23 @@ class ReferenceContextManager:
         output does not stall the other conversations the event loop serves.
     hooks: an object with ``async emit(name, data)`` (Amplifier's ``coordinator.hooks``).
 
+    Recall (off unless ``recall`` is given; see :mod:`ctxkit.reference.recall`):
+
+    recall: ``{"share": 0.2, "limit": 5, "threshold": 0.7}`` (each optional). Messages are
+        stored in a semantic memory as they are added, and when a view leaves units out (or,
+        with ``hierarchical``, shows them coarse), the newest user message's text finds the
+        most relevant of them again: at most ``limit`` whole units, each with a message scoring
+        at least ``threshold`` (in [0, 1]), together at most ``share`` of the budget, put back
+        in history order. A compaction keeps their room aside, so the view still lands on
+        ``target_ratio``; ``share`` must be below it.
+    memory_path: the memory's SQLite file; by default ``<storage_path>.memory.sqlite``, or
+        in memory when there is no ``storage_path`` (``":memory:"`` asks for that).
+    memory_roles: which messages are stored: any of ``user``, ``assistant``, ``tool`` (tool
+        results, in any shape) and ``system``; default ``user``, ``assistant``, ``tool``.
+    embedder: a callable from texts to vectors (see :mod:`ctxkit.reference.memory`), passed
+        in code, never in a JSON config; without one the memory searches text (SQLite FTS5,
+        no model). A failing embedder is logged once and the memory goes on with text only.
+
     Retention (all off by default; then nothing of it costs anything). Old units leave every
     view, whatever the budget, before the budget logic sees the view; pinned units always
     stay (system messages, ``metadata.pin``, the newest user turn, the newest unit), and a
@@ -258,6 +283,10 @@ class ReferenceContextManager:
         retain_bytes: int | None = None,
         summarize_on_truncate: bool = False,
         max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+        recall: Mapping[str, Any] | None = None,
+        memory_path: str | os.PathLike[str] | None = None,
+        memory_roles: Sequence[str] | None = None,
+        embedder: Embedder | None = None,
         hooks: Any = None,
         bus: EventBus | None = None,
         **unknown: Any,
@@ -276,6 +305,7 @@ class ReferenceContextManager:
         if unknown:
             raise ConfigError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
         levels = _level_settings(strategies, hierarchical)
+        recalling = _recall_settings(recall, memory_path, memory_roles, embedder, target)
         if on_overflow not in ("raise", "best_effort"):
             raise ConfigError(f"on_overflow must be 'raise' or 'best_effort', got {on_overflow!r}")
         if summary_role not in ("user", "assistant", "system"):
@@ -355,6 +385,9 @@ class ReferenceContextManager:
         if storage_path is not None:
             with _collector_paused():
                 self._open(Path(storage_path), fsync, conversation_id)
+        self._recall: RecallMemory | None = None
+        if recalling is not None:
+            self._recall = self._open_memory(recalling, storage_path, memory_path, embedder, fsync)
         if hooks is not None:
             self.bus.subscribe(_forward_to_hooks(hooks))
 
@@ -395,11 +428,53 @@ class ReferenceContextManager:
             self.torn = loaded.torn
             log.warning("%s", loaded.torn.describe(path))
 
+    def _open_memory(
+        self,
+        settings: RecallSettings,
+        storage_path: str | os.PathLike[str] | None,
+        memory_path: str | os.PathLike[str] | None,
+        embedder: Embedder | None,
+        fsync: FsyncPolicy,
+    ) -> RecallMemory:
+        """The recall memory: its file checked (damage raises, leaving it as it was), its
+        history to catch up with, closed with the manager."""
+        path: Path | None
+        if memory_path is not None:
+            path = None if str(memory_path) == ":memory:" else Path(memory_path)
+        else:
+            path = None if storage_path is None else memory_path_for(storage_path)
+        try:
+            recall = RecallMemory(
+                self._history,
+                settings,
+                conversation_id=self.conversation_id,
+                path=path,
+                embedder=embedder,
+                fsync=fsync,
+            )
+        except BaseException:
+            if self._file is not None:
+                self._file.close()
+            raise
+        weakref.finalize(self, recall.close)
+        return recall
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, **extra: Any) -> ReferenceContextManager:
         """Build from a config mapping (the ``mount()`` config), rejecting unknown keys."""
         config = dict(config or {})
-        allowed = set(inspect.signature(cls.__init__).parameters) - {"self", "hooks", "bus"}
+        if "embedder" in config:
+            raise ConfigError(
+                "embedder is not a config key: it is code (a callable from texts to vectors), "
+                "so pass it to the constructor, ReferenceContextManager(..., embedder=...), or "
+                "to from_config(config, embedder=...)"
+            )
+        allowed = set(inspect.signature(cls.__init__).parameters) - {
+            "self",
+            "hooks",
+            "bus",
+            "embedder",
+        }
         unknown = sorted(set(config) - allowed)
         if unknown:
             raise ConfigError(
@@ -424,8 +499,10 @@ class ReferenceContextManager:
                 cost = self.counter.message_cost(stored)
             else:
                 cost = await asyncio.to_thread(self.counter.message_cost, stored)
-            self._history.add(info, stored, cost)
+            index = self._history.add(info, stored, cost)
         self._sync()
+        if self._recall is not None:
+            self._recall.added(index)
 
     async def get_messages(self) -> list[dict[str, Any]]:
         """Every message as added, in order (a copy)."""
@@ -448,6 +525,8 @@ class ReferenceContextManager:
         self._history.replace(messages)
         self._sync()
         self._forget_views()
+        if self._recall is not None:
+            self._recall.reset()
 
     async def clear(self) -> None:
         """Forget everything: history, plans, usage. A history file keeps what was there
@@ -456,6 +535,8 @@ class ReferenceContextManager:
         self._sync()
         self.loaded_from_file = False
         self._forget_views()
+        if self._recall is not None:
+            self._recall.reset()
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None
@@ -474,7 +555,9 @@ class ReferenceContextManager:
                 retained = self._planner.retain(plan)
                 if retained is not None:
                     compacted = await self._retain(plan, retained)
-            if self._planner.over_threshold(plan):
+            if self._recall is not None:
+                compacted = await self._recall_into(plan) or compacted
+            elif self._planner.over_threshold(plan):
                 compacted = await self._compact(plan) or compacted
             rendered = self._planner.render(plan)
             view, stats = self._render(plan, rendered)
@@ -488,6 +571,9 @@ class ReferenceContextManager:
                 listing = {"listing": rows, "listing_omitted": omitted}
             if self._planner.hierarchical:
                 listing.update(self._planner.level_figures(plan))
+            if self._recall is not None:
+                listing["units_recalled"] = len(plan.recalled)
+                listing["recalled_ranges"] = self._planner.recalled_ranges(plan)
             await self._publish(
                 events.VIEW,
                 message_count=stats.messages,
@@ -533,6 +619,8 @@ class ReferenceContextManager:
         self._history.load(messages, costs, times, change=record)
         self._sync()
         self._forget_views()
+        if self._recall is not None:
+            self._recall.reset()
         return saved[0]
 
     def checkpoints(self) -> list[dict[str, Any]]:
@@ -551,8 +639,11 @@ class ReferenceContextManager:
         return [copy_message(entry) for entry in self._audit]
 
     def close(self) -> None:
-        """Close the history file and release its lock (nothing to do without one). Changing
-        the history afterwards raises :class:`~ctxkit.reference.journal.HistoryFileError`."""
+        """Close the history file and release its lock (nothing to do without one), and the
+        recall memory. Changing the history afterwards raises
+        :class:`~ctxkit.reference.journal.HistoryFileError`."""
+        if self._recall is not None:
+            self._recall.close()
         if self._file is not None:
             with contextlib.suppress(HistoryFileError):  # still a full disk: said below
                 self._timeline.write_pending()
@@ -569,7 +660,29 @@ class ReferenceContextManager:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._recall is not None:
+            await self._recall.synced()  # the last messages, so reopening need not rebuild
         self.close()
+
+    @property
+    def memory(self) -> SemanticMemory | None:
+        """The recall memory (None without ``recall``): search it, or store notes of your own
+        (items without this manager's ``index`` metadata are never recalled into a view)."""
+        return self._recall.memory if self._recall is not None else None
+
+    async def memory_synced(self) -> bool:
+        """Wait until the recall memory holds every message of the history; False when a
+        write failed (it was logged, and is tried again with the next message). True at once
+        without ``recall``."""
+        return True if self._recall is None else await self._recall.synced()
+
+    async def rebuild_memory(self) -> int:
+        """Store the history in the recall memory again, from scratch (after a memory file was
+        lost or damaged, or the embedder changed); returns how many messages are stored.
+        Raises :class:`ConfigError` without ``recall``, and what the memory raises."""
+        if self._recall is None:
+            raise ConfigError("rebuild_memory needs recall: configure recall={...}")
+        return await self._recall.rebuild()
 
     def record_usage(self, input_tokens: int, output_tokens: int) -> None:
         """Record the provider's real usage for the turn just made (for turn-size estimates).
@@ -675,6 +788,61 @@ class ReferenceContextManager:
         await self._change_view(plan, compaction, started, strategy=strategy)
         return True
 
+    async def _recall_into(self, plan: ViewPlan) -> bool:
+        """Recall for this view, compacting first when it is over the threshold; returns
+        whether it compacted. Asks the memory only when the view leaves something out and
+        the newest user message changed since the plan last asked, or at a compaction, so
+        an agent loop's steps between user turns cost nothing here.
+
+        A compaction decides twice when something is found: once to see what it would leave
+        out, then again with room for the best of that kept aside (so the view lands on
+        ``target_ratio`` with its recalled units); the units are then chosen for the view as
+        compacted. Without a compaction they may take the room up to the threshold."""
+        recall, planner = self._recall, self._planner
+        assert recall is not None
+        settings = recall.settings
+        over = planner.over_threshold(plan)
+        query = recall.newest_user
+        if not over and plan.recall_asked and plan.recall_query == query:
+            return False
+        plan.recall_asked, plan.recall_query = True, query
+        ranked: list[tuple[int, float]] = []
+        if query is not None and (over or planner.leaves_out(plan)):
+            ranked = await recall.ranked(query)
+        share = settings.share * plan.budget
+        if not over:
+            if plan.recalled or ranked:
+                planner.strip_recalled(plan)
+                ceiling = self.settings.compact_threshold * plan.budget
+                room = min(share, ceiling - plan.request_tokens)
+                chosen, _ = planner.choose_recalled(plan, ranked, room, settings.limit)
+                planner.add_recalled(plan, chosen)
+            return False
+        started = time.perf_counter()
+        tokens_before, messages_before = plan.request_tokens, planner.message_count(plan)
+        planner.strip_recalled(plan)
+        compaction = await planner.compaction(plan)
+        if compaction is not None and ranked:
+            _, reserve = planner.choose_recalled(
+                plan, ranked, share, settings.limit, decision=compaction
+            )
+            if reserve:
+                compaction = await planner.compaction(plan, reserve=reserve) or compaction
+
+        def recall_after(compacted: ViewPlan) -> None:
+            target = self.settings.target_ratio * compacted.budget
+            room = min(share, target - compacted.request_tokens)
+            chosen, _ = planner.choose_recalled(compacted, ranked, room, settings.limit)
+            planner.add_recalled(compacted, chosen)
+
+        if compaction is None:
+            recall_after(plan)
+            return False
+        compaction.tokens_before, compaction.messages_before = tokens_before, messages_before
+        strategy = "+".join(self.settings.strategies)
+        await self._change_view(plan, compaction, started, strategy=strategy, then=recall_after)
+        return True
+
     async def _retain(self, plan: ViewPlan, retained: Retained) -> bool:
         """Leave out the units retention newly passed, as a compaction with strategy
         ``retention``."""
@@ -688,9 +856,11 @@ class ReferenceContextManager:
         started: float,
         *,
         strategy: str,
+        then: Callable[[ViewPlan], None] | None = None,
     ) -> None:
         """Apply a compaction or a retention step to the plan, between the contract's
-        ``pre_compact`` and ``post_compact`` events, and record it in the audit log."""
+        ``pre_compact`` and ``post_compact`` events, and record it in the audit log.
+        ``then`` finishes the view before ``post_compact`` tells of it (recall)."""
         await self._publish(
             events.PRE_COMPACT,
             message_count=decision.messages_before,
@@ -705,6 +875,8 @@ class ReferenceContextManager:
         else:
             await self._planner.apply_retention(plan, decision)
             shorten, unsummarized, limits = [], [], decision.limits
+        if then is not None:
+            then(plan)
         duration = time.perf_counter() - started
         if plan.summary is not None and plan.summary is not had_summary:
             await self._publish(events.INCLUDE, source="summary", content=text_of(plan.summary))
@@ -742,10 +914,15 @@ class ReferenceContextManager:
 
     def _level_payload(self, plan: ViewPlan) -> dict[str, Any]:
         """With ``hierarchical``: the units by level, what each level saves, and which
-        messages each coarse run stands for (see :data:`~ctxkit.events.POST_COMPACT`)."""
+        messages each coarse run stands for; with ``recall``, how many units came back (see
+        :data:`~ctxkit.events.POST_COMPACT`)."""
+        payload: dict[str, Any] = {}
+        if self._recall is not None:
+            payload["units_recalled"] = len(plan.recalled)
         if not self._planner.hierarchical:
-            return {}
+            return payload
         return {
+            **payload,
             **self._planner.level_figures(plan),
             "level_ranges": self._planner.level_ranges(plan),
         }
@@ -840,6 +1017,84 @@ def _level_settings(strategies: Sequence[str], options: Any) -> LevelSettings:
             f"{settings.full_share} + {settings.paragraph_share}"
         )
     return settings
+
+
+_RECALL_OPTIONS = {
+    "share": "a share of the budget in (0, 1)",
+    "limit": "an integer >= 1",
+    "threshold": "a score in [0, 1]",
+}
+
+
+def _recall_settings(
+    options: Any,
+    memory_path: Any,
+    memory_roles: Any,
+    embedder: Any,
+    target_ratio: float,
+) -> RecallSettings | None:
+    """The ``recall`` options and what goes with them, checked; None when recall is off."""
+    if options is None:
+        given = [
+            name
+            for name, value in (
+                ("memory_path", memory_path),
+                ("memory_roles", memory_roles),
+                ("embedder", embedder),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} set but recall is "
+                'not; add recall: {"share": 0.2, "limit": 5, "threshold": 0.7} (or {} for '
+                "those defaults), or remove them"
+            )
+        return None
+    if not isinstance(options, Mapping):
+        raise ConfigError(
+            'recall must be a mapping of options such as {"share": 0.2, "limit": 5, '
+            f'"threshold": 0.7}}, got {options!r}'
+        )
+    unknown = sorted(set(options) - set(_RECALL_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown recall options {unknown}; known: {', '.join(_RECALL_OPTIONS)}")
+    settings = RecallSettings()
+    share = options.get("share", settings.share)
+    number = isinstance(share, int | float) and not isinstance(share, bool)
+    if not number or not 0 < share < 1:
+        raise ConfigError(f"recall.share must be {_RECALL_OPTIONS['share']}, got {share!r}")
+    if share >= target_ratio:
+        raise ConfigError(
+            f"recall.share ({share}) must be below target_ratio ({target_ratio}): a compaction "
+            "keeps the recalled units' room inside the view it brings the budget down to"
+        )
+    limit = _positive("recall.limit", options.get("limit", settings.limit))
+    threshold = options.get("threshold", settings.threshold)
+    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+    if not number or not 0 <= threshold <= 1:
+        raise ConfigError(
+            f"recall.threshold must be {_RECALL_OPTIONS['threshold']}, got {threshold!r}"
+        )
+    if memory_path is not None and not isinstance(memory_path, str | os.PathLike):
+        raise ConfigError(f"memory_path must be a file path or ':memory:', got {memory_path!r}")
+    roles = DEFAULT_ROLES if memory_roles is None else memory_roles
+    if (
+        isinstance(roles, str)
+        or not isinstance(roles, Sequence)
+        or not roles
+        or any(role not in ROLES for role in roles)
+    ):
+        raise ConfigError(
+            f"memory_roles must be a non-empty list of {', '.join(ROLES)}, got {memory_roles!r}"
+        )
+    if embedder is not None and not callable(embedder):
+        raise ConfigError(
+            f"embedder must be a callable from a list of texts to vectors, got {embedder!r}"
+        )
+    return RecallSettings(
+        share=float(share), limit=limit, threshold=float(threshold), roles=frozenset(roles)
+    )
 
 
 def _check_summarizer(summarizer: Any) -> None:

@@ -17,6 +17,12 @@ With the ``hierarchical`` strategy a compaction also gives units a level of deta
 (:mod:`ctxkit.reference.levels`): a plan's ``levels`` holds the units shown as a paragraph or
 one line, each rendered as one message that stands for the whole unit. Choosing levels needs
 the summaries' sizes, so that decision is async (:meth:`Planner.compaction`).
+
+With ``recall`` (:mod:`ctxkit.reference.recall`) a plan's ``recalled`` units are in its kept
+list too, in history order, shown whole: units the view had left out or shown coarse, brought
+back because the newest user message asks about them. They are taken out again before any
+compaction decides (:meth:`Planner.strip_recalled`), so recall never changes what the budget
+logic keeps; a compaction only keeps room aside for them (``reserve``).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from ctxkit.reference.strategies import (
 )
 from ctxkit.tokens import REPLY_PRIMING, MessageCost
 
-__all__ = ["Compaction", "Planner", "Retained", "Settings", "Spans", "ViewPlan"]
+__all__ = ["Compaction", "Planner", "Recalled", "Retained", "Settings", "Spans", "ViewPlan"]
 
 Entry = tuple[str, int | None, dict[str, Any], MessageCost]
 """``(kind, history index, message, cost)``; kind is ``kept``, ``shortened`` or ``summary``."""
@@ -127,6 +133,16 @@ class Settings:
     """The ``hierarchical`` strategy's shares and lengths."""
 
 
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """How a recalled unit was shown before the recall, to put it back so."""
+
+    level: int | None
+    """Its coarse level, or None if the view had left it out."""
+    shortened: bool
+    """The recall shows it with outputs shortened (``truncate_outputs``: it did not fit whole)."""
+
+
 @dataclass(slots=True)
 class ViewPlan:
     """What the view for one budget holds: unit indices, shortened units, the summary."""
@@ -156,6 +172,12 @@ class ViewPlan:
     """What each level of ``levels`` saves: tokens of its units shown full, minus shown."""
     level_units: dict[int, int] = field(default_factory=dict)
     """How many units each level of ``levels`` holds."""
+    recalled: dict[int, Recalled] = field(default_factory=dict)
+    """Units a recall brought back into the view (also in ``kept``): unit index -> how it was
+    shown before and whether the recall shortened it."""
+    recall_asked: bool = False
+    recall_query: int | None = None
+    """The history index of the user message the last recall asked with (when asked)."""
 
     @property
     def request_tokens(self) -> int:
@@ -340,15 +362,17 @@ class Planner:
             pinned.add(plan.kept[-1])
         return pinned
 
-    async def compaction(self, plan: ViewPlan) -> Compaction | None:
+    async def compaction(self, plan: ViewPlan, reserve: float = 0) -> Compaction | None:
         """The compaction to apply to an over-threshold plan; None when nothing can be
         gained. With ``hierarchical`` the choice needs the summaries' sizes, so it may await
-        the summarizer (each unit and level once: see :class:`LevelSummaries`)."""
-        if self.hierarchical:
-            return await self._decide_levels(plan)
-        return self.decide(plan)
+        the summarizer (each unit and level once: see :class:`LevelSummaries`).
 
-    async def _decide_levels(self, plan: ViewPlan) -> Compaction | None:
+        ``reserve``: tokens of the target to keep free (for recalled units)."""
+        if self.hierarchical:
+            return await self._decide_levels(plan, reserve)
+        return self.decide(plan, reserve)
+
+    async def _decide_levels(self, plan: ViewPlan, reserve: float = 0) -> Compaction | None:
         """Pinned units stay full; the others get the finest levels the room allows, coarser
         with age, and the oldest are dropped only when even one line each does not fit
         (:func:`~ctxkit.reference.levels.assign_levels`). ``truncate_outputs`` shortens the
@@ -378,7 +402,7 @@ class Planner:
             return tokens
 
         pinned = self._pinned(plan)
-        room = settings.target_ratio * plan.budget - REPLY_PRIMING
+        room = settings.target_ratio * plan.budget - REPLY_PRIMING - reserve
         room -= sum(whole(u) for u in pinned)
         if "summarize" in strategies:
             room -= self.summary_cap(plan.budget) + 8
@@ -425,7 +449,7 @@ class Planner:
             levelled=sorted(u for u in levels if u not in plan.levels),
         )
 
-    def decide(self, plan: ViewPlan) -> Compaction | None:
+    def decide(self, plan: ViewPlan, reserve: float = 0) -> Compaction | None:
         """Which units to shorten and which to drop; None when nothing can be gained.
 
         Units are kept by walking from the most deserving (the newest, or the most important)
@@ -448,7 +472,7 @@ class Planner:
         drop: list[int] = []
         if {"truncate", "importance", "summarize"} & set(strategies):
             pinned = self._pinned(plan)
-            room = settings.target_ratio * plan.budget - REPLY_PRIMING
+            room = settings.target_ratio * plan.budget - REPLY_PRIMING - reserve
             room -= sum(cost(u) for u in pinned)
             if "summarize" in strategies:
                 room -= self.summary_cap(plan.budget) + 8
@@ -618,6 +642,137 @@ class Planner:
             if self._shortened(index) is not None
         ]
 
+    # -- recall ------------------------------------------------------------------------------
+
+    def leaves_out(self, plan: ViewPlan) -> bool:
+        """The view shows some complete unit less than whole: left out, or coarse."""
+        return bool(plan.levels) or plan.scanned - plan.skipped_units > len(plan.kept)
+
+    def choose_recalled(
+        self,
+        plan: ViewPlan,
+        ranked: Sequence[tuple[int, float]],
+        room: float,
+        limit: int,
+        decision: Compaction | None = None,
+    ) -> tuple[dict[int, Recalled], int]:
+        """Which of the ``ranked`` units (best first) to bring back within ``room`` tokens, at
+        most ``limit``, and the tokens they add to the view; as the plan is, or as it would be
+        after ``decision``.
+
+        A unit qualifies when the view does not show it whole: left out, or coarse
+        (``hierarchical``); never a broken or pending one, nor one retention leaves out. It
+        comes whole, or with outputs shortened (``truncate_outputs``) when only that fits; a
+        unit that does not fit is passed over for smaller ones after it."""
+        if room <= 0 or limit <= 0 or not ranked:
+            return {}, 0
+        kept = set(plan.kept)
+        levels = plan.levels
+        if decision is not None:
+            kept.difference_update(decision.drop)
+            if decision.levels is not None:
+                levels = decision.levels
+        horizon = self._horizon.unit if self.limits is not None and self._horizon else 0
+        shortening = "truncate_outputs" in self.settings.strategies
+        units = self.history.units
+        chosen: dict[int, Recalled] = {}
+        added = 0
+        for unit_index, _score in ranked:
+            if len(chosen) >= limit:
+                break
+            if (
+                unit_index >= plan.scanned
+                or unit_index < horizon
+                or units[unit_index].status != "complete"
+            ):
+                continue
+            level = levels.get(unit_index) if unit_index in kept else None
+            if unit_index in kept and level is None:
+                continue  # shown whole already
+            shown = 0 if level is None else self._form_cost(unit_index, level)
+            short = unit_index in plan.short
+            delta = self.unit_cost(unit_index, short) - shown
+            shortened = False
+            if (
+                delta > room - added
+                and shortening
+                and not short
+                and self._shortening_saves(unit_index)
+            ):
+                delta, shortened = self.unit_cost(unit_index, True) - shown, True
+            if delta > room - added:
+                continue
+            added += delta
+            chosen[unit_index] = Recalled(level, shortened)
+        return chosen, added
+
+    def _form_cost(self, unit_index: int, level: int) -> int:
+        """What a unit costs shown at a coarse level (its whole cost if the form is unknown)."""
+        form = self._forms.get((unit_index, level))
+        return form[1].total if form is not None else self.unit_cost(unit_index, False)
+
+    def add_recalled(self, plan: ViewPlan, chosen: dict[int, Recalled]) -> None:
+        """Bring the chosen units (from :meth:`choose_recalled`, for this plan as it is) into
+        the view, in history order."""
+        if not chosen:
+            return
+        back = []
+        levelled = False
+        for unit_index, how in chosen.items():
+            if how.level is not None:
+                plan.tokens -= self.shown_cost(plan, unit_index)
+                del plan.levels[unit_index]
+                levelled = True
+            else:
+                back.append(unit_index)
+            if how.shortened:
+                plan.short.add(unit_index)
+            plan.tokens += self.unit_cost(unit_index, unit_index in plan.short)
+        if back:
+            plan.kept = sorted([*plan.kept, *back])
+        plan.recalled = dict(chosen)
+        if levelled:
+            self._count_levels(plan)
+        plan.rendered = None
+
+    def strip_recalled(self, plan: ViewPlan) -> None:
+        """Take the recalled units out of the view again, each back to how it was shown."""
+        if not plan.recalled:
+            return
+        gone: set[int] = set()
+        levelled = False
+        for unit_index, how in plan.recalled.items():
+            plan.tokens -= self.shown_cost(plan, unit_index)
+            if how.shortened:
+                plan.short.discard(unit_index)
+            if how.level is None:
+                gone.add(unit_index)
+            else:
+                plan.levels[unit_index] = how.level
+                plan.tokens += self.shown_cost(plan, unit_index)
+                levelled = True
+        if gone:
+            plan.kept = [u for u in plan.kept if u not in gone]
+        plan.recalled = {}
+        if levelled:
+            self._count_levels(plan)
+        plan.rendered = None
+
+    def recalled_ranges(self, plan: ViewPlan) -> list[list[int]]:
+        """The recalled units as runs ``[start, stop)`` of history messages, in history
+        order: consecutive units make one run."""
+        units = self.history.units
+        runs: list[list[int]] = []
+        previous = -2
+        for unit_index in sorted(plan.recalled):
+            unit = units[unit_index]
+            if unit_index == previous + 1:
+                runs[-1][1] = unit.stop
+            else:
+                runs.append([unit.start, unit.stop])
+            previous = unit_index
+        return runs
+
     # -- retention ---------------------------------------------------------------------------
 
     def retain(self, plan: ViewPlan) -> Retained | None:
@@ -657,6 +812,9 @@ class Planner:
         dropped = set(retained.drop)
         plan.kept = [u for u in plan.kept if u not in dropped]
         plan.tokens -= sum(self.shown_cost(plan, u) for u in retained.drop)
+        for unit_index in dropped & plan.recalled.keys():
+            if plan.recalled.pop(unit_index).shortened:
+                plan.short.discard(unit_index)
         if plan.levels and dropped & plan.levels.keys():
             plan.levels = {u: level for u, level in plan.levels.items() if u not in dropped}
             self._count_levels(plan)
@@ -765,12 +923,15 @@ class Planner:
                 previous = unit_index
                 continue
             short = unit_index in plan.short
+            recalled = unit_index in plan.recalled
             for index in range(unit.start, unit.stop):
                 shortened = self._shortened(index) if short else None
                 if shortened is not None:
                     fate, tokens = "truncated", shortened[1].total
                 else:
                     fate, tokens = "kept", history.costs[index].total
+                if recalled:
+                    fate = "recalled"
                 rows.append(_row(index, 1, history.infos[index].role, tokens, fate))
             previous = unit_index
         rendered.listed = len(kept)

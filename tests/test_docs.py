@@ -1,0 +1,160 @@
+"""The docs site and the README: the generated tables equal what the code exports, the site
+builds with ``mkdocs build --strict`` (a broken link or anchor, a missing include, a page left
+out of the nav all fail it), and the README stays a short front page whose links land on pages
+that exist."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.system import missing
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+SITE = "https://ctxkit.github.io/ctxkit/"
+
+
+def _generator() -> ModuleType:
+    """docs/generate.py, loaded by path: ``docs`` is no package, and an installed distribution
+    may own a top-level ``docs`` namespace."""
+    spec = importlib.util.spec_from_file_location("ctxkit_docs_generate", DOCS / "generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = _generator()
+
+
+# -- generated tables -----------------------------------------------------------------------------
+
+
+def test_the_committed_tables_are_what_the_code_exports() -> None:
+    stale = generate.stale_pages()
+    assert not stale, (
+        f"{', '.join(str(p.relative_to(ROOT)) for p in stale)}: the tables differ from the code; "
+        "run python docs/generate.py and commit the result"
+    )
+    assert generate.main(["--check"]) == 0
+
+
+def test_a_changed_table_is_found_and_rewritten_from_the_code() -> None:
+    page = (DOCS / "telemetry.md").read_text(encoding="utf-8")
+    row = "| `ctxkit_views_total` | counter |"
+    assert row in page
+    tampered = page.replace(row, "| `ctxkit_views_total` | gauge |")
+    blocks = generate.BLOCKS["telemetry.md"]
+    assert generate.render_page(tampered, blocks, "telemetry.md") == page
+    # Prose outside the markers is the page's own: never touched.
+    edited = page.replace("GenAI semantic conventions where one exists", "Edited by hand")
+    assert generate.render_page(edited, blocks, "telemetry.md") == edited
+
+
+def test_a_page_without_its_markers_is_a_sentence_not_a_silent_pass() -> None:
+    with pytest.raises(generate.StaleDocs, match=r"docs/telemetry\.md has no .*metrics"):
+        generate.render_page(
+            "# Telemetry\n\nno tables\n", generate.BLOCKS["telemetry.md"], "telemetry.md"
+        )
+
+
+def test_the_tables_name_every_metric_property_and_relaxation() -> None:
+    """The generated tables hold every name of the code's tables (and nothing is dropped by
+    the Markdown escaping)."""
+    from ctxkit.audit.publish import AUDIT_METRICS
+    from ctxkit.telemetry.names import ATTRIBUTES, METRICS, RETIRED
+
+    catalogue = json.loads((ROOT / "conformance" / "properties.json").read_text(encoding="utf-8"))
+
+    telemetry = (DOCS / "telemetry.md").read_text(encoding="utf-8")
+    for m in METRICS:
+        assert f"| `{m.exposed}` | {m.kind} |" in telemetry
+    for name in AUDIT_METRICS:
+        assert re.search(rf"\| `{name}(_total)?` \|", telemetry), name
+    for name in [*ATTRIBUTES, *RETIRED]:
+        assert f"| `{name}` |" in telemetry
+    properties = (DOCS / "conformance" / "properties.md").read_text(encoding="utf-8")
+    for p in catalogue["properties"]:
+        assert f"| `{p['id']}` | {p['level']} |" in properties
+    for r in catalogue["relaxations"]:
+        usage = r["name"] if r["value"] is None else f"{r['name']}={r['value']}"
+        assert f"| `{usage}` | `{r['relaxes']}` |" in properties
+
+
+def test_the_runbook_is_included_from_its_first_section() -> None:
+    """dashboards.md includes runbook.md from a line number (its header links files the site
+    does not hold): that line must be the runbook's first section."""
+    page = (DOCS / "dashboards.md").read_text(encoding="utf-8")
+    (start,) = re.findall(r'--8<-- "dashboards/runbook\.md:(\d+):"', page)
+    runbook = (ROOT / "dashboards" / "runbook.md").read_text(encoding="utf-8").splitlines()
+    first = next(n for n, line in enumerate(runbook, 1) if line.startswith("## "))
+    assert int(start) == first, (
+        f"dashboards/runbook.md's first section is now line {first}: include it from there "
+        f'in docs/dashboards.md (--8<-- "dashboards/runbook.md:{first}:")'
+    )
+
+
+# -- the site -------------------------------------------------------------------------------------
+
+
+def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        missing("mkdocs-material is not installed (pip install -e '.[dev]')")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "index.html").exists()
+    assert (tmp_path / "assets" / "inspector.svg").exists()
+    assert not list(tmp_path.rglob("*.py")), "the generator is not part of the site"
+
+
+# -- the README -----------------------------------------------------------------------------------
+
+
+def test_the_readme_is_a_front_page_with_the_two_quick_start_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert "pip install . && ctxkit conformance\n" in text
+    assert 'pip install -e ".[dev]" && python -m pytest\n' in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["readme"] == "README.md", "the PyPI page is the README"
+    assert project["urls"]["Documentation"] == SITE
+
+
+def test_every_readme_link_into_the_site_is_a_page_of_the_site() -> None:
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(re.escape(SITE) + r"([\w/-]*)", text)
+    assert len(links) >= 15
+    for path in links:
+        page = path.strip("/")
+        candidates = (
+            [DOCS / f"{page}.md", DOCS / page / "index.md"] if page else [DOCS / "index.md"]
+        )
+        assert any(c.exists() for c in candidates), f"{SITE}{path} is no page of docs/"
+
+
+def test_the_readme_picture_is_the_docs_picture() -> None:
+    text = README.read_text(encoding="utf-8")
+    (url,) = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert url.endswith("/main/docs/assets/inspector.svg")
+    assert (DOCS / "assets" / "inspector.svg").exists()

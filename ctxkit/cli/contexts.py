@@ -38,7 +38,8 @@ EPILOG = f"""\
 actions:
   list [DIR]                 one line per conversation: id, state, open (pid), last activity, size
   show [DIR] ID              header, state, messages and tokens, checkpoints, audit entries,
-                             a torn tail, and the newest messages
+                             a torn tail, working state and tasks, the recall memory, and the
+                             newest messages
   expire [DIR] [ID ...]      archive every expired conversation, or the named ones now; never
                              deletes, never moves one a process has open
 
@@ -96,7 +97,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         description=_wrap(
             "Read one history file in full (without taking its lock): header, state, "
             "messages and tokens of the current history, checkpoints, audit entries, a torn tail, "
-            "and the newest messages, one line each. An archived ID is found in DIR/archive/."
+            "the working state and tasks, the recall memory beside it, and the newest messages, "
+            "one line each. An archived ID is found in DIR/archive/."
         ),
         epilog="examples:\n  ctxkit contexts show 7f3a9c\n"
         "  ctxkit contexts show runs/ 7f3a9c --messages 20\n"
@@ -308,6 +310,7 @@ def _print_details(info: dict[str, Any], now: float) -> None:
     )
     if info["set_aside"]:
         rows.append(("set aside", info["set_aside"]))
+    rows += _work_rows(info, now)
     for key, value in rows:
         print(f"  {key:<14} {value}")
     newest = info["newest"]
@@ -319,6 +322,49 @@ def _print_details(info: dict[str, Any], now: float) -> None:
                 f"  #{row['index']:<{width}}  {row['role']!s:<9} {row['tokens']:>6}  "
                 f"{row['preview']}"
             )
+
+
+STATE_CHARS = 160
+"""The working state is shown on one line up to this long (``--json`` shows it all)."""
+TASKS_SHOWN = 10
+"""Active and completed tasks shown each, newest last (``--json`` shows them all)."""
+
+
+def _work_rows(info: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """The working state on one line, the tasks one a line, and the recall memory."""
+    state = info["working_state"]
+    text = json.dumps(state, ensure_ascii=False, separators=(", ", ": ")) if state else "none"
+    if len(text) > STATE_CHARS:
+        text = f"{text[: STATE_CHARS - 1]}… ({len(text):,} characters; --json shows it all)"
+    active, completed = info["active_tasks"], info["completed_tasks"]
+    rows = [
+        ("working state", text),
+        (
+            "tasks",
+            f"{len(active)} active, {len(completed)} completed" if active or completed else "none",
+        ),
+    ]
+    for tasks, done in ((active, False), (completed, True)):
+        if len(tasks) > TASKS_SHOWN:
+            rows.append(
+                ("", f"... {len(tasks) - TASKS_SHOWN} older {'completed' if done else 'active'}")
+            )
+        for task in tasks[-TASKS_SHOWN:]:
+            when = (
+                f"completed {_age(now, task['completed'])}"
+                if done
+                else f"added {_age(now, task['created'])}"
+            )
+            rows.append(
+                ("", f"{task['id']} [{'x' if done else ' '}] {_one_line(task['text'])} ({when})")
+            )
+    rows.append(("memory", info["memory"] or "none"))
+    return rows
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _records(records: dict[str, int]) -> str:

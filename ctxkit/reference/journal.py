@@ -17,6 +17,9 @@ Line 1 is a header; every later line is one record, written whole by one ``write
     the history set back to a checkpoint's (what came after stays in the file).
 ``{"op": "audit", "at": t, "entry": {...}}``
     a view left messages out or shortened them (see :mod:`ctxkit.reference.audit`).
+``{"op": "state", "at": t, "state": {...}}`` and ``{"op": "task", "at": t, "action": ...}``
+    the conversation's working state, set whole, and a task added or completed (see
+    :mod:`ctxkit.reference.working_state`).
 
 Every line of a version 2 file begins with its checksum, ``{"crc":"1c291ca3",...}``: the CRC-32
 of the line's bytes after that prefix, up to its newline. Each line is still JSON, so any tool
@@ -80,7 +83,7 @@ _CHECKED_FROM = _DIGITS_END + 2
 FSYNC_POLICIES = ("always", "never")
 FsyncPolicy = Literal["always", "never"]
 
-OPS = frozenset({"add", "set", "clear", "checkpoint", "restore", "audit"})
+OPS = frozenset({"add", "set", "clear", "checkpoint", "restore", "audit", "state", "task"})
 
 
 class HistoryFileError(Exception):

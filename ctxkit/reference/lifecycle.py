@@ -47,6 +47,7 @@ from ctxkit.reference.journal import (
     sync_directory,
 )
 from ctxkit.reference.timeline import Timeline
+from ctxkit.reference.working_state import WorkingState
 
 __all__ = [
     "ARCHIVE_DIR",
@@ -74,6 +75,9 @@ Expired is not deleted: :func:`cleanup` only moves the file to ``archive/``."""
 ARCHIVE_DIR = "archive"
 SUFFIX = ".jsonl"
 TORN_SUFFIX = ".torn"
+MEMORY_FILES = (".memory.sqlite", ".memory.sqlite-wal", ".memory.sqlite-shm")
+"""What a history's recall memory leaves beside it (:mod:`ctxkit.reference.recall`): it moves
+with the history."""
 
 TAIL_BYTES = 64 * 1024
 """Bytes read from a file's end to find its last record (more only for a longer line)."""
@@ -367,8 +371,10 @@ def _text_or_none(value: Any) -> str | None:
 
 def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
     """A full read of one history file (taking no lock): its header, the current history's
-    message and token counts, records by op, checkpoints, audit entries, a torn tail, and the
-    ``newest`` messages of the current history, each with a one-line ``preview``.
+    message and token counts, records by op, checkpoints, audit entries, a torn tail, the
+    working state and tasks (``working_state``, ``active_tasks``, ``completed_tasks``), the
+    recall memory beside it (``memory``: its path, or None), and the ``newest`` messages of the
+    current history, each with a one-line ``preview``.
 
     Raises :class:`FileNotFoundError`, or
     :class:`~ctxkit.reference.journal.HistoryFileError` for a file that is not a whole history.
@@ -381,12 +387,15 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
         raise HistoryFileError(f"{path}: {why}: no whole header, so not a ctxkit history (yet)")
     timeline = Timeline()
     audit = timeline.replay(path, loaded.records, recount=None)
+    work = WorkingState()
+    work.replay(path, loaded.records)
     messages, costs, times = timeline.current()
     header = loaded.header
     created = _time_or_none(header.get("created"))
     last = _time_or_none(loaded.records[-1]["at"]) if loaded.records else created
     first = max(0, len(messages) - max(0, newest))
     aside = path.with_name(path.name + TORN_SUFFIX)
+    memory = path.with_name(path.name + MEMORY_FILES[0])
     return {
         "id": path.name.removesuffix(SUFFIX),
         "path": str(path),
@@ -410,6 +419,8 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
             "reason": loaded.torn.reason,
         },
         "set_aside": str(aside) if aside.exists() else None,
+        **work.as_dict(),
+        "memory": str(memory) if memory.exists() else None,
         "newest": [
             {
                 "index": index,
@@ -453,7 +464,9 @@ def cleanup(
 
     A conversation a live process has open is skipped, and its :class:`Action` says by
     which pid: each file's lock is taken (without waiting) and held across the move, so no
-    manager can open it meanwhile. Its ``<name>.jsonl.torn`` moves with it; a name taken in
+    manager can open it meanwhile. Its ``<name>.jsonl.torn`` and its recall memory
+    (``<name>.jsonl.memory.sqlite``, with SQLite's ``-wal`` and ``-shm``) move with it; a name
+    taken in
     ``archive/`` gets a number (``<id>.1.jsonl``), so nothing is overwritten. ``dry_run``
     changes nothing and takes no lock. Raises :class:`UnknownConversation`, before moving
     anything, when an id names no conversation in ``directory``.
@@ -558,9 +571,10 @@ def _archive(
                 return _skipped(found, f"written to meanwhile ({again.state})")
         destination = _free_name(archive, found.id)
         os.rename(path, destination)
-        torn = path.with_name(path.name + TORN_SUFFIX)
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(torn, destination.with_name(destination.name + TORN_SUFFIX))
+        for suffix in (TORN_SUFFIX, *MEMORY_FILES):
+            beside = path.with_name(path.name + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(beside, destination.with_name(destination.name + suffix))
         return Action(found.id, path, "archived", reason, destination)
     finally:
         os.close(fd)  # releases the lock, after the move
@@ -568,12 +582,12 @@ def _archive(
 
 def _free_name(archive: Path, name: str) -> Path:
     """``archive/<name>.jsonl``, or ``<name>.1.jsonl`` and so on: a name whose history and
-    ``.torn`` are both untaken."""
+    the files beside it (``.torn``, the memory) are all untaken."""
     for number in range(1_000_000):
         stem = name if number == 0 else f"{name}.{number}"
         candidate = archive / f"{stem}{SUFFIX}"
-        aside = archive / f"{stem}{SUFFIX}{TORN_SUFFIX}"
-        if not os.path.lexists(candidate) and not os.path.lexists(aside):
+        beside = [archive / f"{stem}{SUFFIX}{suffix}" for suffix in (TORN_SUFFIX, *MEMORY_FILES)]
+        if not any(os.path.lexists(path) for path in (candidate, *beside)):
             return candidate
     raise OSError(f"{archive}: no free name for {name}")
 

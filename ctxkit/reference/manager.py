@@ -57,6 +57,7 @@ from ctxkit.reference.store import History
 from ctxkit.reference.strategies import STRATEGIES, Summarizer, extractive_summary
 from ctxkit.reference.timeline import Timeline
 from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
+from ctxkit.reference.working_state import WorkingState
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
 __all__ = [
@@ -378,6 +379,8 @@ class ReferenceContextManager:
         self._publishing: set[asyncio.Task[None]] = set()
         """Events published from synchronous methods, until their task has run."""
         self._file: HistoryFile | None = None
+        self._work = WorkingState()
+        """The working state and tasks (AdCP), written to the history file when there is one."""
         self.loaded_from_file = False
         """The history was read from ``storage_path`` (so ``set_messages`` is ignored)."""
         self.torn: Torn | None = None
@@ -413,6 +416,7 @@ class ReferenceContextManager:
                 )
                 recount = self.counter.message_cost
             self._audit = self._timeline.replay(path, loaded.records, recount=recount)
+            self._work.replay(path, loaded.records)
             messages, costs, times = self._timeline.current()
             try:
                 self._history.load(messages, costs, times)
@@ -422,6 +426,7 @@ class ReferenceContextManager:
             file.close()
             raise
         self._timeline.file = self._file = file
+        self._work.write = self._write_record
         weakref.finalize(self, file.close)
         self.loaded_from_file = bool(messages)
         if loaded.torn is not None:
@@ -529,9 +534,10 @@ class ReferenceContextManager:
             self._recall.reset()
 
     async def clear(self) -> None:
-        """Forget everything: history, plans, usage. A history file keeps what was there
-        (``checkpoint()`` first to be able to restore it)."""
+        """Forget everything: history, working state and tasks, plans, usage. A history file
+        keeps what was there (``checkpoint()`` first to be able to restore it)."""
         self._history.clear()
+        self._work.clear()
         self._sync()
         self.loaded_from_file = False
         self._forget_views()
@@ -600,12 +606,14 @@ class ReferenceContextManager:
             raise TypeError(f"label must be a string or None, got {label!r}")
         with self._history.locked():
             point = self._timeline.checkpoint(label, self._history.clock())
+            self._work.checkpointed(point.id)
         self._sync()
         return point.id
 
     async def restore(self, checkpoint_id: str) -> str:
-        """Set the history back to a checkpoint's. The history it replaces is not lost: it is
-        checkpointed first, and that checkpoint's id is returned. Raises
+        """Set the history back to a checkpoint's, with its working state and tasks. The
+        history it replaces is not lost: it is checkpointed first, and that checkpoint's id is
+        returned. Raises
         :class:`~ctxkit.reference.timeline.UnknownCheckpoint` for an unknown id."""
         messages, costs, times = self._timeline.state(checkpoint_id)
         at = self._history.clock()
@@ -614,7 +622,9 @@ class ReferenceContextManager:
         def record() -> None:
             label = f"before restore to {checkpoint_id}"
             saved.append(self._timeline.checkpoint(label, at).id)
+            self._work.checkpointed(saved[-1])
             self._timeline.restored(checkpoint_id, at)
+            self._work.restored(checkpoint_id)
 
         self._history.load(messages, costs, times, change=record)
         self._sync()
@@ -622,6 +632,50 @@ class ReferenceContextManager:
         if self._recall is not None:
             self._recall.reset()
         return saved[0]
+
+    # -- working state and tasks (AdCP) ------------------------------------------------------
+
+    async def get_working_state(self) -> dict[str, Any]:
+        """The conversation's working state: a free-form JSON object (current items, last
+        search, preferences, workflow step...); ``{}`` until set. A copy."""
+        return self._work.state
+
+    async def set_working_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the working state whole; returns it. Raises ``TypeError`` if it is not a
+        JSON object; with a history file, it is there when this returns (see
+        :mod:`ctxkit.reference.working_state`)."""
+        return self._change_work(lambda at: self._work.replace(state, at))
+
+    async def patch_working_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Change the working state by a JSON merge patch (RFC 7386: ``{"step": 3, "last_search":
+        null}`` sets ``step`` and removes ``last_search``; objects merge key by key); returns
+        the result."""
+        return self._change_work(lambda at: self._work.patch(patch, at))
+
+    async def add_task(self, text: str) -> dict[str, Any]:
+        """Add an active task: ``{"id": "t1", "text", "created", "completed": None}``."""
+        return self._change_work(lambda at: self._work.add_task(text, at))
+
+    async def complete_task(self, task_id: str) -> dict[str, Any]:
+        """Mark an active task completed (``completed`` is the time); returns it. Raises
+        :class:`~ctxkit.reference.working_state.TaskError` for an id that names no active
+        task."""
+        return self._change_work(lambda at: self._work.complete_task(task_id, at))
+
+    async def get_tasks(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"active_tasks": [...], "completed_tasks": [...]}``, each oldest first."""
+        return self._work.tasks()
+
+    def _change_work(self, change: Callable[[float], dict[str, Any]]) -> dict[str, Any]:
+        with self._history.locked():
+            result = change(self._history.clock())
+        self._sync()
+        return result
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """Append a working-state record to the history file (under the history's lock)."""
+        assert self._file is not None
+        self._file.append(record)
 
     def checkpoints(self) -> list[dict[str, Any]]:
         """Every checkpoint, oldest first: ``id``, ``label``, ``at`` (seconds since the

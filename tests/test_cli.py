@@ -32,6 +32,50 @@ def test_version(capsys):
     assert capsys.readouterr().out.startswith("ctxkit 0.")
 
 
+@pytest.mark.parametrize(
+    ("argv", "usage", "sentence"),
+    [
+        (["conformance", "--profle", "quick"], "usage: ctxkit conformance",
+         "ctxkit conformance: error: unknown option --profle; did you mean --profile?"),
+        (["survey", "--jbos", "2"], "usage: ctxkit survey", "did you mean --jobs?"),
+        (["usage", "--bugdet=3"], "usage: ctxkit usage",
+         "unknown option --bugdet; did you mean --budget?"),
+        (["contexts", "list", "--jsn"], "usage: ctxkit contexts list", "did you mean --json?"),
+        (["--verison"], "usage: ctxkit [", "unknown option --verison; did you mean --version?"),
+        (["conformence"], "usage: ctxkit [", "did you mean 'conformance'?"),
+        (["conformance", "--profile", "quack"], "usage: ctxkit conformance",
+         "did you mean 'quick'?"),
+        (["usage", "--xyzzy"], "usage: ctxkit usage",
+         "unknown option --xyzzy; see ctxkit usage --help"),
+        (["usage", "a.json", "b.json"], "usage: ctxkit usage", "unrecognized arguments: b.json"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_option_or_command_is_named_with_the_one_meant(capsys, argv, usage, sentence):
+    """Under the usage of the command it was given to, not ctxkit's, exit 2."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(usage)
+    assert sentence in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["usage"], ["conformance"], ["audit", "x.json"], ["watch"], ["demo"], ["inspect"],
+     ["contexts"], ["contexts", "list"], ["survey"]],
+    ids=" ".join,
+)  # fmt: skip
+def test_every_command_names_an_unknown_option(capsys, command):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--no-such-option"])
+    assert done.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: ctxkit {' '.join(command[:2])}".removesuffix(" x.json"))
+    assert "error: unknown option --no-such-option" in err
+
+
 def test_usage_on_the_synthetic_workload_reports_a_compacted_view(capsys):
     code = main(["usage", "--messages", "400", "--budget", "20000", "--json"])
     assert code == EXIT_OK

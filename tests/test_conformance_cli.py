@@ -71,14 +71,78 @@ def test_a_bad_target_gets_an_error_that_says_the_fix(spec, fragment):
         load_target(spec)
 
 
-def test_sync_methods_are_named_in_the_contract_error():
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("langchain:trim_message", "did you mean langchain:trim_messages?"),
+        ("autogen:bufered", "did you mean autogen:buffered?"),
+        ("langchain:summary", "the langchain adapters: langchain:trim_messages, "),
+        ("tests.zoo.base:GoodManagr", "has no attribute 'GoodManagr'; did you mean GoodManager?"),
+        ("tests.zoo.base:goodmanager", "did you mean GoodManager?"),
+        ("tests.zoo.base:GoodManager.clearr", "'tests.zoo.base.GoodManager' has no attribute"),
+        ("ctxkit.refrence:mount", "Did you mean ctxkit.reference?"),
+        ("tets.zoo.base:GoodManager", "Did you mean tests.zoo.base?"),
+    ],
+)
+def test_a_mistyped_target_gets_the_name_meant(spec, fragment):
+    with pytest.raises(LoadError, match=re.escape(fragment)):
+        load_target(spec)
+
+
+def test_an_adapter_typo_is_no_missing_module():
+    with pytest.raises(LoadError) as raised:
+        load_target("langchain:trim_message")
+    assert "there is no adapter 'langchain:trim_message'" in str(raised.value)
+    assert "--list-adapters" in str(raised.value)
+    assert "no module named" not in str(raised.value)
+
+
+def test_plain_methods_are_refused_when_loaded_all_named(tmp_path):
+    """A class is refused before anything is built; a factory's product when built. Both
+    are PlainMethods: a LoadError (exit 2) and a ContractError."""
     import asyncio
 
-    from ctxkit.conformance.target import EventRecorder
+    from ctxkit.conformance.target import EventRecorder, PlainMethods
 
-    target = load_target("tests.zoo.misc:SyncMethods")
-    with pytest.raises(ContractError, match="async def"):
+    names = "add_message, get_messages_for_request, get_messages, set_messages and clear"
+    with pytest.raises(PlainMethods, match=re.escape(f"{names} are plain functions")):
+        load_target("tests.zoo.misc:SyncMethods")
+    factory = tmp_path / "factory.py"
+    factory.write_text(
+        "from tests.zoo.misc import SyncMethods\n\ndef make():\n    return SyncMethods()\n"
+    )
+    target = load_target(f"{factory}:make")  # what it builds is known once built
+    with pytest.raises(PlainMethods, match="declare them `async def`") as raised:
         asyncio.run(target.build(EventRecorder()))
+    assert isinstance(raised.value, ContractError)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (
+            ["langchain:trim_message"],
+            ["there is no adapter 'langchain:trim_message'; did you mean langchain:trim_messages?",
+             "`ctxkit conformance --list-adapters`"],
+        ),
+        (
+            ["tests.zoo.misc:SyncMethods"],
+            ["SyncMethods.add_message, get_messages_for_request, get_messages, set_messages and "
+             "clear are plain functions", "declare them `async def`"],
+        ),
+        (
+            ["--profle", "quick"],
+            ["usage: ctxkit conformance", "unknown option --profle; did you mean --profile?"],
+        ),
+    ],
+)  # fmt: skip
+def test_a_mistake_exits_2_with_a_sentence(args, fragments):
+    done = conformance(*args, *FAST)
+    assert done.returncode == 2, done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "lifecycle" not in done.stdout + done.stderr
 
 
 # -- the command --------------------------------------------------------------------------------

@@ -147,16 +147,26 @@ def test_a_hang_is_an_error_that_says_timed_out():
     assert all("timed out" in message for message in outcome["errors"].values())
 
 
-def test_plain_function_methods_get_a_verdict_that_says_coroutine():
+def test_plain_function_methods_are_a_usage_error_that_names_them():
     (member,) = [m for m in ZOO if m.target.endswith(":SyncMethods")]
-    outcome = check(member)
+    with pytest.raises(SetupError) as raised:
+        check(member)
+    message = str(raised.value)
+    assert "add_message, get_messages_for_request, get_messages, set_messages and clear" in (
+        message
+    )
+    assert "declare them `async def`" in message
+
+
+def test_a_manager_lacking_a_method_fails_lifecycle():
+    outcome = _check("tests.zoo.misc:LacksClear", (("shapes", ("openai",)),))
     assert outcome["verdict"] == "fail"
     assert outcome["failed"] == {"lifecycle"}
-    assert "async def" in outcome["properties"]["lifecycle"].message
+    assert "lacks clear" in outcome["properties"]["lifecycle"].message
 
 
 def test_an_import_error_cannot_be_checked():
-    (member,) = [m for m in ZOO if m.outcome == "load_error"]
+    (member,) = [m for m in ZOO if m.target.endswith("broken_import:Manager")]
     with pytest.raises(SetupError, match="does_not_exist_ctxkit_zoo"):
         check(member)
 

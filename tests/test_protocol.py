@@ -46,7 +46,7 @@ def transcript_of(tmp_path: Path, target: str, **options: object) -> list[dict]:
     [
         "tests.zoo.base:GoodManager",  # every op, edit_after, add_many, bad messages refused
         "tests.zoo.history:LeaksReferences",  # answers that show a caller's edits
-        "tests.zoo.misc:SyncMethods",  # a contract error on reset
+        "tests.zoo.misc:LacksClear",  # a contract error on reset
         "tests.zoo.amplifier:mount_own_event",  # events
     ],
 )

@@ -25,7 +25,7 @@ from ctxkit.cli.errors import (
     EXIT_USAGE,
     UsageError,
 )
-from ctxkit.cli.options import config_from_json
+from ctxkit.cli.options import Parser, config_from_json
 
 __all__ = [
     "EXIT_FOUND_PROBLEM",
@@ -52,7 +52,7 @@ COMMANDS = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ctxkit",
         description=(
             "Make LLM context managers observable and testable: check any manager with "

@@ -10,13 +10,16 @@ import difflib
 import json
 import math
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ctxkit.cli.errors import UsageError
 
 __all__ = [
     "DEFAULT_SEED",
+    "Parser",
     "check_seconds",
     "check_writable_file",
     "check_writable_folder",
@@ -34,6 +37,47 @@ random seed unless given one, and prints it: each run explores further."""
 
 SHAPE_NAMES = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
 """``--format`` names, as :data:`ctxkit.shapes.SHAPES` (a test keeps the two equal)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that names a mistyped option and the one meant, under the usage of
+    the command it was given to, exit 2: ``ctxkit conformance --profle quick`` says "unknown
+    option --profle; did you mean --profile?". Plain argparse hands what a subcommand does
+    not know up to the top-level parser, which prints its own usage and "unrecognized
+    arguments". A mistyped choice (a command, a ``--profile``) gets a suggestion too.
+    ``add_subparsers`` makes its parsers of the parser's class, so every command is one."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unknown(extras))
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, with the closest choice suggested for an invalid one."""
+        found = _INVALID_CHOICE.search(message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found["choices"])
+            close = difflib.get_close_matches(found["value"], choices, n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+    def _unknown(self, extras: list[str]) -> str:
+        options = [e for e in extras if e.startswith("-") and e != "-"]
+        if not options:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        name = options[0].partition("=")[0]
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else f"; see {self.prog} --help"
+        more = f" (and {len(options) - 1} more)" if len(options) > 1 else ""
+        return f"unknown option {name}{more}{hint}"
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
 
 
 def shape_list(text: str) -> tuple[str, ...]:

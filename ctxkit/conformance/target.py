@@ -29,13 +29,15 @@ real one when it is installed, a stand-in otherwise (``CTXKIT_COORDINATOR`` pick
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import importlib.util
 import inspect
 import logging
 import os
+import pkgutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -64,6 +66,7 @@ __all__ = [
     "ContractError",
     "EventRecorder",
     "LoadError",
+    "PlainMethods",
     "Target",
     "load_target",
 ]
@@ -79,6 +82,17 @@ class LoadError(Exception):
 
 class ContractError(Exception):
     """The target was built but does not follow the protocol (missing or sync methods)."""
+
+
+class PlainMethods(LoadError, ContractError):
+    """The contract's methods are plain functions, not coroutines: the user's mistake, said
+    before anything is checked (a usage error, exit 2), not a property the manager fails. A
+    :class:`ContractError` too, for callers that catch those."""
+
+
+class _NotFound(LoadError):
+    """The module or attribute a target names does not exist (a typo, perhaps of an
+    adapter's name)."""
 
 
 class EventRecorder:
@@ -240,13 +254,23 @@ def check_protocol(manager: Any) -> None:
             f"{type(manager).__name__} lacks {', '.join(missing)}; the context contract "
             f"needs async methods {', '.join(CONTRACT_METHODS)}"
         )
-    plain = [m for m in CONTRACT_METHODS if not _is_async(getattr(manager, m))]
+    _check_coroutines(type(manager).__name__, manager)
+
+
+def _check_coroutines(name: str, obj: Any) -> None:
+    """Raise :class:`PlainMethods` naming every contract method of ``obj`` (a manager or its
+    class) that is a plain function."""
+    plain = [
+        m
+        for m in CONTRACT_METHODS
+        if callable(getattr(obj, m, None)) and not _is_async(getattr(obj, m))
+    ]
     if plain:
-        raise ContractError(
-            f"{type(manager).__name__}.{plain[0]} is a plain function"
-            + (f" (and {len(plain) - 1} more)" if len(plain) > 1 else "")
-            + ": the context contract needs coroutines. Declare them `async def`; callers "
-            "`await` every method"
+        listed = ", ".join(plain[:-1]) + (" and " if len(plain) > 1 else "") + plain[-1]
+        verb = "are plain functions" if len(plain) > 1 else "is a plain function"
+        raise PlainMethods(
+            f"{name}.{listed} {verb}, not coroutines: callers `await` every method of the "
+            f"context contract, so declare {'them' if len(plain) > 1 else 'it'} `async def`"
         )
 
 
@@ -265,11 +289,15 @@ def _import(module_name: str, spec: str) -> Any:
         return _import_here(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            advice = _dotted_hint(module_name, spec) or (
-                "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
-                "its package"
+            advice = (
+                _dotted_hint(module_name, spec)
+                or _close_module(module_name, exc.name)
+                or (
+                    "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
+                    "its package"
+                )
             )
-            raise LoadError(f"{spec}: no module named {module_name!r}. {advice}") from exc
+            raise _NotFound(f"{spec}: no module named {module_name!r}. {advice}") from exc
         raise LoadError(f"{spec}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise LoadError(
@@ -287,6 +315,28 @@ def _import_here(module_name: str) -> Any:
             raise
         sys.path.append(here)
         return importlib.import_module(module_name)
+
+
+def _close_module(module_name: str, missing: str) -> str:
+    """``Did you mean ctxkit.reference?`` for ``ctxkit.refrence``: ``missing`` (the part of
+    ``module_name`` not found) replaced by the closest module beside it, in its package or
+    at the top level, if one is close."""
+    parent, _, name = missing.rpartition(".")
+    try:
+        path = _import_here(parent).__path__ if parent else None
+    except Exception:
+        return ""
+    close = _closest(name, {m.name for m in pkgutil.iter_modules(path)})
+    if not close:
+        return ""
+    rest = module_name[len(missing) :]
+    return f"Did you mean {f'{parent}.' if parent else ''}{close[0]}{rest}?"
+
+
+def _closest(name: str, names: Iterable[str], n: int = 1) -> list[str]:
+    """The names most like ``name``, case aside, best first."""
+    by_lower = {candidate.lower(): candidate for candidate in names}
+    return [by_lower[c] for c in difflib.get_close_matches(name.lower(), by_lower, n=n)]
 
 
 def _dotted_hint(module_name: str, spec: str) -> str:
@@ -323,15 +373,17 @@ def _import_file(path: Path, spec: str) -> Any:
 
 
 def _attribute(module: Any, attr: str, spec: str) -> Any:
-    obj = module
+    obj, owner = module, module.__name__
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = sorted(n for n in dir(module) if not n.startswith("_"))
-            raise LoadError(
-                f"{spec}: {module.__name__!r} has no attribute {attr!r}; it has: "
+            names = sorted(n for n in dir(obj) if not n.startswith("_"))
+            close = _closest(part, names, n=3)
+            meant = f"did you mean {' or '.join(close)}? It" if close else "it"
+            raise _NotFound(
+                f"{spec}: {owner!r} has no attribute {part!r}; {meant} has: "
                 f"{', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
             )
-        obj = getattr(obj, part)
+        obj, owner = getattr(obj, part), f"{owner}.{part}"
     return obj
 
 
@@ -446,6 +498,17 @@ def load_target(
         module_name, attr = adapted.split(":")
         obj = _attribute(_import(module_name, spec), attr, spec)
         return _target(spec, obj, config, form)
+    try:
+        return _python_target(spec, config, form)
+    except _NotFound as exc:
+        meant = _adapter_meant(spec)
+        if meant is None:
+            raise
+        raise LoadError(meant) from exc
+
+
+def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Target:
+    """A target that names no adapter: an entry point, a file or a module."""
     if spec.startswith("ep:"):
         obj = _entry_point(spec[3:], spec)
         return _target(spec, obj, config, form)
@@ -491,6 +554,24 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
     return Target(spec, functools.partial(GrpcContextManager, address), "factory", config)
 
 
+def _adapter_meant(spec: str) -> str | None:
+    """For a target that is not found and reads like an adapter's name (its library's prefix,
+    or close to a name): the sentence saying no adapter has it, and the name meant."""
+    from ctxkit.adapters import ADAPTERS, JS_ADAPTERS
+
+    names = [a.name for a in (*ADAPTERS, *JS_ADAPTERS)]
+    family = spec.partition(":")[0]
+    close = _closest(spec, names)
+    kin = [name for name in names if name.partition(":")[0] == family]
+    if not close and not kin:
+        return None
+    meant = f"did you mean {close[0]}?" if close else f"the {family} adapters: {', '.join(kin)}."
+    return (
+        f"{spec}: there is no adapter {spec!r}; {meant} "
+        "(`ctxkit conformance --list-adapters` lists them all)"
+    )
+
+
 def _adapter(spec: str) -> str | None:
     """The factory of the adapter named ``spec``, if one is; a LoadError if its library is
     not installed."""
@@ -506,6 +587,11 @@ def _adapter(spec: str) -> str | None:
 
 def _target(spec: str, obj: Any, config: dict[str, Any], form: str | None = None) -> Target:
     kind = _form_kind(obj, spec, config, form) or _kind(obj, spec)
+    if kind == "factory" and inspect.isclass(obj):
+        try:
+            _check_coroutines(obj.__name__, obj)  # said once, before any example
+        except PlainMethods as exc:
+            raise PlainMethods(f"{spec}: {exc}") from None
     if kind == "mount":
         try:
             coordinator_kind()  # a bad CTXKIT_COORDINATOR is a load error, said once

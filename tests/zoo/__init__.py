@@ -99,8 +99,8 @@ ZOO: list[Member] = [
        "add_message stores non-dicts, missing or unknown roles, tool messages without ids"),
     _m("misc:Hangs", {"timed out"}, "error", "both",
        "get_messages_for_request sleeps 3600 s once the history holds 3+ messages"),
-    _m("misc:SyncMethods", {"coroutine"}, "error", "both",
-       "correct, but the protocol methods are plain def functions"),
+    _m("misc:SyncMethods", {"async def"}, "load_error", "both",
+       "correct, but the protocol methods are plain def functions: exit status 2"),
     _m("broken_import:Manager", {"does_not_exist_ctxkit_zoo"}, "load_error", "both",
        "the module raises ImportError at import: exit status 2"),
     # correct but unusual (tests/zoo/unusual.py): every required property passes

@@ -4,6 +4,7 @@
 - AcceptsGarbage: add_message stores anything, non-dicts and unknown roles included.
 - Hangs: get_messages_for_request never returns once the history holds 3+ messages.
 - SyncMethods: correct, but the protocol methods are plain functions, not coroutines.
+- LacksClear: correct, but it has no clear() method.
 - NeverEmits: correct, takes hooks, but never emits an event.
 - SlowViews: correct, but each view takes ``delay`` seconds (3 by default).
 - OpenAIOnly: correct for OpenAI-shaped messages, refuses Anthropic blocks.
@@ -55,7 +56,8 @@ class Hangs(GoodManager):
 class SyncMethods(GoodManager):
     """Fault (protocol): behaves like GoodManager, but add_message, get_messages_for_request,
     get_messages, set_messages and clear are plain ``def`` functions, so ``await`` on their
-    results fails. A checker must say the methods have to be coroutines (``async def``)."""
+    results fails. A checker must refuse it as a usage error (exit 2), before any example,
+    naming the methods that have to be coroutines (``async def``)."""
 
     def add_message(self, message: dict) -> None:  # type: ignore[override]
         self._validate(message)
@@ -79,6 +81,13 @@ class SyncMethods(GoodManager):
 
     def clear(self) -> None:  # type: ignore[override]
         self._messages = []
+
+
+class LacksClear(GoodManager):
+    """Fault (protocol): no ``clear()`` (the class hides it). Built, it does not follow the
+    contract: a checker reports ``lifecycle`` failed, naming the method it lacks."""
+
+    clear = None  # type: ignore[assignment]
 
 
 class NeverEmits(GoodManager):

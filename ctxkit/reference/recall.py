@@ -392,5 +392,10 @@ class RecallMemory:
 
     def close(self) -> None:
         """Close the memory (what is not yet written is caught up when it is next opened)."""
+        if self._closed:
+            return
         self._closed = True
-        self.memory.close()
+        try:
+            self.memory.close()
+        except RuntimeError:  # at interpreter exit: no new work for its thread; SQLite's own
+            pass  # closing at exit keeps the file whole (what a WAL holds is replayed)

@@ -109,6 +109,86 @@ def test_usage_text_report_shows_the_breakdown(capsys):
     assert "o200k_base (exact)" in out
 
 
+def usage_json(capsys, *args: str) -> dict:
+    assert main(["usage", *args, "--json"]) == EXIT_OK
+    return json.loads(capsys.readouterr().out)
+
+
+def test_usage_of_ones_own_manager_measures_it_as_the_reference_is_measured(capsys):
+    """The reference named as --target is measured from outside (instrument()) and gives the
+    figures it gives of itself: the same view, the same cache replay."""
+    small = ["--messages", "300", "--budget", "20000"]
+    own = usage_json(capsys, *small)
+    outside = usage_json(
+        capsys,
+        *small,
+        *("--target", "ctxkit.reference:ReferenceContextManager"),
+        *("--config", '{"max_tokens": 20000}'),
+    )
+    assert outside["target"] == "ctxkit.reference:ReferenceContextManager"
+    for key in ("tokens", "messages", "history_messages", "compactions", "view", "cache"):
+        assert outside[key] == own[key], key
+    for category in ("system", "user", "assistant", "tool_calls", "tool_results"):
+        assert outside["breakdown"][category] == own["breakdown"][category], category
+    assert outside["room_until_limit"] == 20_000 - outside["tokens"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "tests.zoo.base:GoodManager",  # a contract class
+        "tests.zoo.amplifier:mount",  # a mount function
+        "tests.zoo.forms:keep_last_units",  # a function over the message list
+        "tests.zoo.forms:LimitSession",  # an Agents SDK session
+    ],
+)
+def test_usage_takes_a_target_in_any_form(capsys, target):
+    report = usage_json(capsys, "--messages", "120", "--budget", "8000", "--target", target)
+    assert report["target"] == target
+    assert report["history_messages"] == 120
+    assert 0 < report["tokens"] <= 8_000 < report["history_tokens"]
+    assert report["compactions"] >= 1
+    assert report["cache"]["views"] > 10
+    assert sum(report["view"].values()) == report["messages"]
+
+
+def test_usage_of_a_target_in_words(capsys):
+    args = ["usage", "--messages", "80", "--budget", "8000", "--target"]
+    assert main([*args, "tests.zoo.base:GoodManager"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "manager    tests.zoo.base:GoodManager"
+    assert any(
+        line.startswith("room       ") and line.endswith(" until the limit") for line in lines
+    )
+    assert "until compaction" not in "\n".join(lines)  # its threshold is its own business
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["--target", "tests.zoo.misc:SyncMethods"], EXIT_USAGE, "declare them `async def`"),
+        (["--target", "langchain:trim_message"], EXIT_USAGE,
+         "there is no adapter 'langchain:trim_message'; did you mean langchain:trim_messages?"),
+        (["--target", "tests.zoo.base:GoodManagr"], EXIT_USAGE, "did you mean GoodManager?"),
+        (["--target", "tests.zoo.base:GoodManager", "--strategies", "truncate"], EXIT_USAGE,
+         "--strategies configures the reference manager"),
+        (["--target", "tests.zoo.base:GoodManager", "--config", "[]"], EXIT_USAGE,
+         "--config must be a JSON object"),
+        (["--config", "{}", "--form", "function"], EXIT_USAGE, "describe --target"),
+        (["--target", "tests.zoo.forms:keep_last_units", "--config", '{"limit": 3}'], EXIT_USAGE,
+         "the function takes no keyword 'limit'"),
+        (["--target", "tests.zoo.history:DropsThenRefuses"], EXIT_FOUND_PROBLEM,
+         "raised ValueError: the newest message does not fit a budget of 8000 tokens"),
+    ],
+)  # fmt: skip
+def test_usage_target_mistakes_and_failures_are_one_sentence(capsys, args, code, fragment):
+    assert main(["usage", "--messages", "60", "--budget", "8000", *args]) == code
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("form", ["list", "object", "jsonl"])
 def test_usage_reads_a_file_in_each_form(tmp_path: Path, capsys, form):
     if form == "jsonl":

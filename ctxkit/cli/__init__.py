@@ -1,9 +1,10 @@
 """The ``ctxkit`` command line: the parser, and how errors become exit codes.
 
 One module per command (``ctxkit.cli.usage``, ``.conformance``, ``.demo``, ``.inspector``,
-``.contexts``, ``.survey``), each importing only :mod:`ctxkit.cli.errors` and
-:mod:`ctxkit.cli.options` of the CLI, never this package: no import circles. A command's
-heavy imports happen when it runs, so ``ctxkit --help`` stays fast.
+``.contexts``, ``.survey``), each importing only :mod:`ctxkit.cli.errors`,
+:mod:`ctxkit.cli.options` and :mod:`ctxkit.cli.output` of the CLI, never this package: no
+import circles. A command's heavy imports happen when it runs, so ``ctxkit --help`` stays
+fast.
 
 Exit codes: 0 success; 1 the job ran and found a problem (e.g. the budget cannot hold the
 pinned content); 2 bad usage or unreadable input; 3 an internal error (a bug: please report

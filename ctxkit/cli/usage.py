@@ -1,4 +1,8 @@
-"""``ctxkit usage``: where the tokens of a conversation go, and what one view keeps."""
+"""``ctxkit usage``: where the tokens of a conversation go, and what one view keeps.
+
+Through ctxkit's reference manager by default, or through one's own (``--target``, any form
+``ctxkit conformance`` takes), measured by :func:`ctxkit.telemetry.instrument`, which counts
+any manager's views exactly as the reference counts its own."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
-from ctxkit.cli.options import DEFAULT_SEED
+from ctxkit.cli.options import DEFAULT_SEED, config_from_json
 from ctxkit.wording import plural
 
 __all__ = ["add_parser"]
@@ -22,18 +26,21 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "usage",
         help="show where the tokens of a conversation go, and what a view keeps",
         description=(
-            "Feed a conversation through the reference manager, ask for one view under a "
-            "budget, and report tokens, compaction and the breakdown by category; then replay "
-            "it as an agent made it (a view before each assistant message) and report how "
-            "much of each view repeats the previous one's start, what a prompt cache can "
-            "serve. Without FILE, a seeded synthetic agent conversation is used."
+            "Feed a conversation through the reference manager (or your own, --target), ask "
+            "for one view under a budget, and report tokens, compaction and the breakdown by "
+            "category; then replay it as an agent made it (a view before each assistant "
+            "message) and report how much of each view repeats the previous one's start, what "
+            "a prompt cache can serve. Without FILE, a seeded synthetic agent conversation is "
+            "used."
         ),
         epilog=(
             "examples:\n"
             "  ctxkit usage                              # synthetic conversation, 128k budget\n"
             "  ctxkit usage chat.json --budget 32000     # a JSON list of messages\n"
             "  ctxkit usage chat.jsonl --json            # JSON Lines in, JSON out\n"
-            "  ctxkit usage --messages 5000 --shape anthropic --strategies truncate summarize"
+            "  ctxkit usage --messages 5000 --shape anthropic --strategies truncate summarize\n"
+            "  ctxkit usage chat.json --target mypkg.context:MyManager --config '{\"limit\": 50}'\n"
+            "  ctxkit usage --target langchain:trim_messages --budget 8000"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
@@ -51,9 +58,27 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     usage.add_argument(
         "--strategies",
         nargs="+",
-        default=["truncate_outputs", "truncate"],
         metavar="NAME",
-        help="compaction strategies: truncate_outputs truncate importance summarize",
+        help="the reference manager's compaction strategies: truncate_outputs truncate "
+        "importance summarize (truncate_outputs truncate)",
+    )
+    usage.add_argument(
+        "--target",
+        metavar="TARGET",
+        help="your own manager instead of the reference: module:Class, a factory, a mount "
+        "function, a function over the message list, a session, path/to/file.py[:attr], an "
+        "adapter's name, ./manager.mjs (as ctxkit conformance takes it)",
+    )
+    usage.add_argument(
+        "--config",
+        default="{}",
+        metavar="JSON",
+        help="--target's keyword arguments, as a JSON object ({})",
+    )
+    usage.add_argument(
+        "--form",
+        choices=["contract", "function", "session"],
+        help="what --target names, when detecting it guesses wrong",
     )
     usage.add_argument(
         "--messages", type=int, default=2_000, help="synthetic messages without FILE (2000)"
@@ -114,25 +139,29 @@ def _load_messages(path: Path) -> list[Any]:
     return data
 
 
+DEFAULT_STRATEGIES = ["truncate_outputs", "truncate"]
+
+
 def _run_usage(args: argparse.Namespace) -> int:
     from ctxkit.messages import InvalidMessage
     from ctxkit.reference import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 
     if args.budget <= 0:
         raise UsageError(f"--budget must be positive, got {args.budget}")
-    if args.file is not None:
-        messages = _load_messages(args.file)
-        source = str(args.file)
-    else:
-        from ctxkit.workload import conversation
-
-        if args.messages < 0:
-            raise UsageError(f"--messages must be >= 0, got {args.messages}")
-        messages = conversation(args.messages, seed=args.seed, shape=args.shape)
-        source = f"synthetic {args.shape} conversation, seed {args.seed}"
+    if args.target is None and (args.config != "{}" or args.form is not None):
+        raise UsageError("--config and --form describe --target; name your manager with it")
+    if args.target is not None and args.strategies is not None:
+        raise UsageError(
+            "--strategies configures the reference manager; give your manager's own options "
+            "with --config"
+        )
+    messages, source = _conversation(args)
+    if args.target is not None:
+        return _run_target(args, messages, source)
+    strategies = args.strategies or DEFAULT_STRATEGIES
     try:
         manager = ReferenceContextManager(
-            max_tokens=args.budget, encoding=args.encoding, strategies=args.strategies
+            max_tokens=args.budget, encoding=args.encoding, strategies=strategies
         )
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
@@ -153,28 +182,150 @@ def _run_usage(args: argparse.Namespace) -> int:
         return EXIT_FOUND_PROBLEM
     snapshot = manager.usage()
     snapshot["source"] = source
-    snapshot["cache"] = _cache_stability(messages, args)
+    replay = ReferenceContextManager(
+        max_tokens=args.budget,
+        encoding=args.encoding,
+        strategies=strategies,
+        on_overflow="best_effort",
+    )
+    snapshot["cache"] = asyncio.run(_cache_stability(replay, messages, args.budget))
+    _show(snapshot, args)
+    return EXIT_OK
+
+
+def _conversation(args: argparse.Namespace) -> tuple[list[Any], str]:
+    """The messages to measure (FILE's, or a synthetic conversation's) and where they come
+    from, in words."""
+    if args.file is not None:
+        return _load_messages(args.file), str(args.file)
+    from ctxkit.workload import conversation
+
+    if args.messages < 0:
+        raise UsageError(f"--messages must be >= 0, got {args.messages}")
+    messages = conversation(args.messages, seed=args.seed, shape=args.shape)
+    return messages, f"synthetic {args.shape} conversation, seed {args.seed}"
+
+
+def _show(snapshot: dict[str, Any], args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(snapshot, indent=2))
     else:
         _print_usage(snapshot)
+
+
+def _run_target(args: argparse.Namespace, messages: list[Any], source: str) -> int:
+    """``--target``: the conversation through one's own manager, built as ``ctxkit
+    conformance`` builds it and measured by :func:`~ctxkit.telemetry.instrument`. Exit 1
+    when the manager raises on the conversation."""
+    from ctxkit.messages import InvalidMessage, validate_history
+
+    config = config_from_json(args.config)
+    try:
+        validate_history(messages)  # a bad file is the file's fault, whatever the manager
+    except InvalidMessage as exc:
+        raise UsageError(f"{source}: {exc}") from exc
+    try:
+        snapshot = asyncio.run(_measure_target(args, config, messages))
+    except TargetRaised as exc:
+        print(f"ctxkit: {args.target}: {exc}", file=sys.stderr)
+        return EXIT_FOUND_PROBLEM
+    snapshot["source"] = source
+    _show(snapshot, args)
     return EXIT_OK
 
 
-def _cache_stability(messages: list[Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The conversation replayed as an agent made it, through a fresh manager with the same
-    options: a view before each assistant message, each measured (by the manager's own view
-    events) against the one before: the tokens a prompt cache could serve (ctxkit.prefix)."""
+class TargetRaised(Exception):
+    """The manager under ``--target`` raised on the conversation: what it is for."""
+
+
+async def _measure_target(
+    args: argparse.Namespace, config: dict[str, Any], messages: list[Any]
+) -> dict[str, Any]:
+    from ctxkit import events
+    from ctxkit.tokens import CATEGORIES
+
+    manager = await _open(args, config)
+    seen: dict[str, Any] = {"compactions": 0, "view": None}
+
+    def watch(event: events.Event) -> None:
+        if event.name == events.POST_COMPACT:
+            seen["compactions"] += 1
+        elif event.name == events.VIEW:
+            seen["view"] = event.data
+
+    manager.bus.subscribe(watch)
+    doing = "adding message 0"
+    try:
+        for number, message in enumerate(messages):
+            doing = f"adding message {number}"
+            await manager.add_message(message)
+        doing = "returning a view"
+        await manager.get_messages_for_request(token_budget=args.budget)
+    except Exception as exc:
+        raise TargetRaised(f"{doing} raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        _close(manager)
+    view = seen["view"]
+    tokens, budget = view["token_count"], args.budget
+    breakdown = {category: view["breakdown"].get(category, 0) for category in CATEGORIES}
+    breakdown["room"] = max(0, budget - tokens)
+    replay = await _open(args, config)
+    try:
+        cache = await _cache_stability(replay, messages, budget)
+    finally:
+        _close(replay)
+    return {
+        "target": args.target,
+        "encoding": args.encoding,
+        "budget": budget,
+        "tokens": tokens,
+        "messages": view["message_count"],
+        "ratio": round(tokens / budget, 6),
+        "history_messages": view["history_messages"],
+        "history_tokens": view["history_tokens"],
+        "room_until_limit": max(0, budget - tokens),
+        "compactions": seen["compactions"],
+        "breakdown": breakdown,
+        "view": dict(view["kinds"]),
+        "cache": cache,
+    }
+
+
+async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """A fresh manager from ``--target``, instrumented; a UsageError for one that cannot be
+    found or built."""
+    from ctxkit.conformance.replay import open_manager
+    from ctxkit.conformance.routes import RouteError
+    from ctxkit.conformance.target import ContractError, LoadError
+    from ctxkit.telemetry import instrument
+
+    try:
+        manager, _ = await open_manager(args.target, config, form=args.form)
+    except (LoadError, ContractError, RouteError) as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        raise UsageError(
+            f"{args.target}: building the manager raised {type(exc).__name__}: {exc}"
+        ) from None
+    return instrument(manager, encoding=args.encoding, max_tokens=args.budget)
+
+
+def _close(manager: Any) -> None:
+    """Stop a manager in a process of its own (a JavaScript target); others need nothing."""
+    inner = getattr(manager, "manager", None)
+    close = getattr(inner, "close", None)
+    if type(inner).__name__ == "RemoteManager" and callable(close):
+        close()
+
+
+async def _cache_stability(manager: Any, messages: list[Any], budget: int) -> dict[str, Any]:
+    """The conversation replayed as an agent made it, through ``manager`` (fresh, with the
+    same options, publishing ctxkit's events on ``.bus``): a view before each assistant
+    message, each measured (by its view event) against the one before: the tokens a prompt
+    cache could serve (ctxkit.prefix)."""
     from ctxkit import events
     from ctxkit.prefix import steps_of
-    from ctxkit.reference import ReferenceContextManager
 
-    replay = ReferenceContextManager(
-        max_tokens=args.budget,
-        encoding=args.encoding,
-        strategies=args.strategies,
-        on_overflow="best_effort",
-    )
     seen = {"kept_tokens": 0, "view_tokens": 0, "views": 0}
 
     def count(event: events.Event) -> None:
@@ -183,21 +334,27 @@ def _cache_stability(messages: list[Any], args: argparse.Namespace) -> dict[str,
             seen["view_tokens"] += event.data["token_count"]
             seen["views"] += 1
 
-    replay.bus.subscribe(count)
-
-    async def drive() -> None:
+    manager.bus.subscribe(count)
+    try:
         for step in steps_of(messages):
             for message in step:
-                await replay.add_message(message)
-            await replay.get_messages_for_request()
-
-    asyncio.run(drive())
+                await manager.add_message(message)
+            await manager.get_messages_for_request(token_budget=budget)
+    except Exception as exc:
+        raise TargetRaised(
+            f"replaying the conversation (view {seen['views'] + 1}) raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     views = seen["view_tokens"]
     return {"share": round(seen["kept_tokens"] / views, 4) if views else 0.0, **seen}
 
 
 def _print_usage(s: dict[str, Any]) -> None:
+    from ctxkit.cli.output import print_table
+
     print(f"source     {s['source']}")
+    if "target" in s:
+        print(f"manager    {s['target']}")
     print(f"history    {s['history_messages']:,} messages, {s['history_tokens']:,} tokens")
     print(
         f"view       {s['messages']:,} messages, {s['tokens']:,} of {s['budget']:,} tokens "
@@ -208,10 +365,13 @@ def _print_usage(s: dict[str, Any]) -> None:
         f"           {kinds.get('kept', 0)} kept, {kinds.get('shortened', 0)} shortened, "
         f"{kinds.get('summary', 0)} summary"
     )
-    print(
-        f"room       {s['room_until_compaction']:,} tokens until compaction at "
-        f"{s['compact_at_tokens']:,}; {s['room_until_limit']:,} until the limit"
-    )
+    if "compact_at_tokens" in s:
+        print(
+            f"room       {s['room_until_compaction']:,} tokens until compaction at "
+            f"{s['compact_at_tokens']:,}; {s['room_until_limit']:,} until the limit"
+        )
+    else:  # one's own manager: when it compacts is its own business
+        print(f"room       {s['room_until_limit']:,} tokens until the limit")
     cache = s["cache"]
     if cache["views"]:
         print(
@@ -220,7 +380,14 @@ def _print_usage(s: dict[str, Any]) -> None:
         )
     print(f"encoding   {s['encoding']} (exact)")
     print("breakdown")
-    width = max(len(name) for name in s["breakdown"])
-    for name, tokens in s["breakdown"].items():
-        share = tokens / s["budget"] if s["budget"] else 0
-        print(f"  {name:<{width}}  {tokens:>9,}  {share:6.1%}")
+    budget = s["budget"]
+    print_table(
+        ("category", "tokens", "of budget"),
+        [
+            (name, f"{tokens:,}", f"{tokens / budget if budget else 0:.1%}")
+            for name, tokens in s["breakdown"].items()
+        ],
+        right={1, 2},
+        show_header=False,
+        indent=2,
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
 from ctxkit.cli.options import duration
+from ctxkit.cli.output import print_table
 
 __all__ = ["ENV_DIR", "add_parser"]
 
@@ -202,7 +203,7 @@ def _run_list(args: argparse.Namespace) -> int:
     if not found:
         print(f"no stored conversations in {directory}")
         return EXIT_OK
-    _print_table(
+    print_table(
         ["ID", "STATE", "OPEN", "LAST ACTIVITY", "SIZE"],
         [
             [
@@ -227,16 +228,6 @@ def _run_list(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
     print(f"{len(found)} in {directory}: {summary}")
     return EXIT_OK
-
-
-def _print_table(header: list[str], rows: list[list[str]], *, right: set[int]) -> None:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        cells = [
-            cell.rjust(width) if i in right else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("  ".join(cells).rstrip())
 
 
 # -- show --------------------------------------------------------------------------------------
@@ -311,17 +302,17 @@ def _print_details(info: dict[str, Any], now: float) -> None:
     if info["set_aside"]:
         rows.append(("set aside", info["set_aside"]))
     rows += _work_rows(info, now)
-    for key, value in rows:
-        print(f"  {key:<14} {value}")
+    print_table(("", ""), rows, show_header=False, indent=2)
     newest = info["newest"]
     if newest:
         print(f"newest {len(newest)} of {info['messages']:,} messages")
-        width = len(str(newest[-1]["index"]))
-        for row in newest:
-            print(
-                f"  #{row['index']:<{width}}  {row['role']!s:<9} {row['tokens']:>6}  "
-                f"{row['preview']}"
-            )
+        print_table(
+            ("#", "role", "tokens", "preview"),
+            [(f"#{r['index']}", r["role"], f"{r['tokens']:,}", r["preview"]) for r in newest],
+            right={2},
+            show_header=False,
+            indent=2,
+        )
 
 
 STATE_CHARS = 160

@@ -42,6 +42,7 @@ def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path
     for shape in ("openai", "anthropic", "responses", "gemini", "bedrock", "genai"):
         assert f"ctxkit/shapes/spec/{shape}.json" in names
     assert "ctxkit/tui/inspector.tcss" in names
+    assert "ctxkit/survey/templates/matrix.html.j2" in names  # the survey's page
 
 
 def test_a_users_own_conformance_package_does_not_shadow_the_suite(wheel: Path, tmp_path: Path):

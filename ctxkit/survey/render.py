@@ -1,12 +1,16 @@
 """The matrix as Markdown (for a README or an issue), as one self-contained HTML page
-(sortable; a failure's reproducer one click away) and as JSON."""
+(sortable; levels, verdicts and what each failure is shown in the table; a failure's
+reproducer one click away) and as JSON."""
 
 from __future__ import annotations
 
-import html
 import json
+from typing import TYPE_CHECKING, Any
 
 from ctxkit.survey.matrix import Cell, Matrix
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 __all__ = ["to_html", "to_json", "to_markdown"]
 
@@ -94,125 +98,96 @@ def to_json(matrix: Matrix) -> str:
     return json.dumps(matrix.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1b1f24; }
-h1 { font-size: 1.3rem; } p.meta { color: #57606a; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #d0d7de; padding: .3rem .5rem; text-align: center; }
-th { background: #f6f8fa; cursor: pointer; user-select: none; white-space: nowrap; }
-th[aria-sort=ascending]::after { content: " \\25B2"; }
-th[aria-sort=descending]::after { content: " \\25BC"; }
-td.target { text-align: left; font-family: ui-monospace, monospace; }
-td.passed { background: #dafbe1; } td.failed { background: #ffebe9; font-weight: 600; }
-td.error { background: #fff8c5; } td.skipped, td.not-run { color: #57606a; }
-td.below { background: #fff1e5; }
-button.repro { font: inherit; background: none; border: 0; color: #cf222e;
-  text-decoration: underline; cursor: pointer; padding: 0; }
-dialog { max-width: min(90vw, 60rem); } dialog pre { max-height: 60vh; overflow: auto;
-  background: #f6f8fa; padding: .75rem; }
-"""
-
-_SCRIPT = """
-document.querySelectorAll("th[data-key]").forEach((header, column) => {
-  header.addEventListener("click", () => {
-    const body = document.querySelector("tbody");
-    const rows = Array.from(body.rows);
-    const ascending = header.getAttribute("aria-sort") !== "ascending";
-    document.querySelectorAll("th").forEach((h) => h.removeAttribute("aria-sort"));
-    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    const key = (row) => row.cells[column].dataset.sort || row.cells[column].textContent;
-    rows.sort((a, b) => key(a).localeCompare(key(b), undefined, { numeric: true }));
-    if (!ascending) rows.reverse();
-    rows.forEach((row) => body.appendChild(row));
-  });
-});
-document.querySelectorAll("button.repro").forEach((button) => {
-  button.addEventListener("click", () => {
-    document.getElementById(button.dataset.dialog).showModal();
-  });
-});
-document.querySelectorAll("dialog button.close").forEach((button) => {
-  button.addEventListener("click", () => button.closest("dialog").close());
-});
-"""
-
+_VERDICT_CLASS = {"pass": "pass", "fail": "fail", "error": "error"}
 _ORDER = {"failed": "0", "error": "1", "below": "2", "skipped": "3", "not run": "4", "passed": "5"}
 
 
 def to_html(matrix: Matrix) -> str:
-    """One page, no external resources: headers sort the rows; a failed cell opens a dialog
-    with the sentence, what is known about it and the reproducer script."""
+    """One page, no external resources (``templates/matrix.html.j2``): headers sort the rows
+    and say each property's level; a failure is coloured by its level and tagged with what
+    is known of it (bug, design choice, adapter limitation), and opens a dialog with the
+    sentence and the reproducer script. Rendered by Jinja2 with autoescaping on: what a
+    target or its messages say can never become markup."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    environment = Environment(
+        loader=PackageLoader("ctxkit.survey", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    environment.filters["breakable"] = _breakable
     ids = [i for i, _ in matrix.properties]
     levels = dict(matrix.properties)
-    headers = ["target", "version", "verdict", *ids]
-    head = "".join(
-        f'<th data-key="{html.escape(h)}" title="{html.escape(levels.get(h, ""))}">'
-        f"{html.escape(h)}</th>"
-        for h in headers
-    )
-    body, dialogs = [], []
+    rows, dialogs = [], []
     for number, row in enumerate(matrix.rows):
         verdict = row.verdict if row.problem is None else "not checked"
-        cells = [
-            f'<td class="target" title="{html.escape(row.problem or "")}">'
-            f"{html.escape(row.target)}</td>",
-            f"<td>{html.escape(row.version or '-')}</td>",
-            f'<td data-sort="{html.escape(verdict)}">{html.escape(verdict)}</td>',
-        ]
+        cells = []
         for property_id in ids:
             cell = row.cells.get(property_id) or Cell("not run", levels.get(property_id, ""))
-            word = html.escape(_word(cell))
-            css = cell.status.replace(" ", "-")
-            order = _ORDER.get(cell.status, "6")
+            level = cell.level or levels.get(property_id, "")
+            shown = {
+                "css": f"{cell.status.replace(' ', '-')} {level}".strip(),
+                "order": _ORDER.get(cell.status, "6"),
+                "word": _word(cell),
+                "message": cell.message,
+                "dialog": None,
+                "finding": None,
+            }
+            if cell.finding is not None:
+                shown |= {
+                    "finding": cell.finding.kind,
+                    "finding_label": _FINDING.get(cell.finding.kind, cell.finding.kind),
+                    "reason": cell.finding.reason,
+                }
             if cell.status in ("failed", "error"):
-                dialog_id = f"r{number}-{property_id}"
-                dialogs.append(_dialog(dialog_id, row.target, property_id, cell))
-                word = (
-                    f'<button class="repro" data-dialog="{dialog_id}" '
-                    f'title="{html.escape(cell.message)}">{word}</button>'
-                )
-            cells.append(f'<td class="{css}" data-sort="{order}">{word}</td>')
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    meta = (
-        f"ctxkit {matrix.ctxkit_version}, {matrix.created}, profile {matrix.profile}, seed "
-        f"{matrix.seed}, {matrix.machine}. Click a header to sort; click a failure for its "
-        "reproducer."
+                shown["dialog"] = f"r{number}-{property_id}"
+                dialogs.append(_dialog(shown, row.target, property_id, level, cell))
+            cells.append(shown)
+        rows.append(
+            {
+                "target": row.target,
+                "title": row.problem or row.name,
+                "version": row.version or "-",
+                "verdict": verdict,
+                "verdict_class": _VERDICT_CLASS.get(verdict, "not-checked"),
+                "cells": cells,
+            }
+        )
+    return environment.get_template("matrix.html.j2").render(
+        ctxkit_version=matrix.ctxkit_version,
+        created=matrix.created,
+        profile=matrix.profile,
+        seed=matrix.seed,
+        machine=matrix.machine,
+        properties=[{"id": i, "level": level} for i, level in matrix.properties],
+        rows=rows,
+        dialogs=dialogs,
     )
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>ctxkit compatibility matrix</title>
-<style>{_STYLE}</style>
-</head>
-<body>
-<h1>ctxkit compatibility matrix</h1>
-<p class="meta">{html.escape(meta)}</p>
-<table>
-<thead><tr>{head}</tr></thead>
-<tbody>
-{chr(10).join(body)}
-</tbody>
-</table>
-{chr(10).join(dialogs)}
-<script>{_SCRIPT}</script>
-</body>
-</html>
-"""
 
 
-def _dialog(dialog_id: str, target: str, property_id: str, cell: Cell) -> str:
-    known = ""
-    if cell.finding is not None:
-        kind = _FINDING.get(cell.finding.kind, cell.finding.kind)
-        allow = f" Accept it with --allow {cell.finding.allow}." if cell.finding.allow else ""
-        known = f"<p><strong>{html.escape(kind)}</strong>: {html.escape(cell.finding.reason)}"
-        known += f"{html.escape(allow)}</p>"
-    script = cell.reproducer or "(no reproducer)"
-    verification = html.escape(cell.verification or "not verified")
-    return (
-        f'<dialog id="{dialog_id}"><h2>{html.escape(target)}: {html.escape(property_id)}</h2>'
-        f"<p>{html.escape(cell.message)}</p>{known}<p>Reproducer ({verification}):</p>"
-        f'<pre class="script">{html.escape(script)}</pre>'
-        f'<button class="close">Close</button></dialog>'
-    )
+def _breakable(name: str) -> Markup:
+    """A target that may wrap after its separators (``js:@langchain/core:trimMessages``),
+    so the sticky column stays narrow; escaped, as everything is."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup("<wbr>").join(escape(part) for part in re.split(r"(?<=[:/._])", name))
+
+
+def _dialog(
+    shown: dict[str, Any], target: str, property_id: str, level: str, cell: Cell
+) -> dict[str, Any]:
+    finding = cell.finding
+    return {
+        "id": shown["dialog"],
+        "target": target,
+        "property": property_id,
+        "level": level,
+        "message": cell.message,
+        "finding": finding is not None,
+        "finding_label": shown.get("finding_label"),
+        "reason": finding.reason if finding else "",
+        "allow": finding.allow if finding else None,
+        "verification": cell.verification or "not verified",
+        "script": cell.reproducer or "(no reproducer)",
+    }

@@ -1,6 +1,6 @@
 """Run the suite on many targets at once: each target in a ``ctxkit conformance`` process of its
 own (so one target's hang, crash or memory cannot touch another's verdict), at most ``jobs``
-at a time, with a progress bar.
+at a time, with a Rich progress bar on a terminal.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from rich.progress import ProgressColumn, Task
+from rich.text import Text
 
 from ctxkit.survey.matrix import Finding, Row, row_from_report
 
@@ -41,7 +44,9 @@ class Subject:
 
 
 class Progress:
-    """A bar on a terminal (redrawn), else a line per finished target."""
+    """On a terminal, a Rich progress bar with the targets running and how long each has
+    run, each finished target printed above it; elsewhere (a CI log, a test) a line per
+    finished target, ``[done/total] target: outcome (N s)``, and no redrawing."""
 
     def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
         self.total = total
@@ -50,43 +55,69 @@ class Progress:
         self.done = 0
         self.running: dict[str, float] = {}
         self.lock = threading.Lock()
-        self.started = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+        if self.live:
+            self._start_bar()
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self.bar = Bar(
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            _Running(self),
+            console=Console(file=self.stream, highlight=False, emoji=False),
+            transient=True,
+        )
+        self.task = self.bar.add_task("survey", total=self.total)
+        self.bar.start()
 
     def start(self, target: str) -> None:
         with self.lock:
             self.running[target] = time.monotonic()
-            self._draw()
+        if self.bar is not None:
+            self.bar.refresh()
 
     def finish(self, target: str, outcome: str) -> None:
         with self.lock:
             began = self.running.pop(target, time.monotonic())
             self.done += 1
-            if self.live:
-                self.stream.write("\r\033[K")
-            self.stream.write(
-                f"  [{self.done}/{self.total}] {target}: {outcome} "
-                f"({time.monotonic() - began:.0f} s)\n"
-            )
-            self._draw()
-
-    def _draw(self) -> None:
-        if not self.live:
+            line = f"  [{self.done}/{self.total}] {target}: {outcome} "
+            line += f"({time.monotonic() - began:.0f} s)"
+        if self.bar is None:
+            self.stream.write(line + "\n")
             self.stream.flush()
             return
-        width = 24
-        filled = width * self.done // max(1, self.total)
+        self.bar.console.print(line, markup=False, emoji=False)
+        self.bar.advance(self.task)
+
+    def running_now(self) -> str:
+        """The targets running, longest first, with their time so far (three at most)."""
         now = time.monotonic()
-        running = ", ".join(f"{t} {now - s:.0f} s" for t, s in list(self.running.items())[:3])
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
-        if running:
-            line += f"  running: {running}"
-        self.stream.write("\r\033[K" + line[:150])
-        self.stream.flush()
+        with self.lock:
+            running = sorted(self.running.items(), key=lambda item: item[1])[:3]
+        return ", ".join(f"{target} {now - began:.0f} s" for target, began in running)
 
     def close(self) -> None:
-        if self.live:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+class _Running(ProgressColumn):
+    """The bar's last column: what is running now, redrawn with the bar."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def render(self, task: Task) -> Text:
+        running = self.progress.running_now()
+        return Text(f"running: {running}" if running else "", overflow="ellipsis", no_wrap=True)
 
 
 def _check(subject: Subject, options: Sequence[str], folder: Path, timeout: float) -> Row:

@@ -848,10 +848,12 @@ class ReferenceContextManager:
         the newest user message changed since the plan last asked, or at a compaction, so
         an agent loop's steps between user turns cost nothing here.
 
-        A compaction decides twice when something is found: once to see what it would leave
-        out, then again with room for the best of that kept aside (so the view lands on
-        ``target_ratio`` with its recalled units); the units are then chosen for the view as
-        compacted. Without a compaction they may take the room up to the threshold."""
+        After a compaction, recalled units may take the view from ``target_ratio`` up to the
+        midpoint between it and ``compact_threshold`` (so half the room to grow stays); when
+        what the compaction would leave out holds more that is found than fits there, it
+        decides again, keeping the difference aside. The units are then chosen for the view
+        as compacted. Without a compaction they may take the room up to the threshold (the
+        newest question gets its answer now; the next compaction makes room)."""
         recall, planner = self._recall, self._planner
         assert recall is not None
         settings = recall.settings
@@ -875,17 +877,18 @@ class ReferenceContextManager:
         started = time.perf_counter()
         tokens_before, messages_before = plan.request_tokens, planner.message_count(plan)
         planner.strip_recalled(plan)
+        ceiling = (self.settings.target_ratio + self.settings.compact_threshold) / 2 * plan.budget
         compaction = await planner.compaction(plan)
         if compaction is not None and ranked:
-            _, reserve = planner.choose_recalled(
+            _, wanted = planner.choose_recalled(
                 plan, ranked, share, settings.limit, decision=compaction
             )
-            if reserve:
-                compaction = await planner.compaction(plan, reserve=reserve) or compaction
+            short = planner.projected_tokens(plan, compaction) + wanted - ceiling
+            if wanted and short > 0:
+                compaction = await planner.compaction(plan, reserve=short) or compaction
 
         def recall_after(compacted: ViewPlan) -> None:
-            target = self.settings.target_ratio * compacted.budget
-            room = min(share, target - compacted.request_tokens)
+            room = min(share, ceiling - compacted.request_tokens)
             chosen, _ = planner.choose_recalled(compacted, ranked, room, settings.limit)
             planner.add_recalled(compacted, chosen)
 

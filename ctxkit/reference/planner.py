@@ -22,7 +22,8 @@ With ``recall`` (:mod:`ctxkit.reference.recall`) a plan's ``recalled`` units are
 list too, in history order, shown whole: units the view had left out or shown coarse, brought
 back because the newest user message asks about them. They are taken out again before any
 compaction decides (:meth:`Planner.strip_recalled`), so recall never changes what the budget
-logic keeps; a compaction only keeps room aside for them (``reserve``).
+logic keeps; a compaction only keeps room aside for them (``reserve``) when they do not fit in
+what it leaves.
 """
 
 from __future__ import annotations
@@ -705,6 +706,27 @@ class Planner:
             added += delta
             chosen[unit_index] = Recalled(level, shortened)
         return chosen, added
+
+    def projected_tokens(self, plan: ViewPlan, decision: Compaction) -> int:
+        """About what the view would cost after ``decision`` (the summary it would make is
+        counted at its cap)."""
+        dropped = set(decision.drop)
+        levels = decision.levels if decision.levels is not None else plan.levels
+        short = plan.short.union(decision.shorten)
+        total = REPLY_PRIMING
+        if dropped and "summarize" in self.settings.strategies:
+            total += self.summary_cap(plan.budget) + 8
+        elif plan.summary_cost is not None:
+            total += plan.summary_cost.total
+        for unit_index in plan.kept:
+            if unit_index in dropped:
+                continue
+            level = levels.get(unit_index)
+            if level is not None:
+                total += self._form_cost(unit_index, level)
+            else:
+                total += self.unit_cost(unit_index, unit_index in short)
+        return total
 
     def _form_cost(self, unit_index: int, level: int) -> int:
         """What a unit costs shown at a coarse level (its whole cost if the form is unknown)."""

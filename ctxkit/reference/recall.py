@@ -12,17 +12,22 @@ results), above the threshold, in history order (see :meth:`Planner.choose_recal
 The history is the source of truth; the memory follows it and can always be rebuilt from it:
 
 * Writes never hold up ``add_message``: a writer task on the caller's event loop stores what
-  was added since it last ran, in batches, on the memory's worker thread. A write that fails
-  (a full disk) is logged once and tried again, in order, with the next message; nothing is
-  skipped, so what is stored is always a prefix of the history.
+  was added since it last ran, on the memory's worker thread, once :data:`WRITE_EVERY`
+  messages wait or :data:`FLUSH_SECONDS` passed since the last write (so a fast agent loop pays
+  for one transaction per batch, not per message). A write that fails (a full disk) is logged
+  once and tried again, in order, with the next message; nothing is skipped, so what is stored
+  is always a prefix of the history.
 * A view that recalls first waits for the memory to hold what was added before it (normally
   the last few messages, written while the model was answering), at most
   :data:`WAIT_SECONDS`; then it searches what is there.
 * ``set_messages``, ``clear`` and ``restore`` make the memory forget the conversation and store
-  its new history again. Opening a memory file that misses the history's newest message (a
-  crash came before the writer) rebuilds it in the background; :meth:`RecallMemory.rebuild`
-  does so on demand. A hit is used only when the message at its index still holds its text,
-  so a stale item can never bring back the wrong message.
+  its new history again. Opening a memory file that misses the history's newest messages (a
+  crash came before the writer) finds where the stored prefix ends, by binary search (a few
+  searches), and stores the rest in the background; :meth:`RecallMemory.rebuild` stores
+  everything again on demand. A hit is used only when the message at its index still holds
+  its text, so a stale item can never bring back the wrong message.
+* A user turn is searched once: the units it finds are kept for the compactions that follow
+  until the next user turn (the messages added meanwhile are in the view anyway).
 * A failing embedder (its model, its endpoint) is logged once, and the memory searches and
   stores text only (FTS5) from then on; items stored meanwhile get their vectors when a
   manager next opens the memory with a working embedder.
@@ -31,9 +36,11 @@ The history is the source of truth; the memory follows it and can always be rebu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
+import time
 import weakref
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
@@ -71,7 +78,11 @@ the tools answered. System prompts are always in the view, so recalling them is 
 MEMORY_SUFFIX = ".memory.sqlite"
 """A history file's memory is ``<history file>.memory.sqlite`` unless ``memory_path`` says."""
 WRITE_BATCH = 256
-"""Messages stored per transaction (and per embedder call)."""
+"""Most messages stored per transaction (and per embedder call)."""
+WRITE_EVERY = 32
+"""The writer wakes once this many messages wait to be stored..."""
+FLUSH_SECONDS = 1.0
+"""... or this long after it last wrote, whichever comes first."""
 WAIT_SECONDS = 5.0
 """How long a view that recalls waits for the memory to catch up with the history."""
 HEAD_CHARS, TAIL_CHARS = 24_000, 8_000
@@ -170,14 +181,22 @@ class RecallMemory:
         self.stored = 0
         """Messages stored since the last reset (for :meth:`rebuild`)."""
         self._last_error: Exception | None = None
+        self._written = 0.0
+        """When the writer last woke (``time.monotonic``)."""
+        self._ranked: tuple[int, int, list[tuple[int, float]]] | None = None
+        """The last search: (epoch, query index, units found)."""
 
     # -- following the history ---------------------------------------------------------------
 
     def added(self, index: int) -> None:
-        """A message was added at ``index``: note a user turn, and have it written."""
+        """A message was added at ``index``: note a user turn, and have it written soon."""
         if self.history.infos[index].user_turn:
             self.newest_user = index
-        self.kick()
+        if (
+            len(self.history) - self._next >= WRITE_EVERY
+            or time.monotonic() - self._written >= FLUSH_SECONDS
+        ):
+            self.kick()
 
     def reset(self) -> None:
         """The history was replaced, cleared or restored: forget it and store it again."""
@@ -198,6 +217,7 @@ class RecallMemory:
         task = self._writer
         if task is not None and not task.done() and task.get_loop() is loop:
             return
+        self._written = time.monotonic()
         self._writer = loop.create_task(self._write(), name="ctxkit-recall-writer")
 
     async def synced(self, seconds: float | None = None) -> bool:
@@ -236,18 +256,17 @@ class RecallMemory:
                 epoch = self._epoch
                 if self._check:
                     size = len(history)
-                    present = await self._holds_newest(size)
+                    missing = await self._first_missing(size)
                     if epoch == self._epoch:
                         self._check = False
-                        if present:
-                            self._next = size
-                        else:
+                        self._next = missing
+                        if missing < size:
                             log.info(
-                                "%s misses the history's newest messages; storing the "
-                                "history again",
+                                "%s holds the history up to message %d of %d; storing the rest",
                                 self.memory.path,
+                                missing,
+                                size,
                             )
-                            self._forget = True
                     continue
                 if self._forget:
                     await self._call(self.memory.forget_where, {"conversation": cid})
@@ -299,21 +318,43 @@ class RecallMemory:
             items.append((text, metadata))
         return items
 
-    async def _holds_newest(self, size: int) -> bool:
-        """Whether the memory holds the newest message (of ``size``) it should: writes keep
-        to history order, so then it holds all before it too."""
-        history = self.history
-        for index in range(size - 1, -1, -1):
-            info = history.infos[index]
-            if role_of(info) not in self.settings.roles:
-                continue
-            text = await memory_text(history.messages[index], info)
-            if text is None:
-                continue
-            where = {"conversation": self.conversation_id, "index": index}
-            hits = await self._call(self.memory.retrieve, text, 5, threshold=1.0, where=where)
-            return any(hit.content == text for hit in hits)
-        return True  # nothing in it is stored
+    async def _first_missing(self, size: int) -> int:
+        """Where the stored part of the first ``size`` messages ends. Writes keep to history
+        order, so the memory holds a prefix of what it should: found by binary search, a
+        search per step, from the newest message it should hold."""
+        history, roles = self.history, self.settings.roles
+
+        async def stored_from(start: int, stop: int) -> bool | None:
+            """Whether the first message in ``[start, stop)`` that is stored is there; None
+            if there is none to store."""
+            for index in range(start, stop):
+                info = history.infos[index]
+                if role_of(info) not in roles:
+                    continue
+                text = await memory_text(history.messages[index], info)
+                if text is None:
+                    continue
+                where = {"conversation": self.conversation_id, "index": index}
+                hits = await self._call(self.memory.retrieve, text, 5, threshold=1.0, where=where)
+                return any(hit.content == text for hit in hits)
+            return None
+
+        newest = size - 1
+        while newest >= 0:  # the newest message there is to store
+            info = history.infos[newest]
+            if role_of(info) in roles and await memory_text(history.messages[newest], info):
+                break
+            newest -= 1
+        if newest < 0 or await stored_from(newest, newest + 1):
+            return size
+        low, high = 0, newest  # stored: every one before low; missing: every one from high
+        while low < high:
+            middle = (low + high) // 2
+            if await stored_from(middle, high + 1):
+                low = middle + 1
+            else:  # missing, or none to store before high (which is missing)
+                high = middle
+        return low
 
     # -- searching ---------------------------------------------------------------------------
 
@@ -329,8 +370,11 @@ class RecallMemory:
         text = text_of(history.messages[query]).strip()
         if not text or self._closed:
             return []
-        await self.synced(WAIT_SECONDS)
-        depth = max(4 * self.settings.limit, 20)
+        known = self._ranked
+        if known is not None and known[:2] == (self._epoch, query):
+            return known[2]
+        whole = await self.synced(WAIT_SECONDS)
+        depth = max(2 * self.settings.limit, 8)
         try:
             hits = await self._call(
                 self.memory.retrieve,
@@ -354,7 +398,10 @@ class RecallMemory:
             if await memory_text(history.messages[index], history.infos[index]) != hit.content:
                 continue  # a stale item: that index holds another message now
             ranked[unit] = hit.score
-        return list(ranked.items())
+        found = list(ranked.items())
+        if whole:
+            self._ranked = (self._epoch, query, found)
+        return found
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -395,7 +442,7 @@ class RecallMemory:
         if self._closed:
             return
         self._closed = True
-        try:
+        # At interpreter exit its thread takes no new work; SQLite's own closing keeps the
+        # file whole then (what a WAL holds is replayed on opening).
+        with contextlib.suppress(RuntimeError):
             self.memory.close()
-        except RuntimeError:  # at interpreter exit: no new work for its thread; SQLite's own
-            pass  # closing at exit keeps the file whole (what a WAL holds is replayed)

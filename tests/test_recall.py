@@ -725,3 +725,84 @@ def test_the_strategies_benchmark_runs_and_recall_finds_the_planted_facts(tmp_pa
     assert rows["truncate"]["facts"] < 4
     assert all(row["tokens"] <= 6000 for row in rows.values())
     assert "hierarchical+recall" in done.stdout
+
+
+# -- the inspector -----------------------------------------------------------------------------
+
+
+def inspected_history() -> list[dict[str, Any]]:
+    """A short deploy session: the log with the fact, then six health checks."""
+    history = long_conversation(rounds=0)
+    for i in range(6):
+        output = "\n".join(f"node {i} probe {j}: latency {j * 7 % 50} ms, ok" for j in range(40))
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "health"}}
+        call["function"]["arguments"] = json.dumps({"node": i})
+        history += [
+            {"role": "user", "content": f"Check the health of node {i}."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": output},
+            {"role": "assistant", "content": f"Node {i} is healthy."},
+        ]
+    return history
+
+
+def inspected_stream() -> list[str]:
+    """What ctxkit's event stream writes for that session under hierarchical and recall, the
+    question about the fact last, at fixed times."""
+    from ctxkit.telemetry.stream import encode_event
+    from tests.tui_cases import T0
+
+    async def record() -> list[events.Event]:
+        manager = ReferenceContextManager(
+            strategies=["truncate_outputs", "hierarchical"],
+            recall={},
+            view_listing=True,
+            conversation_id="deploy",
+        )
+        seen: list[events.Event] = []
+        manager.bus.subscribe(seen.append)
+        await manager.set_messages(inspected_history())
+        await manager.get_messages_for_request(token_budget=2_000)
+        await manager.add_message(ASK)
+        await manager.get_messages_for_request(token_budget=2_000)
+        manager.close()
+        return seen
+
+    return [
+        encode_event(events.Event(e.name, {**e.data, "duration_s": 0.0002}, time=T0 + i))
+        for i, e in enumerate(run_async(record()))
+    ]
+
+
+def test_the_inspector_keeps_each_rows_level_and_the_views_level_and_recall_figures():
+    from ctxkit.tui.model import Inspector
+    from ctxkit.tui.widgets.listing import listing_rows
+
+    inspector = Inspector()
+    inspector.feed_lines(inspected_stream())
+    (figures,) = inspector.snapshot()["conversations"]
+    assert figures["units_recalled"] == 1
+    assert figures["units_by_level"]["line"] >= 1
+    assert figures["units_by_level"]["paragraph"] >= 1
+    rows = figures["listing"]
+    assert [row["fate"] for row in rows[2:4]] == ["recalled", "recalled"]
+    cells = [[str(cell) for cell in cells] for _key, cells in listing_rows(rows)]
+    assert cells[2] == ["2", "assistant", "16", "recalled"]
+    coarse = [row for row in rows if row.get("level")]
+    assert coarse
+    for row, shown in zip(rows, cells, strict=True):
+        if row.get("level"):
+            start, stop = row["stands_for"]
+            assert shown[0] == f"({start}-{stop - 1})"
+            assert shown[3] == f"summary ({row['level']})"
+
+
+def test_the_view_pane_shows_levels_and_recalled_units(snap_compare, monkeypatch) -> None:
+    """Pinned as an SVG: after a deliberate change, ``pytest tests/test_recall.py -n 0
+    --snapshot-update -k view_pane`` and look at the new SVG before committing it."""
+    from ctxkit.tui.app import InspectorApp
+    from tests.tui_cases import fed_inspector, use_utc
+
+    use_utc(monkeypatch)
+    app = InspectorApp(fed_inspector(inspected_stream()))
+    assert snap_compare(app, press=("3",), terminal_size=(100, 36))

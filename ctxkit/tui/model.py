@@ -176,6 +176,11 @@ class Conversation:
     compact_threshold: float | None = None
     breakdown: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
+    units_by_level: dict[str, int] | None = None
+    """How many of the view's units are shown full, as a paragraph, as a line
+    (``hierarchical``); None when the stream does not say."""
+    units_recalled: int | None = None
+    """How many units of the view a recall brought back; None when the stream does not say."""
     listing_rows: list[Any] | None = None
     """The latest listing as it came: checked only when shown, since only the latest one is."""
     listing_omitted: int = 0
@@ -281,6 +286,8 @@ class Conversation:
             },
             "breakdown": self.category_breakdown(),
             "view": dict(self.kinds),
+            "units_by_level": None if self.units_by_level is None else dict(self.units_by_level),
+            "units_recalled": self.units_recalled,
             "compactions": self.compactions,
             "tokens_saved": self.tokens_saved,
             "cache": self.cache(),
@@ -335,6 +342,8 @@ class Conversation:
             raise BadEvent(f"compact_threshold is not a share: {threshold!r}")
         breakdown = _counts(data, "breakdown")
         kinds = _counts(data, "kinds")
+        by_level = _counts(data, "units_by_level") if "units_by_level" in data else None
+        recalled = _count(data, "units_recalled") if "units_recalled" in data else None
         listing = data.get("listing")
         if listing is not None and not isinstance(listing, list):
             raise BadEvent("listing is not a list")
@@ -350,6 +359,7 @@ class Conversation:
         self.tokens, self.budget, self.messages = tokens, budget, messages
         self.compact_threshold = None if threshold is None else float(threshold)
         self.breakdown, self.kinds = breakdown, kinds
+        self.units_by_level, self.units_recalled = by_level, recalled
         self.history_messages, self.history_tokens = history_messages, history_tokens
         if listing is not None:
             self.listing_rows = listing[-LISTING_ROWS_KEPT:]
@@ -398,7 +408,8 @@ class Conversation:
         self.last_violation = name if isinstance(name, str) else "unknown property"
 
 
-_FATES = frozenset({"kept", "truncated", "summary", "dropped", "summarized"})
+_FATES = frozenset(events.LISTING_FATES)
+_LEVELS = ("paragraph", "line")
 
 
 def _checked_rows(rows: list[Any]) -> list[dict[str, Any]]:
@@ -410,15 +421,24 @@ def _checked_rows(rows: list[Any]) -> list[dict[str, Any]]:
         if index is not None:
             index = _count(row, "index")
         role = row.get("role")
-        checked.append(
-            {
-                "index": index,
-                "count": _count(row, "count", 1),
-                "role": role if isinstance(role, str) else "?",
-                "tokens": _count(row, "tokens"),
-                "fate": row["fate"],
-            }
-        )
+        entry = {
+            "index": index,
+            "count": _count(row, "count", 1),
+            "role": role if isinstance(role, str) else "?",
+            "tokens": _count(row, "tokens"),
+            "fate": row["fate"],
+        }
+        if row.get("level") in _LEVELS:  # a hierarchical unit's paragraph or line
+            entry["level"] = row["level"]
+            stands_for = row.get("stands_for")
+            if (
+                isinstance(stands_for, list)
+                and len(stands_for) == 2
+                and all(type(n) is int and n >= 0 for n in stands_for)
+                and stands_for[0] < stands_for[1]
+            ):
+                entry["stands_for"] = list(stands_for)
+        checked.append(entry)
     return checked
 
 

@@ -38,6 +38,7 @@ FATE_STYLES = {
     "summary": "cyan",
     "summarized": "magenta",
     "dropped": "red",
+    "recalled": "bright_blue",
 }
 """A listing row's colour by what became of its messages."""
 

@@ -1,8 +1,12 @@
-"""The latest view, message by message: what was kept, shortened, summarized or dropped.
+"""The latest view, message by message: what was kept, shortened, summarized, dropped or
+recalled.
 
 Runs of messages left out together arrive as one row and are shown as one (``12-40``), so
-a long history stays a short table. Producers list views only when asked (``view_listing``),
-so the pane says how to turn the listing on when a stream has none.
+a long history stays a short table. A ``hierarchical`` unit shown as a paragraph or one line
+is one synthetic row: its fate says the level (``summary (line)``) and its ``#`` the history
+messages it stands for, in parentheses (``(12-14)``). Units a recall brought back are
+``recalled``. Producers list views only when asked (``view_listing``), so the pane says how to
+turn the listing on when a stream has none.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ NO_LISTING = "no per-message listing in this stream (the producer can turn on vi
 def _indexes(row: dict[str, Any]) -> str:
     index, messages = row.get("index"), row.get("count", 1)
     if not isinstance(index, int):
+        span = row.get("stands_for")
+        if isinstance(span, list) and len(span) == 2:  # a unit at a coarser level
+            start, stop = span
+            return f"({start})" if stop - start == 1 else f"({start}-{stop - 1})"
         return "-"  # a message from no history message: a summary
     if isinstance(messages, int) and messages > 1:
         return f"{index}-{index + messages - 1}"
@@ -40,6 +48,7 @@ def listing_rows(listing: list[dict[str, Any]]) -> list[Row]:
     for number, row in enumerate(listing):
         fate = str(row.get("fate"))
         left_out = "dim" if fate in LEFT_OUT else ""
+        shown = f"{fate} ({row['level']})" if row.get("level") else fate
         rows.append(
             (
                 str(number),
@@ -47,7 +56,7 @@ def listing_rows(listing: list[dict[str, Any]]) -> list[Row]:
                     Text(_indexes(row), style=left_out, justify="right"),
                     Text(str(row.get("role", "?")), style=left_out),
                     Text(count(row.get("tokens")), style=left_out, justify="right"),
-                    Text(fate, style=FATE_STYLES.get(fate, "")),
+                    Text(shown, style=FATE_STYLES.get(fate, "")),
                 ),
             )
         )
@@ -59,6 +68,12 @@ def _caption(figures: dict[str, Any]) -> str:
     text = f"view: {count(figures.get('messages'))} messages"
     if kinds:
         text += " (" + ", ".join(f"{count(n)} {kind}" for kind, n in kinds.items()) + ")"
+    levels = figures.get("units_by_level")
+    if levels and (levels.get("paragraph") or levels.get("line")):
+        text += "; units " + ", ".join(f"{count(n)} {name}" for name, n in levels.items())
+    recalled = figures.get("units_recalled")
+    if recalled:
+        text += f"; {plural(recalled, 'unit')} recalled"
     omitted = figures.get("listing_omitted") or 0
     if omitted:
         text += f"; {plural(omitted, 'earlier row')} not listed"

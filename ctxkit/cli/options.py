@@ -59,7 +59,7 @@ class Parser(argparse.ArgumentParser):
         """argparse's error, with the closest choice suggested for an invalid one."""
         found = _INVALID_CHOICE.search(message)
         if found:
-            choices = re.findall(r"'([^']*)'", found["choices"])
+            choices = [c.strip().strip("'\"") for c in found["choices"].split(",")]
             close = difflib.get_close_matches(found["value"], choices, n=1)
             if close:
                 message += f"; did you mean {close[0]!r}?"
@@ -78,6 +78,8 @@ class Parser(argparse.ArgumentParser):
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
+"""argparse's sentence for a value not among the choices (quoted or not, as versions write
+them)."""
 
 
 def shape_list(text: str) -> tuple[str, ...]:

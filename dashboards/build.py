@@ -677,6 +677,63 @@ def _usage_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     )
 
 
+def _audit_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
+    """What `ctxkit watch` finds in the requests agents really send (recorded by their
+    GenAI instrumentation, received over OTLP)."""
+    yield _row("Recorded requests (ctxkit watch)"), WIDTH, 1
+    yield (
+        _timeseries(
+            "Requests audited and findings per minute",
+            "Model requests received from the agents' telemetry and audited, per minute, and "
+            "the findings in them by property: a required one (tool_pair_integrity, "
+            "ordering) is a request the provider rejects or a history the manager "
+            "reordered; the CtxkitAuditRequiredViolation alert fires on them.",
+            _targets(
+                (_per_minute("ctxkit_audit_requests"), "requests audited"),
+                (
+                    _per_minute("ctxkit_audit_violations", by="property, level"),
+                    "{{property}} ({{level}})",
+                ),
+            ),
+            axis_label="per min",
+        ),
+        9,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Prompt-cache prefix kept by recorded requests",
+            "Of the tokens each request sent, the share the next request of its conversation "
+            "starts with, message for message (median and 10th percentile): what a "
+            "provider's prompt cache can serve. A compaction that rewrites the start of the "
+            "conversation on every turn shows here as a low line.",
+            _targets(
+                (_quantile(0.5, "ctxkit_audit_prefix_kept_ratio"), "median"),
+                (_quantile(0.1, "ctxkit_audit_prefix_kept_ratio"), "p10"),
+            ),
+            unit="percentunit",
+            maximum=1,
+        ),
+        8,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Receiver health",
+            "Exports refused with 503 (the audit queue was full; exporters retry), records "
+            "skipped by reason (no content: the instrumentation does not record messages), "
+            "and exports waiting in the queue.",
+            _targets(
+                (_per_minute("ctxkit_audit_rejected"), "exports refused / min"),
+                (_per_minute("ctxkit_audit_skipped", by="reason"), "skipped / min: {{reason}}"),
+                (f"sum({_select('ctxkit_audit_queue_depth')})", "queue depth"),
+            ),
+        ),
+        7,
+        8,
+    )
+
+
 def _layout(panels: Iterator[tuple[dict[str, Any], int, int]]) -> list[dict[str, Any]]:
     """Give each panel an id and a grid position, filling rows left to right."""
     placed: list[dict[str, Any]] = []
@@ -715,7 +772,7 @@ def _query_variable(name: str, label: str, query: str, description: str) -> dict
 def build() -> dict[str, Any]:
     """The dashboard, as Grafana's "Import dashboard" takes it."""
     views = _name("ctxkit_views")
-    panels = _layout(itertools.chain(_panels(), _usage_panels()))
+    panels = _layout(itertools.chain(_panels(), _usage_panels(), _audit_panels()))
     panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
     names = {"gauge": "Gauge", "heatmap": "Heatmap", "stat": "Stat", "timeseries": "Time series"}
     return {

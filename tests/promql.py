@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ctxkit.telemetry.names import METRICS
+from ctxkit.telemetry.names import AUDIT_METRICS, AUDIT_QUEUE_DEPTH, METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -23,9 +23,10 @@ _COMPARISON = re.compile(r"^(?P<lhs>.+?)\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<number>
 
 
 def exposed_names() -> set[str]:
-    """Every series name on ``/metrics``: counters' ``_total``, histograms' three series."""
+    """Every series name on ``/metrics`` of a ctxkit process or of ``ctxkit watch``:
+    counters' ``_total``, histograms' three series."""
     names = set()
-    for declared in METRICS:
+    for declared in (*METRICS, *AUDIT_METRICS, AUDIT_QUEUE_DEPTH):
         if declared.kind == "histogram":
             names |= {declared.exposed + s for s in ("_bucket", "_sum", "_count")}
         else:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -55,6 +57,8 @@ class Stack:
     """host:port of each process, in order: process 0 holds the near-limit conversations."""
     prometheus_url: str
     logs: Path
+    watch: str = ""
+    """host:port of the `ctxkit watch` metrics the stack scrapes beside the fleet."""
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -120,6 +124,41 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
 
+class _WatchFeeder(threading.Thread):
+    """Posts a few recorded conversations (OTLP/JSON, some with planted breakages) to a
+    `ctxkit watch` every second while the stack runs, so that the dashboard's audit panels
+    have rates to show."""
+
+    def __init__(self, log: Path, watch: subprocess.Popen[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.log, self.watch = log, watch
+        self.stopping = threading.Event()
+
+    def listening(self) -> str | None:
+        if self.watch.poll() is not None:
+            pytest.fail(f"ctxkit watch exited\n{self.log.read_text()}")
+        found = re.search(r"receiving OTLP/HTTP on (http://\S+)", self.log.read_text())
+        return found.group(1) if found else None
+
+    def run(self) -> None:
+        from tests.audit_fleet import fleet, otlp_lines
+
+        url = _wait_for("ctxkit watch to listen", self.listening)
+        round_number = 0
+        while not self.stopping.wait(1.0 if round_number else 0):
+            round_number += 1
+            for line in otlp_lines(fleet(seed=1000 + round_number, size=4), batch=6, seed=1):
+                request = urllib.request.Request(
+                    f"{url}/v1/traces",
+                    data=line.encode(),
+                    headers={"content-type": "application/json"},
+                )
+                try:
+                    urllib.request.urlopen(request, timeout=10).close()
+                except OSError:
+                    return  # the receiver stopped with the stack
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus = require_binary("prometheus")
@@ -136,6 +175,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     rules = logs / "alerts.yml"
     rules.write_text(ALERTS.read_text().replace("for: 1m", "for: 2s"))
     started: list[subprocess.Popen[bytes]] = []
+    feeder: _WatchFeeder | None = None
 
     def alive(process: subprocess.Popen[bytes], name: str) -> None:
         """Fail at once, with its log, if a process died: waiting would not help."""
@@ -161,9 +201,31 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return True
 
         _wait_for("every process of the fleet to serve /metrics", metrics_answer, running)
+        # A `ctxkit watch` fed recorded requests, so the dashboard's audit row has data.
+        watch = _start(
+            [
+                sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
+                "--metrics-port", "0", "--settle", "0.2",
+            ],
+            logs / "watch.log",
+        )  # fmt: skip
+        started.append(watch)
+
+        def watch_metrics() -> str | None:
+            alive(watch, "ctxkit watch")
+            found = re.search(r"metrics on http://(\S+)/metrics", (logs / "watch.log").read_text())
+            return found.group(1) if found else None
+
+        # Its own free port, bound before Prometheus's is: no two picks can collide.
+        running.watch = _wait_for("ctxkit watch to serve /metrics", watch_metrics, running)
         # The configuration the demo wrote, scraped every second, with the rules loaded.
         written = config.read_text()
         assert all(f'"{instance}"' in written for instance in running.instances), written
+        written = written.replace(
+            "scrape_configs:\n",
+            "scrape_configs:\n  - job_name: ctxkit-watch\n    static_configs:\n"
+            f'      - targets: ["{running.watch}"]\n',
+        )
         config.write_text(
             written.replace("15s", "1s") + f"rule_files: [{json.dumps(str(rules))}]\n"
         )
@@ -185,8 +247,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return (up and float(up[0]["value"][1]) == CONVERSATIONS) or None
 
         _wait_for("Prometheus to scrape the whole fleet", scraped, running)
+        # Fed only once Prometheus listens: the feeder's client sockets take ephemeral ports,
+        # one of which could otherwise be the port Prometheus was given.
+        feeder = _WatchFeeder(logs / "watch.log", watch)
+        feeder.start()
         yield running
     finally:
+        if feeder is not None:
+            feeder.stopping.set()
         for process in reversed(started):
             _stop(process)
 
@@ -287,7 +355,11 @@ def test_alert_expression_evaluates(stack: Stack, name: str) -> None:
 
     result = _wait_for(f"alert {name} to evaluate: {promql}", answered, stack)
     for series in result:
-        # The annotations name the job and instance: the aggregation must keep them.
-        assert series["metric"]["job"] == JOB, series
-        assert series["metric"]["instance"] in stack.instances, series
+        # The annotations name the job and instance: the aggregation must keep them. The
+        # `ctxkit watch` of the stack exports the fleet figures too (of the requests it
+        # audits), so the process alerts cover it as well.
+        assert (series["metric"]["job"], series["metric"]["instance"]) in {
+            *((JOB, instance) for instance in stack.instances),
+            ("ctxkit-watch", stack.watch),
+        }, series
         assert series["value"][1] in {"0", "1"}, series

@@ -13,64 +13,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 
 from ctxkit import events
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
 from ctxkit.events import EventBus
+from ctxkit.telemetry.names import AUDIT_METRICS as AUDIT_METRIC_DECLARATIONS
+from ctxkit.telemetry.names import AUDIT_QUEUE_DEPTH
+from ctxkit.telemetry.prometheus import _make
 
-__all__ = ["AUDIT_METRICS", "AuditMetrics", "publish_request"]
+__all__ = ["AUDIT_METRICS", "SKIP_REASONS", "AuditMetrics", "publish_request"]
 
-AUDIT_METRICS = {
-    "ctxkit_audit_requests": "Recorded model requests audited.",
-    "ctxkit_audit_violations": "Audit findings, by property and level.",
-    "ctxkit_audit_skipped": "Received records that are not auditable requests, by reason.",
-    "ctxkit_audit_rejected": "OTLP exports refused with a retryable status (queue full).",
-    "ctxkit_audit_queue_depth": "OTLP exports received and not yet audited.",
-    "ctxkit_audit_prefix_kept_ratio": "Share of the previous request's tokens a request "
-    "starts with (the prompt-cache figure), per request after a conversation's first.",
-}
-"""The audit's own metrics (Prometheus names without the ``_total`` suffix of counters)."""
+AUDIT_METRICS = {m.prometheus: m.help for m in (*AUDIT_METRIC_DECLARATIONS, AUDIT_QUEUE_DEPTH)}
+"""The audit's metric names and their help, as :mod:`ctxkit.telemetry.names` declares them."""
+
+SKIP_REASONS = ("undecodable", "malformed", "no content")
+"""Values of the ``reason`` label of ``ctxkit_audit_skipped_total``."""
 
 
 class AuditMetrics:
     """The audit's counters, in ``registry``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "ctxkit_audit_requests", AUDIT_METRICS["ctxkit_audit_requests"], registry=registry
-        )
-        self.violations = Counter(
-            "ctxkit_audit_violations",
-            AUDIT_METRICS["ctxkit_audit_violations"],
-            ["property", "level"],
-            registry=registry,
-        )
-        self.skipped = Counter(
-            "ctxkit_audit_skipped",
-            AUDIT_METRICS["ctxkit_audit_skipped"],
-            ["reason"],
-            registry=registry,
-        )
-        self.rejected = Counter(
-            "ctxkit_audit_rejected", AUDIT_METRICS["ctxkit_audit_rejected"], registry=registry
-        )
+        made = {d.prometheus: _make(d, registry) for d in AUDIT_METRIC_DECLARATIONS}
+        self.requests = made["ctxkit_audit_requests"]
+        self.violations = made["ctxkit_audit_violations"]
+        self.skipped = made["ctxkit_audit_skipped"]
+        self.rejected = made["ctxkit_audit_rejected"]
+        self.prefix_kept = made["ctxkit_audit_prefix_kept_ratio"]
         self.queue_depth = Gauge(
-            "ctxkit_audit_queue_depth",
-            AUDIT_METRICS["ctxkit_audit_queue_depth"],
-            registry=registry,
-        )
-        self.prefix_kept = Histogram(
-            "ctxkit_audit_prefix_kept_ratio",
-            AUDIT_METRICS["ctxkit_audit_prefix_kept_ratio"],
-            buckets=(0.1, 0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0),
-            registry=registry,
+            AUDIT_QUEUE_DEPTH.prometheus, AUDIT_QUEUE_DEPTH.help, registry=registry
         )
         from ctxkit.conformance.properties import PROPERTIES
 
         for prop in PROPERTIES:  # series exist at 0 from the start, not "no data"
             self.violations.labels(prop.id, prop.level)
+        for reason in SKIP_REASONS:
+            self.skipped.labels(reason)
 
     def count(self, audit: ConversationAudit, request: Request, found: list[Finding]) -> None:
         self.requests.inc()

@@ -11,6 +11,8 @@ from typing import Literal
 
 __all__ = [
     "ATTRIBUTES",
+    "AUDIT_METRICS",
+    "AUDIT_QUEUE_DEPTH",
     "FLEET_GAUGES",
     "METRICS",
     "RETIRED",
@@ -276,7 +278,54 @@ COMPACTION_ACTIONS = {
 REQUIRED_PROPERTIES = ("tool_pair_integrity", "ordering", "non_destructive", "lifecycle")
 """Values of the ``property`` label: the properties ``instrument()`` checks live."""
 
-_BY_NAME = {m.prometheus: m for m in METRICS}
+AUDIT_METRICS: tuple[Metric, ...] = (
+    Metric(
+        "ctxkit_audit_requests",
+        "counter",
+        "Recorded model requests `ctxkit watch` audited.",
+        unit="{request}",
+    ),
+    Metric(
+        "ctxkit_audit_violations",
+        "counter",
+        "Findings of the audit of recorded requests, by property and its level "
+        "(required, recommended, advisory).",
+        labels=("property", "level"),
+        unit="{finding}",
+    ),
+    Metric(
+        "ctxkit_audit_skipped",
+        "counter",
+        "Received records that are no auditable request, by reason (undecodable, "
+        "malformed, no content: a model call recorded without its messages).",
+        labels=("reason",),
+        unit="{record}",
+    ),
+    Metric(
+        "ctxkit_audit_rejected",
+        "counter",
+        "OTLP exports answered 503 with Retry-After because the audit queue was full.",
+        unit="{export}",
+    ),
+    Metric(
+        "ctxkit_audit_prefix_kept_ratio",
+        "histogram",
+        "Share of the previous request's tokens a request starts with, message for message "
+        "(what a provider's prompt cache can serve), per request after a conversation's "
+        "first.",
+        buckets=SHARE_BUCKETS,
+    ),
+)
+"""The metrics of `ctxkit watch` (:class:`~ctxkit.audit.publish.AuditMetrics`), beside the
+fleet figures every ctxkit process exports; not created by
+:class:`~ctxkit.telemetry.PrometheusMetrics`. The queue depth gauge is
+``ctxkit_audit_queue_depth``."""
+
+AUDIT_QUEUE_DEPTH = Metric(
+    "ctxkit_audit_queue_depth", "gauge", "OTLP exports received and not yet audited."
+)
+
+_BY_NAME = {m.prometheus: m for m in (*METRICS, *AUDIT_METRICS, AUDIT_QUEUE_DEPTH)}
 
 
 def metric(name: str) -> Metric:

@@ -5,10 +5,9 @@ Each table sits in a page between two markers, ``<!-- generated: NAME -->`` and 
 generated: NAME -->``; everything between them is rewritten, the rest of the page is prose
 kept by hand:
 
-* ``docs/telemetry.md``: the metrics (:data:`ctxkit.telemetry.names.METRICS`), the audit's
-  metrics (:data:`ctxkit.audit.publish.AUDIT_METRICS`, with the kinds and labels its
-  collectors declare), the span and metric attributes (``ATTRIBUTES``) and the retired metric
-  names (``RETIRED``);
+* ``docs/telemetry.md``: the metrics (:data:`ctxkit.telemetry.names.METRICS`), the metrics of
+  ``ctxkit watch`` (``AUDIT_METRICS``, ``AUDIT_QUEUE_DEPTH``), the span and metric attributes
+  (``ATTRIBUTES``) and the retired metric names (``RETIRED``);
 * ``docs/conformance/properties.md``: the properties and the ``--allow`` relaxations, from the
   language-neutral catalogue ``conformance/properties.json``.
 
@@ -35,11 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from prometheus_client import CollectorRegistry  # noqa: E402
-from prometheus_client.metrics import MetricWrapperBase  # noqa: E402
-
-from ctxkit.audit.publish import AUDIT_METRICS, AuditMetrics  # noqa: E402
-from ctxkit.telemetry.names import ATTRIBUTES, METRICS, RETIRED  # noqa: E402
+from ctxkit.telemetry.names import (  # noqa: E402
+    ATTRIBUTES,
+    AUDIT_METRICS,
+    AUDIT_QUEUE_DEPTH,
+    METRICS,
+    RETIRED,
+)
 
 __all__ = ["BLOCKS", "StaleDocs", "main", "render_page", "stale_pages"]
 
@@ -89,24 +90,15 @@ def metrics_table() -> str:
 
 
 def audit_metrics_table() -> str:
-    """The audit's metrics: names and help from ``AUDIT_METRICS``, kinds and labels from the
-    collectors :class:`~ctxkit.audit.publish.AuditMetrics` registers."""
-    collectors = {
-        c._name: c  # prometheus_client keeps a collector's declaration in these attributes
-        for c in vars(AuditMetrics(CollectorRegistry())).values()
-        if isinstance(c, MetricWrapperBase)
-    }
-    missing = sorted(set(AUDIT_METRICS) - set(collectors))
-    if missing:
-        raise StaleDocs(f"AUDIT_METRICS names {missing}, which AuditMetrics does not register")
-    rows = []
-    for name, meaning in AUDIT_METRICS.items():
-        collector = collectors[name]
-        kind = collector._type
-        exposed = f"{name}_total" if kind == "counter" else name
-        labels = ", ".join(map(_code, collector._labelnames)) or "-"
-        rows.append((_code(exposed), kind, labels, meaning))
-    return _table(("Prometheus", "type", "labels", "meaning"), rows)
+    """The metrics of ``ctxkit watch`` (:data:`~ctxkit.telemetry.names.AUDIT_METRICS` and the
+    queue depth gauge), as ``/metrics`` shows them."""
+    return _table(
+        ("Prometheus", "type", "labels", "meaning"),
+        (
+            (_code(m.exposed), m.kind, ", ".join(map(_code, m.labels)) or "-", m.help)
+            for m in (*AUDIT_METRICS, AUDIT_QUEUE_DEPTH)
+        ),
+    )
 
 
 def attributes_table() -> str:

@@ -224,9 +224,7 @@ def main() -> int:
     gc.collect()
     with_auditor = tracemalloc.get_traced_memory()[0]
     state_bytes = auditor.state_bytes()
-    auditor.conversations.clear()
-    auditor._by_trace.clear()
-    auditor._by_prefix.clear()
+    del auditor
     gc.collect()
     grown = with_auditor - tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()

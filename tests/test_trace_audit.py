@@ -550,3 +550,53 @@ def test_the_html_page_escapes_what_was_recorded(tmp_path: Path):
     assert "<b>id</b>" not in text
     assert 'class="verdict fail"' in text
     assert "tool_pair_integrity (required)" in text
+
+
+def test_a_cache_breakpoint_moving_to_the_newest_message_is_no_compaction():
+    """Agents on Anthropic's API move cache_control to the newest message every turn: the
+    messages before are unchanged, not dropped and rewritten."""
+
+    def marked(text: str) -> dict:
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}],
+        }
+
+    def plain(text: str) -> dict:
+        return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+    auditor = Auditor()
+    for request in (
+        [marked("one")],
+        [plain("one"), answer, marked("two")],
+        [plain("one"), answer, plain("two"), answer, marked("three")],
+    ):
+        auditor.add(Request(request, 0, "f", "claude-sonnet-4-5", key="k", keyed_by="session.id"))
+    audit = auditor.conversations["k"]
+    assert audit.findings == []
+    assert audit.compactions == []
+    assert audit.prefix_kept == 1.0
+
+
+def test_two_agents_in_one_trace_are_two_conversations():
+    """A handoff or a supervisor with its worker: requests of one trace, no recorded key,
+    told apart by their system prompts, so neither reads as the other's dropped history."""
+    planner = [{"role": "system", "content": "You plan."}, {"role": "user", "content": "go"}]
+    worker = [{"role": "system", "content": "You work."}, {"role": "user", "content": "task"}]
+    auditor = Auditor()
+    turns = [
+        planner,
+        worker,
+        [*planner, {"role": "assistant", "content": "plan"}, {"role": "user", "content": "ok"}],
+        [*worker, {"role": "assistant", "content": "done"}, {"role": "user", "content": "more"}],
+    ]
+    for at, messages in enumerate(turns):
+        auditor.add(Request(messages, at, f"f:{at}", "gpt-4o", trace_id="t1"))
+    assert sorted(a.requests for a in auditor.conversations.values()) == [2, 2]
+    assert all(a.findings == [] for a in auditor.conversations.values())
+    # A request of the trace that lost its system prompt still joins the trace's agent.
+    single = Auditor()
+    single.add(Request(planner, 0, "f:0", "gpt-4o", trace_id="t2"))
+    _, found = single.add(Request(planner[1:], 1, "f:1", "gpt-4o", trace_id="t2"))
+    assert [f.kind for f in found] == ["dropped-system"]

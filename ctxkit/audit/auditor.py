@@ -2,7 +2,9 @@
 
 A request recorded with a key (``gen_ai.conversation.id``, ``session.id``,
 ``metadata.conversation_id``) joins that conversation. One without joins, in this order: the
-conversation its trace already belongs to (``trace``); the conversation whose latest request
+conversation of its trace with the same system prompt (``trace``: several agents of one
+trace, a handoff or a supervisor and its workers, are told apart by their system prompts; a
+request without one joins its trace's only conversation); the conversation whose latest request
 its own messages start with, as a turn of an agent loop extends the one before (``prefix``;
 of several, the latest); else it starts a conversation of its own (``trace`` when it has a
 trace, ``alone`` otherwise). Inference cannot follow a conversation across traces once a
@@ -34,6 +36,15 @@ def _prefix_hashes(prints: Iterable[int]) -> list[int]:
     return hashes
 
 
+def _head(request: Request, prints: list[int]) -> int | None:
+    """The fingerprint of the request's system prompt (its first message, if a system
+    message), which tells the agents of one trace apart."""
+    first = request.messages[0] if request.messages else None
+    if isinstance(first, Mapping) and first.get("role") in ("system", "developer"):
+        return prints[0]
+    return None
+
+
 class Auditor:
     """Checks requests as they come; ``conversations`` holds each conversation's audit."""
 
@@ -48,7 +59,9 @@ class Auditor:
         self.windows = dict(windows or {})
         self.listener = listener
         self.conversations: dict[str, ConversationAudit] = {}
-        self._by_trace: dict[str, str] = {}
+        self._by_trace: dict[str, dict[int | None, str]] = {}
+        """trace id -> the conversations seen in it, by their system prompt's fingerprint
+        (None: no system prompt)."""
         self._by_prefix: dict[int, str] = {}
         self._prefix_of: dict[str, int] = {}
         self._unnamed = itertools.count(1)
@@ -58,7 +71,7 @@ class Auditor:
         """Key the request, check it in its conversation; returns both."""
         prints = [fingerprint(m) for m in request.messages]
         prefixes = _prefix_hashes(prints)
-        key, keyed_by = self._key(request, prefixes)
+        key, keyed_by = self._key(request, prints, prefixes)
         audit = self.conversations.get(key)
         if audit is None:
             audit = ConversationAudit(key, keyed_by, self.counter, self.windows)
@@ -68,18 +81,26 @@ class Auditor:
         found = audit.add(request, prints)
         self.requests += 1
         if request.trace_id:
-            self._by_trace.setdefault(request.trace_id, key)
+            groups = self._by_trace.setdefault(request.trace_id, {})
+            if key not in groups.values():
+                groups[_head(request, prints)] = key
         if keyed_by not in ("gen_ai.conversation.id", "session.id", "metadata.conversation_id"):
             self._remember_prefix(key, prefixes)
         if self.listener is not None:
             self.listener(audit, request, found)
         return audit, found
 
-    def _key(self, request: Request, prefixes: list[int]) -> tuple[str, str]:
+    def _key(self, request: Request, prints: list[int], prefixes: list[int]) -> tuple[str, str]:
         if request.key:
             return request.key, request.keyed_by
-        if request.trace_id and request.trace_id in self._by_trace:
-            return self._by_trace[request.trace_id], "trace"
+        groups = self._by_trace.get(request.trace_id) if request.trace_id else None
+        if groups:
+            head = _head(request, prints)
+            if head in groups:
+                return groups[head], "trace"
+            if head is None and len(groups) == 1:
+                return next(iter(groups.values())), "trace"  # its system prompt dropped
+            return f"trace:{request.trace_id}#{len(groups) + 1}", "trace"
         for prefix in reversed(prefixes[:-1]):
             if prefix in self._by_prefix:
                 return self._by_prefix[prefix], "prefix"

@@ -31,6 +31,7 @@ from typing import Any
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.invariants import PAIR_RULES, check_tool_pairs
+from ctxkit.conformance.matching import ALWAYS_IGNORED
 from ctxkit.conformance.properties import by_id
 from ctxkit.conformance.shapes import (
     THINKING,
@@ -62,8 +63,21 @@ def fingerprint(message: Any) -> int:
     """A message's identity between requests: equal messages (as recorded: the same keys in
     the same order, which one recorder keeps), equal fingerprints. ``repr`` is exact for the
     JSON values messages are made of, and five times faster than writing JSON with sorted
-    keys; a message recorded with its keys in another order only reads as rewritten."""
-    return hash(repr(message))
+    keys; a message recorded with its keys in another order only reads as rewritten.
+    Prompt-caching hints (``cache_control``, which agents move to the newest message on every
+    turn) are no part of a message's identity."""
+    text = repr(message)
+    if "cache_control" in text:
+        text = repr(_without_hints(message))
+    return hash(text)
+
+
+def _without_hints(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_hints(v) for k, v in value.items() if k not in ALWAYS_IGNORED}
+    if isinstance(value, list):
+        return [_without_hints(v) for v in value]
+    return value
 
 
 class _Blanks(dict):

@@ -2,7 +2,7 @@
 instrumentation, against the loopback fake provider, and record its telemetry: into a file as
 the Collector's file exporter writes it, or over OTLP/HTTP to an endpoint.
 
-    python tests/record_instrumented.py INSTRUMENTATION (--file F | --endpoint URL)
+    python tests/record_instrumented.py INSTRUMENTATION [--file F] [--endpoint URL]
 
 INSTRUMENTATION: ``openai-v2`` (OpenTelemetry's official, structured content on spans),
 ``openai-v2-events`` (the same, content on log events), ``openllmetry-openai``,
@@ -90,10 +90,11 @@ def _instrument(name: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("instrumentation", choices=sorted(CONTENT_SETTINGS))
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--file", type=Path)
-    where.add_argument("--endpoint")
+    parser.add_argument("--file", type=Path, help="write what was recorded here")
+    parser.add_argument("--endpoint", help="and/or export it over OTLP/HTTP to this URL")
     args = parser.parse_args()
+    if not (args.file or args.endpoint):
+        parser.error("give --file, --endpoint or both")
     os.environ.update(CONTENT_SETTINGS[args.instrumentation])
 
     from opentelemetry import _logs, trace
@@ -121,9 +122,8 @@ def main() -> int:
         logger_provider.add_log_record_processor(
             SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{args.endpoint}/v1/logs"))
         )
-    else:
-        tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     trace.set_tracer_provider(tracer_provider)
     _logs.set_logger_provider(logger_provider)
     _instrument(args.instrumentation)

@@ -32,7 +32,6 @@ from ctxkit.audit.otlp import _hex_ids_to_base64
 from tests.audit_fleet import fleet, otlp_lines
 from tests.ports import free_port
 from tests.system import require_binary
-from tests.test_audit_instrumentations import INSTRUMENTATIONS, findings_of, record
 from tests.test_trace_audit import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,25 +108,6 @@ def protobuf(line: str) -> bytes:
     request = ExportTraceServiceRequest()
     json_format.ParseDict(_hex_ids_to_base64(json.loads(line)), request)
     return request.SerializeToString()
-
-
-def test_live_instrumentations_give_the_findings_of_their_recorded_files(tmp_path: Path):
-    with watching(tmp_path) as receiver:
-        for instrumentation in INSTRUMENTATIONS:
-            record(instrumentation, "--endpoint", receiver.url)
-        time.sleep(2.5)
-        assert receiver.metric("ctxkit_audit_requests_total") == 3 * len(INSTRUMENTATIONS)
-        report = receiver.stop()
-    assert receiver.process.returncode == 1
-    assert len(report["conversations"]) == len(INSTRUMENTATIONS)
-    expected = [
-        ("tool_pair_integrity", 2, f"{'anthropic' if 'anthropic' in i else 'openai'}"
-         ".result_has_call")
-        for i in INSTRUMENTATIONS
-    ]  # fmt: skip
-    assert sorted(findings_of(report)) == sorted(expected)
-    assert "message[2] is a tool result" in receiver.log.read_text()
-    assert "list files" not in receiver.log.read_text()  # content is never printed
 
 
 def test_a_fleet_over_json_protobuf_and_gzip_is_judged_exactly(tmp_path: Path):
@@ -307,9 +287,13 @@ def test_two_receivers_sharded_by_conversation_sum_in_prometheus(tmp_path: Path)
 
 def test_the_inspector_shows_an_audited_conversation_like_a_managed_one(tmp_path: Path):
     events = tmp_path / "events.jsonl"
-    with watching(tmp_path, "--events", str(events)) as receiver:
-        record("openllmetry-openai", "--endpoint", receiver.url)
-        time.sleep(2.5)
+    with watching(tmp_path, "--events", str(events), "--settle", "0.5") as receiver:
+        agent = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "record_instrumented.py"),
+             "openllmetry-openai", "--endpoint", receiver.url],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert agent.returncode == 0, agent.stderr
         receiver.stop()
     shown = subprocess.run(
         [sys.executable, "-m", "ctxkit", "inspect", "--replay", str(events), "--speed", "0",

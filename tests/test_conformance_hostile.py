@@ -4,26 +4,41 @@ however ctxkit ends."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 from ctxkit.cli import main
-from ctxkit.conformance.child import Child, TargetUnusable
-from ctxkit.conformance.runner import RunOptions, run
-from tests.processes import alive, cpu_seconds, left_after, marked, start_conformance
+from ctxkit.conformance.child import CLOSE_GRACE_S, Child, TargetUnusable
+from ctxkit.conformance.runner import LOAD_TIMEOUT, RunOptions, _Worker, run
+from tests.processes import (
+    ROOT,
+    alive,
+    cpu_seconds,
+    left_after,
+    marked,
+    marked_environment,
+    start_conformance,
+)
+from tests.zoo.slow_import import IMPORT_SECONDS_VARIABLE
 
 # The hostile targets speak Chat Completions and Anthropic messages.
 FAST = ["--format", "openai,anthropic", "--profile", "quick", "--max-examples", "5", "--seed", "2"]
 FAST += ["--timeout", "5"]
 
 
-def check(name: str, *args: str, marker: str) -> subprocess.CompletedProcess[str]:
+def check(
+    name: str, *args: str, marker: str, module: str = "tests.zoo.hostile"
+) -> subprocess.CompletedProcess[str]:
     """``ctxkit conformance tests.zoo.hostile:NAME`` with the fast options; asserts it ends
     with a verdict (0 or 1), not an internal error, and leaves nothing running."""
-    process = start_conformance(f"tests.zoo.hostile:{name}", *FAST, *args, marker=marker)
+    process = start_conformance(f"{module}:{name}", *FAST, *args, marker=marker)
     stdout, stderr = process.communicate(timeout=120)
     done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     assert done.returncode in (0, 1), stdout + stderr
@@ -105,7 +120,154 @@ def test_unbounded_memory_exceeds_the_memory_limit_not_the_timeout(marker):
     assert time.monotonic() - started < 30
 
 
+# -- what a target leaves behind, how long it loads, how it dies ------------------------------
+
+
+def test_a_stubborn_target_costs_no_more_time_than_a_well_behaved_one(marker):
+    """A target that ignores SIGTERM and leaves a non-daemon thread running (Stubborn) once
+    held every worker's end, and its reproducer's check, until they were killed: a quick run
+    of 10 s took minutes. The same pair-splitting manager with and without the stubbornness,
+    the same options: the stubborn one takes at most twice as long."""
+    started = time.monotonic()
+    plain = check("SplitsPairsOpenAI", marker=marker, module="tests.zoo.pairs")
+    plain_s = time.monotonic() - started
+    started = time.monotonic()
+    stubborn = check("StubbornSplitsPairs", marker=marker)
+    stubborn_s = time.monotonic() - started
+    for done in (plain, stubborn):
+        assert done.returncode == 1
+        assert "tool_pair_integrity failed: view[" in done.stdout
+        assert "(verified: the script fails" in done.stdout
+    assert stubborn_s <= 2 * plain_s, (stubborn_s, plain_s)
+
+
+def test_a_worker_leaves_without_waiting_for_what_the_target_left_running():
+    with loaded("Stubborn") as child:
+        assert child.call("view", token_budget=1000).ok
+        pid = child.pid
+        started = time.monotonic()
+        child.close()
+        took = time.monotonic() - started
+    assert took < CLOSE_GRACE_S / 2, took  # it left by itself: the grace was not waited out
+    assert not alive(pid)
+
+
+def slow_import(
+    seconds: float, *args: str, marker: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], float, dict]:
+    """``ctxkit conformance tests.zoo.slow_import:SlowToImport`` whose import takes
+    ``seconds``, with a JSON and a JUnit report: (the run, its wall time, the JSON report)."""
+    env = dict(marked_environment(marker), **{IMPORT_SECONDS_VARIABLE: str(seconds)})
+    report = tmp_path / "report.json"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", "tests.zoo.slow_import:SlowToImport",
+         *FAST, *args, "--report-json", str(report), "--junit", str(tmp_path / "junit.xml")],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert "Traceback" not in done.stderr
+    assert not left_after(marker, 3.0), "processes outlived the run"
+    return done, took, json.loads(report.read_text())
+
+
+def test_a_load_past_the_load_timeout_writes_an_error_report(marker, tmp_path):
+    done, took, report = slow_import(8, "--load-timeout", "3", marker=marker, tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert took < 8, took
+    reason = (
+        "tests.zoo.slow_import:SlowToImport: loading the target did not return within 3 s "
+        "(--load-timeout); give it more with --load-timeout SECONDS"
+    )
+    assert f"ctxkit: cannot check: {reason}" in done.stderr
+    assert report["verdict"] == "error"
+    lifecycle = next(p for p in report["properties"] if p["id"] == "lifecycle")
+    assert (lifecycle["status"], lifecycle["message"]) == ("error", reason)
+    junit = ElementTree.parse(tmp_path / "junit.xml").getroot()
+    assert junit.get("errors") == "1"
+    assert junit.find("testcase[@name='lifecycle']/error").get("message") == reason
+
+
+def test_loading_counts_against_the_deadline_and_the_target_is_still_judged(marker, tmp_path):
+    """No --load-timeout: loading may take the rest of the deadline (no fixed 60 s), and the
+    run still ends by its deadline, with its verdict and report."""
+    done, took, report = slow_import(5, "--deadline", "15", marker=marker, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: every required property holds" in done.stdout
+    assert report["verdict"] == "pass"
+    assert report["duration_s"] >= 5  # the load is part of the run
+    assert took < 15 + 5, took
+
+
+def test_the_load_allowance_is_the_load_timeout_else_the_rest_of_the_deadline():
+    def allowance(deadline_in: float, **options: object) -> float:
+        worker = _Worker(RunOptions(**options), time.monotonic() + deadline_in)  # type: ignore[arg-type]
+        return worker._allowance()
+
+    assert allowance(300) == pytest.approx(300, abs=1)  # no fixed 60 s: a 90 s import loads
+    assert allowance(300, load_timeout=3) == 3
+    assert allowance(2, load_timeout=30) == pytest.approx(2, abs=0.5)  # never past the deadline
+    assert allowance(float("inf")) == LOAD_TIMEOUT
+
+
+def test_a_deterministic_crash_is_a_finding_with_a_reproducer_that_crashes_the_same_way(
+    marker, tmp_path
+):
+    folder = tmp_path / "repro"
+    report_path = tmp_path / "report.json"
+    done = check(
+        "CrashesOnSecondView", "--reproducers", str(folder), "--report-json", str(report_path),
+        marker=marker,
+    )  # fmt: skip
+    assert done.returncode == 1
+    report = json.loads(report_path.read_text())
+    assert report["verdict"] == "error"
+    (finding,) = [p for p in report["properties"] if p["reproducer"]]
+    assert finding["status"] == "error"
+    assert "killed by SIGSEGV" in finding["message"]
+    steps = finding["counterexample"]["steps"]
+    assert len(steps) == 3, steps  # the two views, nothing else, then the crash
+    assert all("get_messages_for_request(" in step for step in steps[:2])
+    assert finding["verified"], finding["verification"]
+    assert "ends the same way (killed by SIGSEGV)" in finding["verification"]
+    (script,) = folder.iterdir()
+    assert script.name == f"test_{finding['id']}_tests_zoo_hostile_CrashesOnSecondView.py"
+    env = marked_environment(marker)
+    as_script = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, cwd=tmp_path, env=env, timeout=60
+    )
+    assert as_script.returncode == -signal.SIGSEGV
+    under_pytest = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder), "-p", "no:cacheprovider"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert under_pytest.returncode == 1, under_pytest.stdout  # a failed test, not a dead pytest
+    assert "1 failed" in under_pytest.stdout
+    assert "the calls end the process (killed by SIGSEGV)" in under_pytest.stdout
+
+
 # -- ctxkit itself ended ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_writes_the_report_it_was_asked_for(marker, tmp_path, signum):
+    report = tmp_path / "report.json"
+    process = start_conformance(
+        "tests.zoo.hostile:Spins", *FAST[:-1], "60", "--report-json", str(report), marker=marker
+    )
+    try:
+        _spinning_worker(marker)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "ctxkit: interrupted" in stderr
+    written = json.loads(report.read_text())
+    assert written["verdict"] == "error"
+    lifecycle = next(p for p in written["properties"] if p["id"] == "lifecycle")
+    assert lifecycle["message"] == "interrupted before the run ended"
+    assert not left_after(marker, 3.0)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])

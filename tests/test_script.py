@@ -5,13 +5,26 @@ from __future__ import annotations
 import ast
 import json
 import math
+import runpy
+import sys
+import textwrap
+import uuid
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.conformance.allow import Relaxations
-from ctxkit.conformance.script import Reproduction, literal, render_script, render_steps
+from ctxkit.conformance.script import (
+    Build,
+    Reproduction,
+    file_name,
+    literal,
+    render_script,
+    render_steps,
+)
 from ctxkit.conformance.steps import Call, Check, Request
 
 # Any JSON-like value, with the awkward corners: surrogates, control and line-separator
@@ -177,3 +190,200 @@ def test_every_script_is_valid_python(
     assert imported == {"ctxkit.conformance.replay"}
     assert "def test_ordering() -> None:" in script
     assert len(render_steps(repro)) == len(calls) + 1
+
+
+# -- the file name ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "name"),
+    [
+        ("tests.zoo.pairs:SplitsPairsOpenAI", "test_ordering_tests_zoo_pairs_SplitsPairsOpenAI.py"),
+        ("./agents/my manager.py:Window", "test_ordering_agents_my_manager_py_Window.py"),
+        ("langchain:trim_messages", "test_ordering_langchain_trim_messages.py"),
+        (None, "test_ordering_reference.py"),
+        ("::", "test_ordering_target.py"),
+    ],
+)
+def test_a_reproducer_is_named_for_pytest_to_collect(target: str | None, name: str) -> None:
+    assert file_name("ordering", target) == name
+
+
+@given(target=st.text(max_size=200))
+def test_every_file_name_is_a_test_module_name(target: str) -> None:
+    name = file_name("tool_pair_integrity", target)
+    assert name.startswith("test_tool_pair_integrity_")
+    assert name.removesuffix(".py").isidentifier()
+    assert len(name) < 120
+
+
+# -- the manager built by import ----------------------------------------------------------------
+
+builds = st.builds(
+    Build,
+    module=st.sampled_from(["mypkg.context", "check", "manager_mod"]),
+    attr=st.sampled_from(["SlidingWindow", "Outer.Inner", "check", "manager", "reproduce"]),
+    kind=st.sampled_from(["factory", "mount", "function", "session", "session_object"]),
+    hooks=st.booleans(),
+    awaits=st.booleans(),
+    pythonpath=st.none() | st.text(st.characters(codec=None), max_size=30),
+)
+
+
+@settings(max_examples=200)
+@given(calls=st.lists(calls, max_size=4), check=checks, build=builds)
+def test_every_script_built_by_import_is_valid_python(
+    calls: list[Call], check: Check, build: Build
+) -> None:
+    repro = Reproduction(
+        target="ignored:Target",
+        config={"max_tokens": 100},
+        property_id="ordering",
+        level="required",
+        message="m",
+        calls=calls,
+        check=check,
+        command="ctxkit conformance ...",
+        build=build,
+    )
+    script = render_script(repro)
+    tree = ast.parse(script)
+    assert ast.get_docstring(tree) is not None
+    imported = {n.module: n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert build.module in imported
+    (alias,) = imported[build.module].names
+    assert alias.name == build.attr.split(".")[0]
+    bound = alias.asname or alias.name
+    assert bound not in {"check", "manager", "reproduce", "CONFIG"}  # renamed, not shadowed
+    assert "open_manager" not in script
+    assert "TARGET" not in script
+    comment = [line for line in script.splitlines() if line.startswith("# ")]
+    assert bool(comment) == bool(build.pythonpath)
+
+
+MODULE = """
+from __future__ import annotations
+
+
+class Window:
+    \"\"\"Keeps every message; a view is the newest ``keep``.\"\"\"
+
+    def __init__(self, keep: int = 10, hooks=None) -> None:
+        self.keep, self.hooks, self.messages = keep, hooks, []
+
+    async def add_message(self, message):
+        self.messages.append(dict(message))
+
+    async def get_messages_for_request(self, token_budget=None, provider=None):
+        return [dict(m) for m in self.messages[-self.keep :]]
+
+    async def get_messages(self):
+        return [dict(m) for m in self.messages]
+
+    async def set_messages(self, messages):
+        self.messages = [dict(m) for m in messages]
+
+    async def clear(self):
+        self.messages = []
+
+
+class Outer:
+    Inner = Window
+
+
+async def make(keep: int = 10):
+    return Window(keep)
+
+
+async def mount(coordinator, config):
+    await coordinator.mount("context", Window(**config))
+
+
+def keep_last(messages, keep: int = 10):
+    return messages[-keep:]
+
+
+class Store:
+    def __init__(self, keep: int = 10) -> None:
+        self.items = []
+
+    async def add_items(self, items):
+        self.items.extend(items)
+
+    async def get_items(self, limit=None):
+        return list(self.items if limit is None else self.items[-limit:])
+
+    async def pop_item(self):
+        return self.items.pop() if self.items else None
+
+    async def clear_session(self):
+        self.items = []
+
+
+STORE = Store()
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "attr", "awaits"),
+    [
+        ("factory", "Window", False),
+        ("factory", "Outer.Inner", False),
+        ("factory", "make", True),
+        ("mount", "mount", False),
+        ("function", "keep_last", False),
+        ("session", "Store", False),
+        ("session_object", "STORE", False),
+    ],
+)
+def test_a_script_builds_each_form_by_import_and_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, attr: str, awaits: bool
+) -> None:
+    """A script for each kind of build runs against a real module: the manager it builds
+    holds what it was given, and the check fails when it does not."""
+    module = f"managers_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = {"role": "user", "content": "hi"}
+    request = Call("request", Request(token_budget=1000))
+
+    def script(expected: list[dict[str, Any]]) -> Path:
+        repro = Reproduction(
+            target=f"{module}:{attr}",
+            config={"keep": 5} if kind not in ("session_object", "mount") else {},
+            property_id="non_destructive",
+            level="required",
+            message="m",
+            calls=[Call("add", message), request],
+            check=Check("history", {"expected": expected, "property": "non_destructive"}),
+            command="ctxkit conformance ...",
+            build=Build(module, attr, kind, hooks=kind == "factory" and not awaits, awaits=awaits),
+        )
+        path = tmp_path / f"test_{kind}_{len(expected)}.py"
+        path.write_text(render_script(repro))
+        return path
+
+    test = runpy.run_path(str(script([message])))["test_non_destructive"]
+    test()  # the manager holds the message: the check passes
+    failing = runpy.run_path(str(script([message, message])))["test_non_destructive"]
+    with pytest.raises(AssertionError, match="non_destructive"):
+        failing()
+    sys.modules.pop(module, None)
+
+
+def test_calls_that_end_the_process_run_apart_under_pytest() -> None:
+    repro = Reproduction(
+        target="mypkg:Window",
+        config={},
+        property_id="lifecycle",
+        level="required",
+        message="the target's process died",
+        calls=[Call("request", Request(token_budget=10))],
+        check=Check("crashes", {"status": -11}),
+        command="ctxkit conformance mypkg:Window",
+        build=Build("mypkg", "Window"),
+    )
+    script = render_script(repro)
+    assert "def test_lifecycle() -> None:\n" in script
+    assert "    run_apart(__file__)\n" in script
+    assert script.endswith('if __name__ == "__main__":\n    asyncio.run(reproduce())\n')

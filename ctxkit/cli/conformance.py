@@ -11,6 +11,7 @@ import contextlib
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +70,23 @@ relaxations (--allow, repeatable or comma-separated):
   merged-system       preservation: system messages may be merged into one
   budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
 
-time: every run ends by --deadline with a report; a search cut short keeps the smallest
-failure it saw, and the other properties pass with how far the run got. A call that hangs
-past --timeout or crashes the target costs the property it was made for; the target is
-restarted and the rest go on.
+time: every run ends by --deadline with a report; loading (importing) the target counts
+against it, and may take --load-timeout seconds (by default, the rest of the deadline). A
+search cut short keeps the smallest failure it saw, and the other properties pass with how
+far the run got. A call that hangs past --timeout or crashes the target costs the property it
+was made for; the target is restarted and the rest go on. A run asked for --report-json or
+--junit writes it however the run ends: a target that cannot be loaded or does not load in
+time, an interrupt (Ctrl-C, SIGTERM) or ctxkit's own error is a report with verdict error and
+the reason.
 
-reproducers: each failure's script imports only ctxkit.conformance.replay, fails while the
-bug is there (as a script or under pytest), and is run once in a fresh process before it is
-shown: the report says "verified" or why not.
+reproducers: each failure's script is a pytest test file, test_<property>_<target>.py, that
+also runs with python (a non-zero exit while the bug is there). A Python target is imported
+and built as a test of your own would (from mypkg.context import SlidingWindow;
+SlidingWindow(**CONFIG)); a comment above its imports says what to put on PYTHONPATH when
+the module imports only from the folder the run started in. Its calls are as few as still
+fail (each call left is needed) and each view's budget the largest that still fails. It is
+run once in a fresh process before it is shown: the report says "verified" or why not. Calls
+that crash the target are a finding too, reproduced by a script that ends the same way.
 
 containment: the target runs in a process of its own under a supervisor; anything it starts
 (children, double-forked daemons) ends with it, and with ctxkit, however ctxkit ends. Its
@@ -143,6 +153,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="seconds the whole run may take (300); it always ends by then, with a report",
     )
     parser.add_argument(
+        "--load-timeout",
+        type=float,
+        metavar="S",
+        help="seconds loading (importing) the target may take; it counts against --deadline "
+        "(default: the rest of the deadline)",
+    )
+    parser.add_argument(
         "--fallback-budget",
         type=int,
         metavar="N",
@@ -179,7 +196,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--reproducers",
         type=Path,
         metavar="DIR",
-        help="write each failure's reproducer script into DIR (reproduce_<property>.py)",
+        help="write each failure's reproducer into DIR as test_<property>_<target>.py: "
+        "`pytest DIR` runs them",
     )
     parser.add_argument(
         "--list-adapters",
@@ -239,6 +257,8 @@ def run_conformance(args: argparse.Namespace) -> int:
     config = config_from_json(args.config)
     check_seconds("--timeout", args.timeout)
     check_seconds("--deadline", args.deadline)
+    if args.load_timeout is not None:
+        check_seconds("--load-timeout", args.load_timeout)
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     if args.fallback_budget is not None and args.fallback_budget < 1:
@@ -274,6 +294,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         fallback_budget=args.fallback_budget,
         verify=args.verify,
         form=args.form,
+        load_timeout=args.load_timeout,
         memory_limit=(
             DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
         ),
@@ -286,8 +307,8 @@ def run_conformance(args: argparse.Namespace) -> int:
 
 def _run(options: Any, args: argparse.Namespace) -> int:
     """Run the suite with its progress on stderr, then print and write the report."""
-    from ctxkit.conformance.report import summary, write_json, write_junit
-    from ctxkit.conformance.runner import SetupError, run
+    from ctxkit.conformance.report import summary
+    from ctxkit.conformance.runner import SetupError, run, stopped
 
     seed = options.seed
     ticker = _Ticker(live=sys.stderr.isatty())
@@ -297,29 +318,70 @@ def _run(options: Any, args: argparse.Namespace) -> int:
         else "ctxkit.reference:mount (the reference manager)"
     )
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
+    started = time.monotonic()
     try:
-        report = run(options, progress=lambda line: _line(f"  {line}", ticker), tick=ticker)
+        with _terminated_as_interrupt():
+            report = run(options, progress=lambda line: _line(f"  {line}", ticker), tick=ticker)
     except SetupError as exc:
         print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
+        _write_reports(stopped(options, str(exc), started), args)
         return EXIT_CANNOT_LOAD
+    except KeyboardInterrupt:
+        _write_reports(stopped(options, "interrupted before the run ended", started), args)
+        raise
+    except Exception as exc:
+        reason = f"ctxkit's internal error: {type(exc).__name__}: {exc}"
+        _write_reports(stopped(options, reason, started), args)
+        raise
     _line("", ticker)
     if args.strict:
         report.make_strict()
     print(summary(report))
-    if args.report_json:
-        write_json(report, args.report_json)
-    if args.junit:
-        write_junit(report, args.junit)
+    _write_reports(report, args)
     if args.reproducers:
         _write_reproducers(report, args.reproducers)
     return exit_code(report.verdict)
 
 
+def _write_reports(report: Any, args: argparse.Namespace) -> None:
+    """The reports asked for (``--report-json``, ``--junit``)."""
+    from ctxkit.conformance.report import write_json, write_junit
+
+    if args.report_json:
+        write_json(report, args.report_json)
+    if args.junit:
+        write_junit(report, args.junit)
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout, ``kill``) ends the run as Ctrl-C does: the workers are
+    ended and the reports asked for are written."""
+    import signal
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _write_reproducers(report: Any, folder: Path) -> None:
+    """Each finding's reproducer as a pytest file (:func:`~ctxkit.conformance.script.
+    file_name`), so ``pytest DIR`` collects them."""
+    from ctxkit.conformance.script import file_name
+
     folder.mkdir(parents=True, exist_ok=True)
     for result in report.properties:
         if result.reproducer:
-            path = folder / f"reproduce_{result.id}.py"
+            path = folder / file_name(result.id, report.target)
             path.write_text(result.reproducer, encoding="utf-8")
             print(f"ctxkit: wrote {path}", file=sys.stderr)
 

@@ -190,11 +190,13 @@ def write(matrix: Matrix, out: Path, formats: list[str]) -> list[Path]:
 
 
 def _write_reproducers(row: Row, out: Path) -> None:
+    from ctxkit.conformance.script import file_name
     from ctxkit.survey.matrix import slug
 
     for property_id, cell in row.cells.items():
         if cell.reproducer and cell.status in ("failed", "error"):
-            relative = Path("reproducers") / slug(row.target) / f"reproduce_{property_id}.py"
+            name = file_name(property_id, row.target)  # `pytest reproducers/` collects it
+            relative = Path("reproducers") / slug(row.target) / name
             (out / relative).parent.mkdir(parents=True, exist_ok=True)
             (out / relative).write_text(cell.reproducer, encoding="utf-8")
             cell.reproducer_path = relative.as_posix()

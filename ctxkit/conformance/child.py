@@ -34,7 +34,15 @@ from ctxkit.conformance.sandbox import (
     format_size,
 )
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "PYTHON_WORKER", "Child", "Reply", "TargetUnusable", "during"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "PYTHON_WORKER",
+    "Child",
+    "Reply",
+    "TargetUnusable",
+    "during",
+    "how_it_ended",
+]
 
 PYTHON_WORKER = (sys.executable, "-m", "ctxkit.conformance.worker")
 """The implementation for Python targets."""
@@ -56,21 +64,27 @@ def during(op: str) -> str:
     return _CALLS.get(op, op)
 
 
-CLOSE_GRACE_S = 2.0
-"""How long a worker may take to end on its own once its requests are closed."""
+CLOSE_GRACE_S = 1.0
+"""How long a worker may take to end on its own once its requests are closed: its last
+manager's cleanups and ``atexit`` handlers. The worker leaves directly after them (nothing the
+target left running is waited for), so this is rarely waited out; past it, the worker's
+process group and everything it started are killed."""
 
 
 class TargetUnusable(BaseException):
     """The target hung, died, ran out of memory or broke the protocol; the run cannot go on.
 
-    ``kind`` is ``"timeout"``, ``"crash"``, ``"memory"`` or ``"protocol"``.
+    ``kind`` is ``"timeout"``, ``"crash"``, ``"memory"`` or ``"protocol"``. ``status``: for a
+    process that died, its exit status (negative: the signal that ended it), so a reproducer
+    can be held to dying the same way.
     """
 
-    def __init__(self, message: str, *, op: str, kind: str) -> None:
+    def __init__(self, message: str, *, op: str, kind: str, status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.op = op
         self.kind = kind
+        self.status = status
 
 
 @dataclass
@@ -344,10 +358,11 @@ class Child:
         if ended == "memory":
             raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")
         raise TargetUnusable(
-            f"the target's process died during {during(op)} ({_how(code)}); it printed:\n"
+            f"the target's process died during {during(op)} ({how_it_ended(code)}); it printed:\n"
             f"{self.stderr_tail()}",
             op=op,
             kind="crash",
+            status=code,
         )
 
     def _out_of_memory(self, op: str) -> str:
@@ -414,7 +429,8 @@ class Child:
         self.close()
 
 
-def _how(code: int) -> str:
+def how_it_ended(code: int) -> str:
+    """An exit status as a person reads it: ``exit code 3``, ``killed by SIGSEGV``."""
     if code >= 0:
         return f"exit code {code}"
     try:

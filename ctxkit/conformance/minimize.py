@@ -1,5 +1,5 @@
 """Make a counterexample smaller after Hypothesis has shrunk it: delete steps while the same
-property still fails.
+property still fails, then give its views the largest budget that still fails.
 
 Hypothesis shrinks the choices it drew, within a time limit; what is left often still holds
 steps the failure does not need (a turn of three tool rounds where one would do, a clear, an
@@ -7,27 +7,40 @@ earlier view). Here the failing run's rules are replayed in the worker, first sp
 smallest steps that keep each tool call with its results, then deleted in ever smaller chunks
 (delta debugging); a deletion is kept when the same property still fails with no larger a
 history. Then the lists inside the steps left (a conversation given to ``set_messages``,
-messages added at once) lose what they can the same way. Each replay is bounded by the
-operation timeout and the run's deadline.
+messages added at once) lose what they can the same way.
+
+Last, :class:`CallShrinker` works on what the reproducer shows, its calls: each call is
+deleted while the calls left, replayed in the worker and followed by the failed check, still
+fail it (one at a time at the end, so no call of the result can go); then each view's budget
+is raised by a binary search to the largest that still fails. A view asked with two tokens
+reads as an unrealistic corner; the same bug at the largest budget that shows it reads as
+the bug it is. Each replay is bounded by the operation timeout and the run's deadline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis.errors import UnsatisfiedAssumption
 
+from ctxkit.conformance import checks
+from ctxkit.conformance.child import TargetUnusable
+from ctxkit.conformance.invariants import Violation
 from ctxkit.conformance.machine import (
     ConformanceMachine,
     PropertyFailure,
     RuleCall,
     Session,
     TargetStopped,
+    _in_stored_order,
 )
+from ctxkit.conformance.steps import Call, Check, Request
 from ctxkit.conformance.strategies import Conversation, RoundTemplate
+from ctxkit.tokens import REPLY_PRIMING
 
-__all__ = ["minimize", "replay", "spread"]
+__all__ = ["CallShrinker", "budget_of", "minimize", "replay", "spread", "with_budget"]
 
 
 def spread(rules: list[RuleCall]) -> list[RuleCall]:
@@ -163,3 +176,316 @@ def _with(args: dict[str, Any], key: str, items: list[Any]) -> dict[str, Any]:
         order = tuple(items.index(i) for i in value.order if i in items)
         return {**args, key: RoundTemplate(value.shape, outputs, order)}
     return {**args, key: items}
+
+
+class CallShrinker:
+    """A failure's calls made as few as they can be, then its views' budgets as large (see
+    the module docstring). ``best`` is the smallest failure found so far: what stands when the
+    deadline (:class:`~ctxkit.conformance.machine.DeadlineReached`) ends the work early.
+
+    A failure that is a hang is left as it is: each replay would wait out the timeout. A
+    crash is shrunk like any other failure, each replay that crashes costing a restart; the
+    calls left still end the process with the same status (``Check.args["status"]``).
+    """
+
+    def __init__(
+        self, session: Session, failure: PropertyFailure, restart: Callable[[], Any]
+    ) -> None:
+        self.session = session
+        self.best = failure
+        self.restart = restart
+        self._suffix: Callable[[list[Call]], str] | None = None
+        """What follows the check's own sentence in the failure's message, for the calls
+        left; None: the run's message is kept as it was (it is not the check's sentence)."""
+
+    def run(self) -> PropertyFailure:
+        """Shrink, then raise the budgets; ``best`` as it ends."""
+        if self.best.check.kind == "returns" or not self.best.calls:
+            return self.best
+        found = self._holds(list(self.best.calls))
+        if found is None:
+            return self.best  # the calls alone do not fail: keep the failure as it was seen
+        check, message = found
+        if self.best.message.startswith(message):  # the check's sentence, then the run's words
+            self._suffix = _suffix_of(check.kind, self.best.message[len(message) :])
+        _delete(list(self.best.calls), self._keeps_failing)
+        self._raise_budgets()
+        return self.best
+
+    # -- deleting calls -------------------------------------------------------------------------
+
+    def _keeps_failing(self, calls: list[Call]) -> bool:
+        if not _whole_pairs(calls):
+            return False
+        found = self._holds(calls)
+        if found is None:
+            return False
+        check, message = found
+        self._take(calls, check, message)
+        return True
+
+    def _take(self, calls: list[Call], check: Check, message: str) -> None:
+        best = self.best
+        history = len(_model_before(calls, len(calls)))
+        message = best.message if self._suffix is None else message + self._suffix(calls)
+        found = type(best)(
+            best.property_id, message, calls=calls, check=check, history=history, rules=best.rules
+        )
+        found.note = best.note
+        self.best = found
+
+    # -- raising budgets ------------------------------------------------------------------------
+
+    def _raise_budgets(self) -> None:
+        """Each view asked with a budget, newest first: the largest budget that still fails,
+        by binary search between the budget it has (fails) and twice what its history needs
+        (kept when even that fails: then the budget has nothing to do with the failure)."""
+        for index in reversed(range(len(self.best.calls))):
+            call = self.best.calls[index]
+            if call.op not in ("request", "request_then_edit"):
+                continue
+            budget = budget_of(call.value)
+            if budget is None:
+                continue
+            history = _model_before(self.best.calls, index)
+            roomy = 2 * (sum(self._count(m) for m in history) + REPLY_PRIMING) + 100
+            if budget >= roomy:
+                continue
+            if self._fails_with(index, roomy):
+                continue
+            low, high = budget, roomy
+            while high - low > 1:
+                middle = (low + high) // 2
+                if self._fails_with(index, middle):
+                    low = middle
+                else:
+                    high = middle
+
+    def _fails_with(self, index: int, tokens: int) -> bool:
+        calls = list(self.best.calls)
+        calls[index] = replace(calls[index], value=with_budget(calls[index].value, tokens))
+        return self._keeps_failing(calls)
+
+    def _count(self, message: Any) -> int:
+        try:
+            return self.session.count_message(message)
+        except Exception:
+            return 0
+
+    # -- one replay -----------------------------------------------------------------------------
+
+    def _holds(self, calls: list[Call]) -> tuple[Check, str] | None:
+        """Replay ``calls`` on a fresh manager and make the failed check, as the reproducer
+        script does: (the check as it now reads, its message) when the same property fails
+        the same way, else None."""
+        try:
+            return self._replay(calls)
+        except TargetUnusable:
+            self.restart()
+            return None
+        except UnsatisfiedAssumption:  # a call the transport cannot carry
+            return None
+
+    def _replay(self, calls: list[Call]) -> tuple[Check, str] | None:
+        session, check = self.session, self.best.check
+        if not session.call("reset").ok:
+            return None
+        seen = _Seen()
+        last = len(calls) - 1
+        for index, call in enumerate(calls):
+            op, args = call.request()
+            try:
+                reply = session.call(op, **args)
+            except TargetUnusable as exc:
+                self.restart()
+                same = exc.kind == "crash" and exc.status == check.args.get("status")
+                if index == last and check.kind == "crashes" and same:
+                    return check, self.best.message
+                return None
+            if call.op == "add_bad":
+                if reply.ok:  # accepted: the script's check.refuses fails here
+                    ok = index == last and check.kind == "refuses"
+                    return (check, self.best.message) if ok else None
+                continue
+            if not reply.ok and not call.tolerated:  # the script raises here
+                raised = f"raised {reply.type}" in self.best.message
+                ok = index == last and check.kind == "raises" and raised
+                return (check, self.best.message) if ok else None
+            seen.events.extend(reply.events)
+            seen.after(call, reply.value if reply.ok else None, reply.ok)
+            if call.op == "add_concurrently" and reply.ok:
+                stored = session.call("get")
+                seen.concurrent(call.value, stored.value if stored.ok else [])
+        if check.kind in ("raises", "refuses", "crashes"):
+            return None
+        stored = session.call("get").value if check.kind in ("history", "stored_all") else None
+        try:
+            found = seen.check(check, stored, self.session)
+        except Exception:  # the script's check would raise something else than the failure
+            return None
+        wanted = self.best.property_id
+        matching = [v for v in found if v.property == wanted]
+        if not matching:
+            return None
+        return seen.updated(check, calls), matching[0].message
+
+
+@dataclass
+class _Seen:
+    """What a replay saw: the history as added (the model), the views by name, the events."""
+
+    model: list[Any] = field(default_factory=list)
+    named: dict[str, Any] = field(default_factory=dict)
+    requests: dict[str, Request] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)
+    before: list[Any] = field(default_factory=list)
+    added: list[Any] = field(default_factory=list)
+
+    def after(self, call: Call, value: Any, ok: bool) -> None:
+        """Follow one call that returned (or was refused fairly)."""
+        op = call.op
+        if op in ("add", "add_then_edit") and ok:
+            self.model.append(call.value)
+        elif op in ("set", "set_then_edit") and ok:
+            self.model = list(call.value)
+        elif op == "clear" and ok:
+            self.model = []
+        elif op in ("request", "request_then_edit"):
+            self.named[call.name] = value
+            self.requests[call.name] = call.value
+        elif op == "get_then_edit":
+            self.named["stored"] = value
+
+    def concurrent(self, added: list[Any], stored: Any) -> None:
+        """Concurrent adds: the model takes them in the order the manager stored them."""
+        self.before, self.added = list(self.model), list(added)
+        tail = stored[len(self.model) :] if isinstance(stored, list) else []
+        self.model = self.model + _in_stored_order(list(added), tail)
+
+    def check(self, check: Check, stored: Any, session: Session) -> list[Violation]:
+        """The violations the failed check finds now."""
+        kind = check.kind
+        view = self.named.get("view")
+        allow = check.args.get("allow") or session.relax
+        if kind == "is_list":
+            return checks.is_list(view)
+        if kind == "tool_pairs":
+            return checks.tool_pairs(view)
+        if kind == "attachments":
+            return checks.attachments(view, self.model)
+        if kind in ("ordering", "preserved"):
+            judge = checks.ordering if kind == "ordering" else checks.preserved
+            return judge(view, self.model, allow, session.ignore)
+        if kind == "fits":
+            return checks.fits(view, self._budget(check), allow, session.count_message)
+        if kind == "history":
+            expected = self.model
+            property_id = check.args.get("property", "non_destructive")
+            return checks.history(stored, expected, property_id, session.ignore)
+        if kind == "stored_all":
+            return checks.stored_all(stored, self.before, self.added, session.ignore)
+        if kind == "empty_view":
+            return checks.empty_view(view)
+        if kind == "same_view":
+            return checks.same_view(view, self.named.get("again"))
+        if kind == "not_edited":
+            return checks.not_edited(self.named.get("again"))
+        if kind == "events":
+            return checks.events(self.events)
+        return []
+
+    def _budget(self, check: Check) -> int:
+        request = self.requests.get("view")
+        found = budget_of(request) if request is not None else None
+        return check.args["budget"] if found is None else found
+
+    def updated(self, check: Check, calls: list[Call]) -> Check:
+        """The check's data as the calls now make it: the history, the budget."""
+        args = dict(check.args)
+        if "history" in args:
+            args["history"] = list(self.model)
+        if "expected" in args:
+            args["expected"] = list(self.model)
+        if check.kind == "stored_all":
+            args["before"], args["added"] = list(self.before), list(self.added)
+        if check.kind == "fits":
+            args["budget"] = self._budget(check)
+        return replace(check, args=args)
+
+
+def budget_of(request: Request) -> int | None:
+    """The budget a view is asked with: ``token_budget``, or a provider's window less its
+    output; None when the request names neither."""
+    if request.defaults is not None:
+        window = request.defaults.get("context_window")
+        output = request.defaults.get("max_output_tokens", 0)
+        return window - output if isinstance(window, int) and isinstance(output, int) else None
+    return request.token_budget
+
+
+def with_budget(request: Request, tokens: int) -> Request:
+    """The same request with the budget ``tokens``."""
+    if request.defaults is not None:
+        output = request.defaults.get("max_output_tokens", 0)
+        return Request(defaults={**request.defaults, "context_window": tokens + output})
+    return Request(token_budget=tokens)
+
+
+def _model_before(calls: list[Call], index: int) -> list[Any]:
+    """The history as added by the calls before ``index`` (concurrent adds in any order)."""
+    model: list[Any] = []
+    for call in calls[:index]:
+        if call.op in ("add", "add_then_edit"):
+            model.append(call.value)
+        elif call.op in ("set", "set_then_edit"):
+            model = list(call.value)
+        elif call.op == "clear":
+            model = []
+        elif call.op == "add_concurrently":
+            model.extend(call.value)
+    return model
+
+
+def _whole_pairs(calls: list[Call]) -> bool:
+    """Whether the history the calls add holds whole tool pairs wherever a view is asked for,
+    and at the end, as every history the run made does: a deletion that splits a pair (a
+    call's results left without it) would turn a manager's bug into a bad caller's."""
+    points = [i for i, c in enumerate(calls) if c.op in ("request", "request_then_edit")]
+    return not any(checks.tool_pairs(_model_before(calls, i)) for i in (*points, len(calls)))
+
+
+def _suffix_of(kind: str, said: str) -> Callable[[list[Call]], str]:
+    """What the run's message said after the check's own sentence, rewritten for the calls
+    a shrunk failure has: the call a history check came after, the budget a view fit and
+    where it came from."""
+    if kind == "history" and said:
+        return lambda calls: f" (after {_describe(calls[-1])})" if calls else said
+    if kind not in ("preserved", "fits") or not said:
+        return lambda _calls: ""
+
+    def budget(calls: list[Call]) -> str:
+        request = next((c.value for c in reversed(calls) if c.name == "view"), None)
+        tokens = budget_of(request) if isinstance(request, Request) else None
+        if tokens is None or not isinstance(request, Request):
+            return said
+        if kind == "fits":
+            return request.origin()
+        return f", although it fits the budget of {tokens}{request.origin()}"
+
+    return budget
+
+
+def _describe(call: Call) -> str:
+    """A call as the run's messages name it."""
+    if call.op in ("request", "request_then_edit"):
+        return f"get_messages_for_request({call.value.describe()})"
+    return {
+        "add": "add_message",
+        "add_then_edit": "add_message",
+        "add_concurrently": "concurrent add_message calls",
+        "add_bad": "add_message",
+        "set": "set_messages",
+        "set_then_edit": "set_messages",
+        "get_then_edit": "get_messages()",
+        "clear": "clear()",
+    }.get(call.op, call.op)

@@ -1,16 +1,23 @@
-"""What a reproducer script imports: open the target as the run did, call it, and assert.
+"""What a reproducer script imports: build the target as the run did, call it, and assert.
 
 This is the suite's small public API for scripts and tests. Each ``check.*`` function raises
 ``AssertionError`` with the same sentence the run reported, so a reproducer fails (as a script:
 a non-zero exit; under pytest: a failed test) exactly while the bug is there.
 
-    from ctxkit.conformance.replay import check, open_manager
+    from mypkg.context import MyManager
+
+    from ctxkit.conformance.replay import check
 
     async def reproduce() -> None:
-        manager, events = await open_manager("mypkg.context:MyManager", {"max_tokens": 8000})
+        manager = MyManager(max_tokens=8000)
         await manager.add_message({"role": "user", "content": "hi"})
         view = await manager.get_messages_for_request(token_budget=100)
         check.tool_pairs(view)
+
+A target that is not imported by name (another language, ``--command``, gRPC) is opened by
+its TARGET string: ``manager, events = await open_manager("manager.mjs:Window")``. An
+Amplifier module's ``mount`` is mounted by :func:`mounted`; :class:`EventRecorder` is the
+``hooks`` that records what a manager emits; :func:`run_apart` runs calls that end the process.
 """
 
 from __future__ import annotations
@@ -20,15 +27,26 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ctxkit.conformance import checks
 from ctxkit.conformance.allow import parse_allow
 from ctxkit.conformance.invariants import Violation
+from ctxkit.conformance.target import EventRecorder
 
-__all__ = ["Provider", "check", "edit_in_place", "may_refuse", "open_manager", "returns_within"]
+__all__ = [
+    "EventRecorder",
+    "Provider",
+    "check",
+    "edit_in_place",
+    "may_refuse",
+    "mounted",
+    "open_manager",
+    "returns_within",
+    "run_apart",
+]
 
 T = TypeVar("T")
 
@@ -69,13 +87,51 @@ async def open_manager(
 
         remote = RemoteManager.start(route, config, form=form)
         return remote, remote.events
-    from ctxkit.conformance.target import EventRecorder, load_target
+    from ctxkit.conformance.target import load_target
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     recorder = EventRecorder()
     manager = await load_target(target, dict(config or {}), form).build(recorder)
     return manager, recorder.events
+
+
+async def mounted(
+    mount: Callable[..., Any], config: Mapping[str, Any] | None = None
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """The context manager an Amplifier module's ``mount(coordinator, config)`` mounts, as
+    ``ctxkit conformance`` mounts it (amplifier-core's coordinator when it is installed, its
+    ``on_session_ready`` after), and the list its events are recorded into."""
+    from ctxkit.conformance.target import Target
+
+    recorder = EventRecorder()
+    name = getattr(mount, "__name__", "mount")
+    manager = await Target(name, mount, "mount", dict(config or {})).build(recorder)
+    return manager, recorder.events
+
+
+def run_apart(path: str, timeout: float = 600.0) -> None:
+    """Run the reproducer at ``path`` (``__file__``) with python in a process of its own, for
+    calls that end the process: raise AssertionError, saying how it ended, while they do.
+
+    The child imports what this process imports (its ``sys.path`` as ``PYTHONPATH``)."""
+    import subprocess
+
+    from ctxkit.conformance.child import how_it_ended
+
+    paths = [os.path.abspath(p or os.curdir) for p in sys.path]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
+    done = subprocess.run(
+        [sys.executable, path], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode == 0:
+        return
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    tail = "\n".join(lines[-8:])
+    raise AssertionError(
+        f"the calls end the process ({how_it_ended(done.returncode)})"
+        + (f"; it printed:\n{tail}" if tail else "")
+    )
 
 
 def edit_in_place(value: Any) -> None:

@@ -22,6 +22,7 @@ reproducer script is run in a fresh process to check that it fails (:mod:`.verif
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import tempfile
@@ -48,11 +49,11 @@ from ctxkit.conformance.machine import (
     Session,
     TargetStopped,
 )
-from ctxkit.conformance.minimize import minimize
+from ctxkit.conformance.minimize import CallShrinker, minimize
 from ctxkit.conformance.probe import ShapeProbe, probe_shapes
 from ctxkit.conformance.properties import PROPERTIES
 from ctxkit.conformance.routes import RouteError, route_for
-from ctxkit.conformance.script import Reproduction, render_script, render_steps
+from ctxkit.conformance.script import Build, Reproduction, file_name, render_script, render_steps
 from ctxkit.conformance.stability import measure_stability
 from ctxkit.conformance.steps import Check
 from ctxkit.conformance.strategies import SHAPES
@@ -60,7 +61,7 @@ from ctxkit.conformance.target import DEFAULT_TARGET
 from ctxkit.conformance.verify import verify
 from ctxkit.prefix import AGENT_LOOP_STEPS
 
-__all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run"]
+__all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run", "stopped"]
 
 PROFILES = {
     "quick": {"max_examples": 25, "stateful_step_count": 30},
@@ -73,6 +74,10 @@ DEFAULT_DEADLINE = 300.0
 
 MAX_STOPS = 3
 """Hangs, crashes or protocol breaks after which the properties left are not checked."""
+
+LOAD_TIMEOUT = 60.0
+"""Seconds loading the target may take when neither ``--load-timeout`` nor a finite deadline
+bounds it."""
 
 Status = Literal["passed", "failed", "error", "skipped", "below"]
 """``below``: an advisory property measured under its bar. ``failed`` always means a property
@@ -187,6 +192,10 @@ class RunOptions:
     form: str | None = None
     """``--form``: ``contract``, ``function`` or ``session`` (None: detected; see
     :mod:`ctxkit.forms`)."""
+    load_timeout: float | None = None
+    """``--load-timeout``: seconds loading (importing) the target may take; None: the rest of
+    the deadline (:data:`LOAD_TIMEOUT` when the deadline is unbounded). Loading counts against
+    the deadline either way."""
 
     @property
     def command(self) -> str:
@@ -386,10 +395,17 @@ class _Worker:
         except RouteError as exc:
             raise SetupError(str(exc)) from None
         self.spec = options.target or options.implementation or DEFAULT_TARGET
+        self.build: Any = None
+        """How a reproducer imports and builds the target (``hello``'s ``build``), if known."""
 
     def _allowance(self) -> float:
-        """Loading imports the target and its libraries: at least 60 s, within the deadline."""
-        return max(1.0, min(max(self.options.timeout, 60.0), self.deadline - time.monotonic()))
+        """Loading imports the target and its libraries: ``--load-timeout``, else the rest of
+        the deadline; never past the deadline."""
+        left = self.deadline - time.monotonic()
+        limit = self.options.load_timeout
+        if limit is None:
+            limit = left if math.isfinite(left) else LOAD_TIMEOUT
+        return max(1.0, min(limit, left))
 
     def _load(self) -> Any:
         try:
@@ -401,15 +417,28 @@ class _Worker:
             )
         except OSError as exc:
             raise SetupError(f"{self.spec}: {self.route.cannot_start(exc)}") from None
-        loaded = self.child.hello(
-            self.route.target,
-            self.options.config,
-            ANNOTATION_KEYS,
-            timeout=self._allowance(),
-            form=self.options.form,
-        )
+        allowance = self._allowance()
+        try:
+            loaded = self.child.hello(
+                self.route.target,
+                self.options.config,
+                ANNOTATION_KEYS,
+                timeout=allowance,
+                form=self.options.form,
+            )
+        except TargetUnusable as exc:
+            if exc.kind == "timeout":
+                given = self.options.load_timeout is not None
+                exc.message = (
+                    f"loading the target did not return within {allowance:g} s "
+                    + ("(--load-timeout)" if given else "(the rest of the --deadline)")
+                    + "; give it more with --load-timeout SECONDS"
+                )
+            raise
         if not loaded.ok:
             raise SetupError(loaded.message or loaded.error)
+        if isinstance(loaded.value, dict):
+            self.build = loaded.value.get("build")
         return loaded.value
 
     def start(self) -> tuple[str, bool, tuple[Status, str] | None]:
@@ -642,8 +671,10 @@ class _Search:
         return False
 
     def _charge(self, stop: TargetStopped, remaining: set[str]) -> set[str]:
-        """A hang or crash costs the property its call was made for, if still unjudged."""
-        property_id = stop.charge if stop.charge in remaining else None
+        """A hang or crash costs the property its call was made for, if still unjudged (else
+        ``lifecycle``, if it is): a finding with its calls, reproduced like a failure."""
+        charge = stop.charge if stop.charge in remaining else "lifecycle"
+        property_id = charge if charge in remaining else None
         kind = stop.unusable.kind
         what = f"{stop.unusable.message} (a history of {stop.history} messages)"
         self.say(f"the target stopped: {what}")
@@ -652,7 +683,11 @@ class _Search:
         result = self.results[property_id]
         result.status = "error"
         result.message = what
-        check = Check("returns" if kind == "timeout" else "crashes")
+        check = (
+            Check("returns")
+            if kind == "timeout"
+            else Check("crashes", {"status": stop.unusable.status})
+        )
         self.failures[property_id] = PropertyFailure(
             property_id,
             what,
@@ -689,10 +724,12 @@ class _Search:
         )
 
     def finish(self, spec: str) -> None:
-        """Make each failure smaller, render its reproducer and check that it fails."""
+        """Make each failure smaller (its steps, then its calls and budgets), render its
+        reproducer and check that it fails."""
         session = self.session
-        session.deadline = self.deadline
-        for property_id, failure in self.failures.items():
+        session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
+        build = Build.from_data(self.worker.build)
+        for property_id, failure in list(self.failures.items()):
             result = self.results[property_id]
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
@@ -700,6 +737,10 @@ class _Search:
                     if not session.child.alive:
                         self._restart()
                     failure = minimize(session, failure, self._restart)
+            if result.status == "failed" or failure.check.args.get("status") is not None:
+                failure = self._shrink_calls(failure)
+                self.failures[property_id] = failure
+            if result.status == "failed":
                 result.message = failure.message
             if failure.note:
                 result.message += f" ({failure.note})"
@@ -716,6 +757,7 @@ class _Search:
                 implementation=self.options.implementation,
                 remote=route.kind != "python",
                 form=self.options.form,
+                build=build if route.kind == "python" else None,
             )
             result.counterexample = {
                 "messages": failure.history,
@@ -726,6 +768,18 @@ class _Search:
             result.reproducer = render_script(repro)
         if self.options.verify:
             self._verify()
+
+    def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
+        """The failure with as few calls and as large budgets as still fail it
+        (:class:`~ctxkit.conformance.minimize.CallShrinker`); as far as it got when time or
+        the worker runs out."""
+        shrinker = CallShrinker(self.session, failure, self._restart)
+        self.say(f"shrinking the {failure.property_id} calls")
+        with suppress(DeadlineReached, TargetUnusable, SetupError):
+            if not self.session.child.alive:
+                self._restart()
+            shrinker.run()
+        return shrinker.best
 
     def _restart(self) -> None:
         self.session.child = self.worker.restart()
@@ -740,12 +794,16 @@ class _Search:
                 continue
             self.say(f"verifying the {result.id} reproducer in a fresh process")
             failure = self.failures[result.id]
+            build = Build.from_data(self.worker.build)
             result.verified, result.verification = verify(
                 result.reproducer,
                 property_id=result.id,
                 check=failure.check.kind,
                 timeout=min(left, self.options.timeout * (len(failure.calls) + 3) + 30),
                 memory_limit=self.options.memory_limit,
+                name=file_name(result.id, self.worker.spec),
+                pythonpath=build.pythonpath if build is not None else None,
+                status=failure.check.args.get("status"),
             )
 
 
@@ -791,13 +849,14 @@ def _not_built(
     results: dict[str, PropertyResult],
     problem: tuple[Status, str],
     started: float,
+    why: str = "",
 ) -> Report:
     """The report for a target that could not be built: lifecycle says why, and nothing else
-    was checked."""
+    was checked (``why``: what the others say after "not checked: ")."""
     status, message = problem
     results["lifecycle"].status = status
     results["lifecycle"].message = message
-    why = (
+    why = why or (
         "the target does not follow the protocol"
         if status == "failed"
         else "no manager could be built"
@@ -806,6 +865,16 @@ def _not_built(
         if result.id != "lifecycle":
             result.message = f"not checked: {why}"
     return _report(spec, options, results, started)
+
+
+def stopped(options: RunOptions, reason: str, started: float) -> Report:
+    """The report of a run that ended before it could judge anything (the target could not
+    be loaded or did not load in time, an interrupt, ctxkit's own error): verdict ``error``,
+    ``lifecycle`` giving the reason, nothing else checked. ``started``: ``time.monotonic()``
+    when the run began."""
+    results = {p.id: PropertyResult(p.id, p.level) for p in PROPERTIES}
+    spec = options.target or options.implementation or DEFAULT_TARGET
+    return _not_built(spec, options, results, ("error", reason), started, why=reason)
 
 
 def _report(

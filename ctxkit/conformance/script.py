@@ -2,15 +2,25 @@
 
 Valid Python by construction: every value goes through :func:`literal`, which writes only
 Python literals (and ``float("nan")``, ``json.loads(...)`` for what literals cannot say), and
-every statement is laid out here, never pasted from text. A script imports only
-:mod:`ctxkit.conformance.replay`, runs as a script (a non-zero exit while the bug is there) and
-is collected by pytest as one test.
+every statement is laid out here, never pasted from text. A script is a pytest test file
+(:func:`file_name`: ``test_<property>_<target>.py``) that also runs as a script (a non-zero
+exit while the bug is there).
+
+A Python target is built as a user's own test would build it: imported by its module name
+(``from mypkg.context import SlidingWindow``) and called with the config
+(``SlidingWindow(**CONFIG)``), or wrapped in its form (:mod:`ctxkit.forms`); when that module
+imports only from the folder the run was started in, a comment above the imports says what to
+put on ``PYTHONPATH``. A target in another language (JavaScript, ``--command``, gRPC) is
+opened by its TARGET string through :func:`ctxkit.conformance.replay.open_manager`. Calls that
+end the process run in a child process under pytest, so the test fails rather than pytest
+dying with them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +29,7 @@ from ctxkit.conformance.allow import Relaxations
 from ctxkit.conformance.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.steps import Call, Check, Request
 
-__all__ = ["Reproduction", "literal", "render_script", "render_steps"]
+__all__ = ["Build", "Reproduction", "file_name", "literal", "render_script", "render_steps"]
 
 WIDTH = 96
 """Lines are kept to about this width where a value allows it."""
@@ -119,6 +129,91 @@ def _depth(value: Any, limit: int = _NESTING + 1) -> int:
     return deepest
 
 
+def file_name(property_id: str, target: str | None) -> str:
+    """The reproducer's file name: ``test_<property>_<target>.py``, the target made safe
+    for a file and a module name (``tests.zoo.pairs:SplitsPairs`` ->
+    ``test_ordering_tests_zoo_pairs_SplitsPairs.py``), so ``pytest DIR`` collects it."""
+    safe = re.sub(r"[^A-Za-z0-9]+", "_", target or "reference").strip("_")[:80].rstrip("_")
+    return f"test_{property_id}_{safe or 'target'}.py"
+
+
+@dataclass(frozen=True)
+class Build:
+    """How a Python target is built by import (what the worker's ``hello`` said of it; see
+    :meth:`ctxkit.conformance.target.Target.import_form`)."""
+
+    module: str
+    attr: str
+    kind: str = "factory"
+    """``factory`` (a class or factory called with the config), ``mount``, ``function``,
+    ``session`` (a factory of a session) or ``session_object`` (a session store)."""
+    hooks: bool = False
+    """The factory or function takes ``hooks``: it gets an event recorder."""
+    awaits: bool = False
+    """The factory is a coroutine function: its result is awaited."""
+    pythonpath: str | None = None
+    """The folder the module imports from, when only the run's directory finds it."""
+
+    @classmethod
+    def from_data(cls, data: Any) -> Build | None:
+        """From the ``hello`` answer's ``build`` object; None when there is none or it is not
+        one this renderer can write (a module or attribute that is not a dotted name)."""
+        if not isinstance(data, Mapping):
+            return None
+        module, attr = data.get("module"), data.get("attr")
+        if not isinstance(module, str) or not isinstance(attr, str):
+            return None
+        if not all(p.isidentifier() for p in (*module.split("."), *attr.split("."))):
+            return None
+        pythonpath = data.get("pythonpath")
+        return cls(
+            module,
+            attr,
+            str(data.get("kind") or "factory"),
+            bool(data.get("hooks")),
+            bool(data.get("awaits")),
+            pythonpath if isinstance(pythonpath, str) else None,
+        )
+
+
+_TAKEN = frozenset(
+    {
+        "asyncio",
+        "json",
+        "CONFIG",
+        "TARGET",
+        "COMMAND",
+        "FORM",
+        "reproduce",
+        "manager",
+        "hooks",
+        "events",
+        "view",
+        "again",
+        "stored",
+        "history",
+        "expected",
+        "before",
+        "added",
+        "message",
+        "messages",
+        "check",
+        "Provider",
+        "EventRecorder",
+        "edit_in_place",
+        "may_refuse",
+        "mounted",
+        "open_manager",
+        "returns_within",
+        "run_apart",
+        "FunctionManager",
+        "SessionManager",
+        "inspect_message",
+    }
+)
+"""Names a script uses for itself: an imported target of the same name is renamed."""
+
+
 @dataclass(frozen=True)
 class Reproduction:
     """What a reproducer reproduces: the target as the run loaded it, and the failure."""
@@ -140,6 +235,8 @@ class Reproduction:
     concurrent adds happen there, through the protocol."""
     form: str | None = None
     """``--form``: the form the run loaded the target in, when it was given."""
+    build: Build | None = None
+    """How the script imports and builds the target; None: by its TARGET string."""
 
 
 def render_script(repro: Reproduction) -> str:
@@ -148,9 +245,24 @@ def render_script(repro: Reproduction) -> str:
     for call in repro.calls:
         body.call(call)
     body.check(repro.check)
-    names = sorted(body.names)
     test = f"test_{repro.property_id}"
+    if repro.check.kind == "crashes":
+        run = [
+            "    # the calls end the process: they run in a process of their own, so pytest",
+            "    # reports a failure instead of ending with them",
+            f"    {body.use('run_apart')}(__file__)",
+        ]
+        main = "    asyncio.run(reproduce())"
+    else:
+        run, main = ["    asyncio.run(reproduce())"], f"    {test}()"
     imports = ["import asyncio"] + (["import json"] if "json.loads(" in "".join(body.lines) else [])
+    froms = list(body.imports)
+    if body.names:
+        froms.append(("ctxkit.conformance.replay", ", ".join(sorted(body.names))))
+    how = (
+        "Run it with pytest, or with python: it fails (a non-zero exit) while the bug is "
+        f"there. pytest collects it as {test}."
+    )
     return "\n".join(
         [
             f'"""Reproduces a ctxkit conformance failure: {repro.property_id} ({repro.level}).',
@@ -158,18 +270,15 @@ def render_script(repro: Reproduction) -> str:
             *_docstring_lines(repro.message),
             "",
             f"Found by: {_docstring_text(repro.command)}",
-            "Run it with python from the directory the target imports from: it exits non-zero",
-            f"while the bug is there. pytest collects it too, as {test}.",
+            *_docstring_lines(how),
             '"""',
             "",
+            *_pythonpath_comment(repro.build),
             *imports,
             "",
-            f"from ctxkit.conformance.replay import {', '.join(names)}",
+            *(f"from {module} import {names}" for module, names in sorted(froms)),
             "",
-            f"TARGET = {literal(repro.target)}",
-            f"CONFIG = {literal(dict(repro.config))}",
-            *([f"COMMAND = {literal(repro.implementation)}"] if repro.implementation else []),
-            *([f"FORM = {literal(repro.form)}"] if repro.form else []),
+            *_constants(repro),
             "",
             "",
             "async def reproduce() -> None:",
@@ -177,14 +286,42 @@ def render_script(repro: Reproduction) -> str:
             "",
             "",
             f"def {test}() -> None:",
-            "    asyncio.run(reproduce())",
+            *run,
             "",
             "",
             'if __name__ == "__main__":',
-            f"    {test}()",
+            main,
             "",
         ]
     )
+
+
+def _pythonpath_comment(build: Build | None) -> list[str]:
+    """What to put on PYTHONPATH, when the target's module imports only from one folder."""
+    if build is None or not build.pythonpath:
+        return []
+    folder = build.pythonpath
+    return [
+        f"# {build.module} imports from {_comment_text(folder)}: run pytest there, or put that",
+        f"# folder on PYTHONPATH (PYTHONPATH={_comment_text(folder)} pytest ...).",
+    ]
+
+
+def _comment_text(text: str) -> str:
+    """Text that stays within one comment line."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _constants(repro: Reproduction) -> list[str]:
+    """``CONFIG``; with no import form, ``TARGET`` and what opens it (``COMMAND``, ``FORM``)."""
+    if repro.build is not None:
+        return [f"CONFIG = {literal(dict(repro.config))}"]
+    return [
+        f"TARGET = {literal(repro.target)}",
+        f"CONFIG = {literal(dict(repro.config))}",
+        *([f"COMMAND = {literal(repro.implementation)}"] if repro.implementation else []),
+        *([f"FORM = {literal(repro.form)}"] if repro.form else []),
+    ]
 
 
 def render_steps(repro: Reproduction) -> list[str]:
@@ -229,15 +366,52 @@ class _Body:
     def __init__(self, repro: Reproduction) -> None:
         self.repro = repro
         self.lines: list[str] = []
-        self.names = {"open_manager"}
+        self.names: set[str] = set()
+        self.imports: list[tuple[str, str]] = []
+        """``from MODULE import NAMES`` lines beside the replay API's."""
         self.requests: list[Request] = []
+        self.events = "events"
+        """What the events check reads."""
+        if repro.build is not None:
+            self._build(repro.build)
+            return
         events = repro.check.kind == "events"
         command = ", command=COMMAND" if repro.implementation else ""
         command += ", form=FORM" if repro.form else ""
         self.lines.append(
             f"manager, {'events' if events else '_events'} = "
-            f"await open_manager(TARGET, CONFIG{command})"
+            f"await {self.use('open_manager')}(TARGET, CONFIG{command})"
         )
+
+    def _build(self, build: Build) -> None:
+        """The manager built by import, as the run built it (see
+        :meth:`ctxkit.conformance.target.Target.build`)."""
+        top, _, rest = build.attr.partition(".")
+        name = top if top not in _TAKEN else f"target_{top}"
+        self.imports.append((build.module, top if name == top else f"{top} as {name}"))
+        obj = f"{name}.{rest}" if rest else name
+        awaited = "await " if build.awaits else ""
+        hooks = ""
+        if build.hooks:
+            self.lines.append(f"hooks = {self.use('EventRecorder')}()")
+            self.events, hooks = "hooks.events", ", hooks=hooks"
+        if build.kind == "mount":
+            events = "events" if self.repro.check.kind == "events" else "_events"
+            self.lines.append(f"manager, {events} = await {self.use('mounted')}({obj}, CONFIG)")
+        elif build.kind == "function":
+            self.imports += [("ctxkit.forms", "FunctionManager")]
+            self.imports += [("ctxkit.messages", "inspect_message")]
+            self.lines.append(
+                f"manager = FunctionManager({obj}, options=CONFIG, validate=inspect_message{hooks})"
+            )
+        elif build.kind in ("session", "session_object"):
+            self.imports.append(("ctxkit.forms", "SessionManager"))
+            made = obj if build.kind == "session_object" else f"{awaited}{obj}(**CONFIG)"
+            self.lines.append(f"manager = SessionManager({made})")
+            if build.kind == "session_object":
+                self.lines.append("await manager.clear()  # one long-lived store: start empty")
+        else:
+            self.lines.append(f"manager = {awaited}{obj}(**CONFIG{hooks})")
 
     def use(self, name: str) -> str:
         self.names.add(name)
@@ -366,7 +540,7 @@ class _Body:
             first = "view, " if kind == "same_view" else ""
             self.add(f"{check_name}.{kind}({first}again)")
         elif kind == "events":
-            self.add(f"{check_name}.events(events)")
+            self.add(f"{check_name}.events({self.events})")
         else:  # pragma: no cover - every kind is rendered above
             raise ValueError(f"no rendering for check {kind!r}")
 

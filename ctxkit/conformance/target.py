@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import logging
@@ -128,6 +129,11 @@ class Target:
     kind: Kind
     config: dict[str, Any]
     _mounted: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
+    origin: tuple[str, str] | None = None
+    """``(module, attribute)`` that import ``obj`` (as the target named them), None when it
+    is not imported by name (a gRPC address)."""
+    folder: str | None = None
+    """For a file target: the folder that holds the file."""
 
     @property
     def form(self) -> str:
@@ -143,6 +149,29 @@ class Target:
         if self.kind == "function":
             return _named(self.obj, "hooks")
         return self.kind == "mount" or _accepts(self.obj, "hooks")
+
+    def import_form(self) -> dict[str, Any] | None:
+        """How a script builds this target by import, as plain data (the Python worker's
+        ``hello`` answers with it; :mod:`ctxkit.conformance.script` renders it): ``module``
+        and ``attr`` to import, the ``kind`` of build (``session_object`` for a session
+        store given as an object), whether it takes ``hooks``, whether the factory is awaited,
+        and ``pythonpath``: the folder to put on ``PYTHONPATH`` when the module is importable
+        only from here (the current directory, a file's folder, ``PYTHONPATH``)."""
+        if self.origin is None:
+            return None
+        module, attr = self.origin
+        kind: str = self.kind
+        if kind == "session" and not callable(self.obj):
+            kind = "session_object"
+        hooks = kind in ("factory", "function") and self.observes_events
+        return {
+            "module": module,
+            "attr": attr,
+            "kind": kind,
+            "hooks": hooks,
+            "awaits": kind != "mount" and inspect.iscoroutinefunction(self.obj),
+            "pythonpath": self.folder or _local_root(module),
+        }
 
     async def build(self, recorder: EventRecorder) -> Any:
         """A fresh manager, checked against the protocol."""
@@ -226,6 +255,32 @@ async def _session_ready(mount: Callable[..., Any], coordinator: Any) -> None:
             await coordinator.hooks.emit(
                 "module:on_session_ready_failed", {"module_id": module_id, "error": str(exc)}
             )
+
+
+def _local_root(module_name: str) -> str | None:
+    """The folder ``module_name`` imports from when only this process finds it there (the
+    current directory, ``PYTHONPATH``), not an installed location; None when installed."""
+    top = module_name.partition(".")[0]
+    where = getattr(sys.modules.get(top), "__file__", None)
+    if not where:
+        return None
+    where = os.path.realpath(where)
+    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    local = {os.getcwd(), *(os.path.abspath(p) for p in given if p)}
+    search = [p for p in sys.path if p and os.path.abspath(p) not in local]
+    for finder in sys.meta_path:  # installed: found without the local folders, the same file
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            found = find(top, search if finder is importlib.machinery.PathFinder else None)
+        except Exception:
+            continue
+        origin = getattr(found, "origin", None)
+        if origin and os.path.exists(origin) and os.path.realpath(origin) == where:
+            return None
+    folder = os.path.dirname(where)
+    return os.path.dirname(folder) if os.path.basename(where) == "__init__.py" else folder
 
 
 def _named(obj: Callable[..., Any], name: str) -> bool:
@@ -497,7 +552,7 @@ def load_target(
     if adapted is not None:
         module_name, attr = adapted.split(":")
         obj = _attribute(_import(module_name, spec), attr, spec)
-        return _target(spec, obj, config, form)
+        return _target(spec, obj, config, form, (module_name, attr))
     try:
         return _python_target(spec, config, form)
     except _NotFound as exc:
@@ -511,11 +566,16 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
     """A target that names no adapter: an entry point, a file or a module."""
     if spec.startswith("ep:"):
         obj = _entry_point(spec[3:], spec)
-        return _target(spec, obj, config, form)
+        return _target(spec, obj, config, form, _named_by(obj))
     path_part, _, attr = spec.partition(":")
     if path_part.endswith(".py"):
-        module = _import_file(Path(path_part), spec)
+        path = Path(path_part)
         attr = attr or "mount"
+        target = _target(spec, _attribute(_import_file(path, spec), attr, spec), config, form)
+        if path.stem.isidentifier():  # importable by its name from its folder
+            target.origin = (path.stem, attr)
+            target.folder = str(path.resolve().parent)
+        return target
     else:
         if not path_part.replace(".", "").replace("_", "").isalnum():
             raise LoadError(
@@ -530,7 +590,18 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
                 )
             attr = "mount"
     obj = _attribute(module, attr, spec)
-    return _target(spec, obj, config, form)
+    return _target(spec, obj, config, form, (path_part, attr))
+
+
+def _named_by(obj: Any) -> tuple[str, str] | None:
+    """``(module, qualified name)`` that import ``obj`` again, if they do."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not name or "<" in name:
+        return None
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return (module, name) if found is obj else None
 
 
 def _grpc(spec: str, config: dict[str, Any]) -> Target:
@@ -585,7 +656,13 @@ def _adapter(spec: str) -> str | None:
     return adapter.factory
 
 
-def _target(spec: str, obj: Any, config: dict[str, Any], form: str | None = None) -> Target:
+def _target(
+    spec: str,
+    obj: Any,
+    config: dict[str, Any],
+    form: str | None = None,
+    origin: tuple[str, str] | None = None,
+) -> Target:
     kind = _form_kind(obj, spec, config, form) or _kind(obj, spec)
     if kind == "factory" and inspect.isclass(obj):
         try:
@@ -597,4 +674,4 @@ def _target(spec: str, obj: Any, config: dict[str, Any], form: str | None = None
             coordinator_kind()  # a bad CTXKIT_COORDINATOR is a load error, said once
         except CoordinatorUnavailable as exc:
             raise LoadError(f"{spec}: {exc}") from exc
-    return Target(spec, obj, kind, config)
+    return Target(spec, obj, kind, config, origin=origin)

@@ -1,8 +1,11 @@
 """Check a reproducer before it is printed: run it in a fresh process against the target and
-see it fail for the reason the run gave.
+see it fail for the reason the run gave, or, for calls that ended the target's process, end
+the same way (the same signal or exit status).
 
 The script runs contained like the target itself (:mod:`.sandbox`): its own session, the same
-memory cap, output kept to head and tail, and nothing it starts outlives it.
+memory cap, output kept to head and tail, and nothing it starts outlives it. It runs as
+``python script.py`` would, except that the process leaves as soon as the script is done:
+a thread the target left running does not hold the check up until its timeout.
 """
 
 from __future__ import annotations
@@ -12,9 +15,34 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ctxkit.conformance.child import how_it_ended
 from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, run_contained
 
 __all__ = ["verify"]
+
+_RUN_AND_LEAVE = """\
+import atexit, os, runpy, sys, traceback
+path = sys.argv[1]
+sys.argv = [path]
+sys.path[0] = os.path.dirname(path)
+try:
+    runpy.run_path(path, run_name="__main__")
+    status = 0
+except SystemExit as exc:
+    status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    if not isinstance(exc.code, int | None):
+        print(exc.code, file=sys.stderr)
+except BaseException:
+    traceback.print_exc()
+    status = 1
+try:
+    atexit._run_exitfuncs()
+finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+"""
+"""``python script.py``, then an exit that waits for no thread the target left running."""
 
 
 def verify(
@@ -24,27 +52,43 @@ def verify(
     check: str,
     timeout: float,
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    name: str | None = None,
+    pythonpath: str | None = None,
+    status: int | None = None,
 ) -> tuple[bool, str]:
-    """(verified, what happened): run the script as ``python script.py`` from the current
-    directory (where the target imports from), at most ``timeout`` seconds."""
+    """(verified, what happened): run the script as ``python NAME`` from the current
+    directory (where the target imports from; ``pythonpath`` is added to ``PYTHONPATH``), at
+    most ``timeout`` seconds. ``status``: for calls that ended the target's process, the exit
+    status it ended with (negative: the signal), which the script must end with too."""
     with tempfile.TemporaryDirectory(prefix="ctxkit-verify-") as folder:
-        path = Path(folder) / f"reproduce_{property_id}.py"
+        path = Path(folder) / (name or f"test_{property_id}.py")
         path.write_text(script, encoding="utf-8")
-        paths = [os.getcwd(), os.environ.get("PYTHONPATH", "")]
+        paths = [os.getcwd(), pythonpath or "", os.environ.get("PYTHONPATH", "")]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
-        status, output, ended = run_contained(
-            [sys.executable, str(path)], timeout=timeout, memory_limit=memory_limit, env=env
+        ended_with, output, ended = run_contained(
+            [sys.executable, "-c", _RUN_AND_LEAVE, str(path)],
+            timeout=timeout,
+            memory_limit=memory_limit,
+            env=env,
         )
     last = _last_line(output)
     if ended == "timeout":
         return False, f"not verified: the script did not end within {timeout:.0f} s"
-    if status == 0:
+    if ended_with == 0:
         return False, (
             "not verified: the script passed when run again (the target answers the same "
             "calls differently, or depends on state outside the calls)"
         )
     if ended == "memory":
         return check == "crashes", f"the script exceeded the memory limit ({last})"
+    if check == "crashes" and status is not None and ended_with is not None:
+        how = how_it_ended(ended_with)
+        if ended_with == status:
+            return True, f"verified: the script ends the same way ({how})"
+        return False, (
+            f"not verified: the target's process ended with {how_it_ended(status)}, the "
+            f"script with {how} ({last})"
+        )
     expected = "did not return within" if check == "returns" else f"{property_id}: "
     if check in ("raises", "crashes") or expected in output:
         return True, f"verified: the script fails ({last})"

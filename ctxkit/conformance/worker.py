@@ -13,12 +13,14 @@ non-destructiveness after every step cheaply.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import inspect
 import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from ctxkit.conformance.grpc_messages import CannotCross
 from ctxkit.conformance.protocol import (
@@ -109,6 +111,7 @@ class Worker:
             },
             "target": self.target.spec,
             "events": self.target.observes_events,
+            "build": self.target.import_form(),  # how a reproducer imports and builds it
         }
 
     async def reset(self) -> None:
@@ -289,7 +292,8 @@ def _request(line: bytes) -> tuple[str, dict[str, Any]]:
 
 
 async def serve(requests: Any, answers: Any) -> None:
-    """Answer requests until the runner closes the channel (or the target breaks it)."""
+    """Answer requests until the runner closes the channel (or the target breaks it); then
+    the process ends (:func:`leave`): this is the worker's whole life."""
     worker = Worker()
     loop = asyncio.get_running_loop()
     try:
@@ -312,7 +316,7 @@ async def serve(requests: Any, answers: Any) -> None:
                 await _close(worker.manager)
                 if worker.target is not None:
                     await worker.target.close(worker.manager)  # what its mount() registered
-                return
+                leave(0)
             if not line.startswith(prefix):
                 answer = _garbage(line, prefix)
                 continue
@@ -325,6 +329,19 @@ async def serve(requests: Any, answers: Any) -> None:
     except (OSError, ValueError) as exc:  # the target closed or replaced our descriptors
         sys.stderr.write(f"ctxkit worker: the protocol channel is gone: {exc}\n")
         os._exit(EXIT_CHANNEL_LOST)
+
+
+def leave(status: int) -> NoReturn:
+    """End the worker now that the protocol is done: run the ``atexit`` handlers (the target
+    flushes and closes what it holds), flush, and exit without waiting for anything the
+    target left running. An ordinary exit would join every non-daemon thread it started, and a
+    thread that never ends would hold the run up until the runner kills the worker."""
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    os._exit(status)
 
 
 def _garbage(line: bytes, prefix: bytes) -> dict[str, Any]:

@@ -16,6 +16,9 @@ of the target outlives the run.
 - AbortsOnAllocation: get_messages_for_request aborts as a failed native allocation does.
 - Spins: get_messages_for_request spins the CPU for ever.
 - HangsWhenBuilt: the constructor never returns.
+- Stubborn: correct, but ignores SIGTERM and leaves a non-daemon thread running.
+- CrashesOnSecondView: correct until its second view, which ends the process with SIGSEGV.
+- tests/zoo/slow_import.py: a correct manager whose import sleeps (``CTXKIT_TEST_IMPORT_S``).
 
 Processes started by SpawnsChildren carry ``CTXKIT_TEST_MARKER=<marker>`` in their
 environment (the marker comes from the ``marker`` config key, or from the environment): tests
@@ -28,9 +31,11 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -242,3 +247,43 @@ class HangsWhenBuilt(GoodManager):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         time.sleep(3600)
+
+
+class Stubborn(GoodManager):
+    """Correct, but what it leaves behind would hold up an ordinary exit: it ignores SIGTERM
+    and starts a non-daemon thread that never ends. A run must take no longer for it than for
+    a correct target: the worker leaves once the protocol is done, whatever is left running."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if not any(t.name == "stubborn" for t in threading.enumerate()):  # one a process
+            threading.Thread(target=_forever, name="stubborn", daemon=False).start()
+
+
+def _forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+class CrashesOnSecondView(GoodManager):
+    """Fault (crash): the second get_messages_for_request of a manager ends its process with
+    SIGSEGV, as a broken native extension does. A deterministic crash is a finding: its steps,
+    and a reproducer that dies of the same signal."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.views = 0
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> list[dict]:
+        self.views += 1
+        if self.views == 2:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return await super().get_messages_for_request(token_budget, provider)
+
+
+class StubbornSplitsPairs(Stubborn, SplitsPairsOpenAI):
+    """Fault (tool_pair_integrity), as SplitsPairsOpenAI, and as stubborn as Stubborn: its
+    finding is shrunk and its reproducer verified as quickly as SplitsPairsOpenAI's."""

@@ -202,6 +202,33 @@ def _user_turn(message: Any) -> bool:
     return message.get("type") in (None, "message")
 
 
+def _splice(previous: Sequence[int], current: Sequence[int]) -> tuple[int, int] | None:
+    """``(head, resume)`` when ``current`` is ``previous[:head] + previous[resume:]`` and then
+    only messages that were not in ``previous[head:resume]`` (an agent loop's next turn; a
+    window that dropped messages after a kept head); None otherwise (a dropped message that
+    comes back later may be a reorder: the general matching decides)."""
+    head, limit = 0, min(len(previous), len(current))
+    while head < limit and previous[head] == current[head]:
+        head += 1
+    if head == len(previous):
+        return head, head
+    if head == len(current):
+        return None
+    first = current[head]
+    for resume in range(head + 1, len(previous)):
+        length = len(previous) - resume
+        if (
+            previous[resume] == first
+            and head + length <= len(current)
+            and list(current[head : head + length]) == list(previous[resume:])
+        ):
+            gone = set(previous[head:resume])
+            if any(value in gone for value in current[head + length :]):
+                return None
+            return head, resume
+    return None
+
+
 def _matched(previous: Sequence[int], current: Sequence[int]) -> tuple[list[int | None], bool]:
     """For each current message, the previous request's position it repeats (None: new), and
     whether any repeat comes earlier than one before it (a reorder).
@@ -280,6 +307,7 @@ class ConversationAudit:
     _attached: dict[str, int] = field(default_factory=dict)
     """A call id -> the fingerprint of what must travel with it (reasoning item, thinking)."""
     _previous_system: int = 0
+    _window_of: dict[str, int | None] = field(default_factory=dict)
     _pairs_clean: bool = False
     _boundaries: bytearray = field(default_factory=bytearray)
     """Per message of the previous request: nothing pending before it."""
@@ -313,11 +341,22 @@ class ConversationAudit:
         messages = request.messages
         if prints is None:
             prints = [fingerprint(m) for m in messages]
-        known = dict(zip(self._previous, self._previous_tokens, strict=True))
-        tokens = [
-            known[p] if p in known else self._count(m)
-            for p, m in zip(prints, messages, strict=True)
-        ]
+        splice = _splice(self._previous, prints) if self._previous else None
+        if splice is not None:  # counts of what repeats are known; only new messages counted
+            head, resume = splice
+            repeated = head + len(self._previous) - resume
+            tokens = [
+                *self._previous_tokens[:head],
+                *self._previous_tokens[resume:],
+                *(self._count(m) for m in messages[repeated:]),
+            ]
+        else:
+            known = dict(zip(self._previous, self._previous_tokens, strict=True))
+            tokens = [
+                known[p] if p in known else self._count(m)
+                for p, m in zip(prints, messages, strict=True)
+            ]
+        systems = sum(1 for m in messages if _is_system(m))
         found: list[Finding] = []
         found.extend(self._pairs(index, request, prints))
         if index and request.time_ns < self.last_time_ns:
@@ -328,13 +367,13 @@ class ConversationAudit:
             self._keep(found)
             return found
         self.last_time_ns = request.time_ns
-        found.extend(self._attachments(index, messages, prints))
+        found.extend(self._attachments(index, messages, prints, splice))
         if index:
-            found.extend(self._against_previous(index, request, prints, tokens))
+            found.extend(self._against_previous(index, request, prints, tokens, systems, splice))
         found.extend(self._window(index, request, sum(tokens)))
         self._account_usage(request, sum(tokens))
         self._previous, self._previous_tokens = array("q", prints), array("q", tokens)
-        self._previous_system = sum(1 for m in messages if _is_system(m))
+        self._previous_system = systems
         self._previous_newest_user = next(
             (i for i in range(len(messages) - 1, -1, -1) if _user_turn(messages[i])), None
         )
@@ -468,16 +507,35 @@ class ConversationAudit:
                 call_at[call_id] = position
         self._boundaries, self._call_at = boundaries, call_at
 
-    def _attachments(self, index: int, messages: list[Any], prints: list[int]) -> list[Finding]:
+    def _attachments(
+        self,
+        index: int,
+        messages: list[Any],
+        prints: list[int],
+        splice: tuple[int, int] | None,
+    ) -> list[Finding]:
         """Reasoning items and thinking blocks seen with a call must stay with it. A message
         that follows the same message as in the previous request was checked there (a run of
         call items is looked at whole); the turn the last message answers always is."""
-        found = []
+        found: list[Finding] = []
         previous = self._previous
-        seen = {hash((a, b)) for a, b in zip([0, *previous], previous, strict=False)}
-        for position, message in enumerate(messages):
+        start = 0
+        if not self._attached and previous:
+            # Nothing learnt yet, so nothing to check: only learn, from what is new (and the
+            # message before it, which may be the reasoning item of a new call).
+            if splice is not None:
+                head, resume = splice
+                start = max(0, head + len(previous) - resume - 1)
+        seen = (
+            {hash((a, b)) for a, b in zip([0, *previous], previous, strict=False)}
+            if self._attached
+            else set()
+        )
+        for position in range(start, len(messages)):
+            message = messages[position]
             if (
-                hash((prints[position - 1] if position else 0, prints[position])) in seen
+                seen
+                and hash((prints[position - 1] if position else 0, prints[position])) in seen
                 and position != len(messages) - 2
                 and not (position and is_call_item(messages[position - 1]))
             ):
@@ -536,7 +594,9 @@ class ConversationAudit:
 
     def _window(self, index: int, request: Request, tokens: int) -> list[Finding]:
         self.last_tokens = tokens
-        window = context_window(request.model, self.windows)
+        if request.model not in self._window_of:
+            self._window_of[request.model] = context_window(request.model, self.windows)
+        window = self._window_of[request.model]
         self.last_window = window
         if window is None:
             return []
@@ -569,10 +629,26 @@ class ConversationAudit:
     # -- against the previous request ----------------------------------------------------
 
     def _against_previous(
-        self, index: int, request: Request, prints: list[int], tokens: list[int]
+        self,
+        index: int,
+        request: Request,
+        prints: list[int],
+        tokens: list[int],
+        systems: int,
+        splice: tuple[int, int] | None,
     ) -> list[Finding]:
         previous = self._previous
-        matched, reordered = _matched(previous, prints)
+        if splice is not None:  # the common case, without the general matching's search
+            head, resume = splice
+            kept_tail = len(previous) - resume
+            matched: list[int | None] = [
+                *range(head),
+                *range(resume, len(previous)),
+                *([None] * (len(prints) - head - kept_tail)),
+            ]
+            reordered = False
+        else:
+            matched, reordered = _matched(previous, prints)
         found: list[Finding] = []
         if reordered:
             found.extend(self._reorders(index, request, matched))
@@ -598,7 +674,7 @@ class ConversationAudit:
                     sum(tokens),
                 )
             )
-        found.extend(self._preservation(index, request, prints, matched, dropped))
+        found.extend(self._preservation(index, request, systems, matched, dropped))
         prefix = 0
         while prefix < min(len(previous), len(prints)) and previous[prefix] == prints[prefix]:
             prefix += 1
@@ -637,13 +713,12 @@ class ConversationAudit:
         self,
         index: int,
         request: Request,
-        prints: list[int],
+        now_system: int,
         matched: list[int | None],
         dropped: list[int],
     ) -> list[Finding]:
         found = []
         previous_system = self._previous_system
-        now_system = sum(1 for m in request.messages if _is_system(m))
         if previous_system and now_system < previous_system:
             found.append(
                 Finding(

@@ -520,12 +520,11 @@ class ConversationAudit:
         found: list[Finding] = []
         previous = self._previous
         start = 0
-        if not self._attached and previous:
+        if not self._attached and previous and splice is not None:
             # Nothing learnt yet, so nothing to check: only learn, from what is new (and the
             # message before it, which may be the reasoning item of a new call).
-            if splice is not None:
-                head, resume = splice
-                start = max(0, head + len(previous) - resume - 1)
+            head, resume = splice
+            start = max(0, head + len(previous) - resume - 1)
         seen = (
             {hash((a, b)) for a, b in zip([0, *previous], previous, strict=False)}
             if self._attached

@@ -677,6 +677,36 @@ def _usage_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     )
 
 
+def _level_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
+    """The hierarchical strategy's levels and recall, in managers configured with them."""
+    yield (
+        _timeseries(
+            "Units by level and recalled, per minute",
+            "Units the views showed at each level of the hierarchical strategy (full, as a "
+            "paragraph, as one line) and units recall brought back because the newest user "
+            "message asked about them, per minute. Zero in managers without these strategies.",
+            _targets(
+                (_per_minute("ctxkit_view_units_by_level", by="level"), "{{level}}"),
+                (_per_minute("ctxkit_view_units_recalled"), "recalled"),
+            ),
+            axis_label="units / min",
+        ),
+        12,
+        8,
+    )
+    yield (
+        _timeseries(
+            "Tokens saved by level, per minute",
+            "What showing older units as a paragraph or one line saved against showing them "
+            "full, per minute, by level.",
+            _targets((_per_minute("ctxkit_view_level_tokens_saved", by="level"), "{{level}}")),
+            axis_label="tokens / min",
+        ),
+        12,
+        8,
+    )
+
+
 def _audit_panels() -> Iterator[tuple[dict[str, Any], int, int]]:
     """What `ctxkit watch` finds in the requests agents really send (recorded by their
     GenAI instrumentation, received over OTLP)."""
@@ -772,7 +802,9 @@ def _query_variable(name: str, label: str, query: str, description: str) -> dict
 def build() -> dict[str, Any]:
     """The dashboard, as Grafana's "Import dashboard" takes it."""
     views = _name("ctxkit_views")
-    panels = _layout(itertools.chain(_panels(), _usage_panels(), _audit_panels()))
+    panels = _layout(
+        itertools.chain(_panels(), _level_panels(), _usage_panels(), _audit_panels())
+    )
     panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
     names = {"gauge": "Gauge", "heatmap": "Heatmap", "stat": "Stat", "timeseries": "Time series"}
     return {

@@ -602,3 +602,24 @@ def test_the_extractive_unit_summary_stays_within_about_its_tokens(plan, shapes,
     text = run_async(extractive_unit_summary(messages, max_tokens=tokens))
     assert len(text) <= 3 * tokens
     assert run_async(extractive_unit_summary(messages, max_tokens=tokens)) == text
+
+
+def test_prometheus_counts_units_by_level_and_the_tokens_each_level_saved():
+    """The view event's levels reach /metrics, exactly as the event gives them."""
+    from prometheus_client import CollectorRegistry
+
+    from ctxkit.telemetry.prometheus import PrometheusMetrics
+
+    registry = CollectorRegistry()
+    manager = ReferenceContextManager(strategies=["hierarchical"])
+    manager.bus.subscribe(PrometheusMetrics(registry))
+    run_async(manager.set_messages(long_history()))
+    _, seen, _ = view_levels(manager, 30_000)
+    manager.bus.flush()
+    sample = registry.get_sample_value
+    for level, units in seen["units_by_level"].items():
+        assert sample("ctxkit_view_units_by_level_total", {"level": level}) == units
+    for level, tokens in seen["tokens_saved_by_level"].items():
+        assert sample("ctxkit_view_level_tokens_saved_total", {"level": level}) == tokens
+    assert seen["units_by_level"]["line"] > 0
+    assert sample("ctxkit_view_units_recalled_total") == 0

@@ -14,6 +14,7 @@ __all__ = [
     "AUDIT_METRICS",
     "AUDIT_QUEUE_DEPTH",
     "FLEET_GAUGES",
+    "LEVELS",
     "METRICS",
     "RETIRED",
     "Metric",
@@ -204,6 +205,29 @@ METRICS: tuple[Metric, ...] = (
         unit="{violation}",
     ),
     Metric(
+        "ctxkit_view_units_by_level",
+        "counter",
+        "Units of each view by the level the hierarchical strategy showed them at (full, "
+        "paragraph, line), summed over views.",
+        labels=("level",),
+        unit="{unit}",
+    ),
+    Metric(
+        "ctxkit_view_level_tokens_saved",
+        "counter",
+        "Tokens the hierarchical strategy saved in each view by showing units as a paragraph "
+        "or one line instead of full, by level, summed over views.",
+        labels=("level",),
+        unit="{token}",
+    ),
+    Metric(
+        "ctxkit_view_units_recalled",
+        "counter",
+        "Units that recall brought back into views (left out, or shown coarser, until the "
+        "newest user message asked about them), summed over views.",
+        unit="{unit}",
+    ),
+    Metric(
         "ctxkit_views_guarded",
         "counter",
         "Views a guard acted on (instrument(manager, on_violation=...)) because a provider "
@@ -274,6 +298,9 @@ COMPACTION_ACTIONS = {
 }
 """Values of the ``action`` label of ``ctxkit_compaction_units_total``, each with the
 ``context:post_compact`` key that counts it."""
+
+LEVELS = ("full", "paragraph", "line")
+"""Values of the ``level`` label: how the hierarchical strategy shows a unit."""
 
 REQUIRED_PROPERTIES = ("tool_pair_integrity", "ordering", "non_destructive", "lifecycle")
 """Values of the ``property`` label: the properties ``instrument()`` checks live."""

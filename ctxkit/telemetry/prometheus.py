@@ -29,6 +29,7 @@ from ctxkit.telemetry.conversations import (
 )
 from ctxkit.telemetry.names import (
     COMPACTION_ACTIONS,
+    LEVELS,
     METRICS,
     REQUIRED_PROPERTIES,
     TOKEN_TYPES,
@@ -135,6 +136,11 @@ class PrometheusMetrics:
         # Children for fixed label values exist from the start, so their series read 0, not
         # "no data", until the first event.
         self._units = {a: m["ctxkit_compaction_units"].labels(a) for a in COMPACTION_ACTIONS}
+        by_level = m["ctxkit_view_units_by_level"]
+        self._by_level = {level: by_level.labels(level) for level in LEVELS}
+        saved = m["ctxkit_view_level_tokens_saved"]
+        self._level_saved = {level: saved.labels(level) for level in LEVELS[1:]}
+        self._recalled = m["ctxkit_view_units_recalled"]
         guarded = m["ctxkit_views_guarded"]
         self._guarded = {action: guarded.labels(action) for action in GUARD_ACTIONS}
         violations = m["ctxkit_invariant_violations"]
@@ -169,6 +175,23 @@ class PrometheusMetrics:
             self._prefix_kept.inc(kept)
             self._prefix_ratio.observe(kept / previous)
         self._view_seconds.observe(data.get("duration_s", 0.0))
+        self._count_levels(data)
+
+    def _count_levels(self, data: Any) -> None:
+        """The hierarchical strategy's levels and recall, where the view says them."""
+        for table, key in (
+            (self._by_level, "units_by_level"),
+            (self._level_saved, "tokens_saved_by_level"),
+        ):
+            counts = data.get(key)
+            if isinstance(counts, dict):
+                for level, child in table.items():
+                    value = counts.get(level)
+                    if isinstance(value, int) and value > 0:
+                        child.inc(value)
+        recalled = data.get("units_recalled")
+        if isinstance(recalled, int) and recalled > 0:
+            self._recalled.inc(recalled)
 
     def _on_compacted(self, data: Any) -> None:
         strategy = str(data.get("strategy") or "unknown")

@@ -194,7 +194,7 @@ class CallShrinker:
         self.session = session
         self.best = failure
         self.restart = restart
-        self._suffix: Callable[[list[Call]], str] | None = None
+        self._suffix: Callable[[list[Call], bool], str] | None = None
         """What follows the check's own sentence in the failure's message, for the calls
         left; None: the run's message is kept as it was (it is not the check's sentence)."""
 
@@ -205,7 +205,7 @@ class CallShrinker:
         found = self._holds(list(self.best.calls))
         if found is None:
             return self.best  # the calls alone do not fail: keep the failure as it was seen
-        check, message = found
+        check, message, _raised = found
         if self.best.message.startswith(message):  # the check's sentence, then the run's words
             self._suffix = _suffix_of(check.kind, self.best.message[len(message) :])
         _delete(list(self.best.calls), self._keeps_failing)
@@ -220,14 +220,18 @@ class CallShrinker:
         found = self._holds(calls)
         if found is None:
             return False
-        check, message = found
-        self._take(calls, check, message)
+        check, message, raised = found
+        self._take(calls, check, message, raised)
         return True
 
-    def _take(self, calls: list[Call], check: Check, message: str) -> None:
+    def _take(self, calls: list[Call], check: Check, message: str, raised: bool) -> None:
+        """``calls`` are the smallest failure yet; ``raised``: the last of them was refused."""
         best = self.best
         history = len(_model_before(calls, len(calls)))
-        message = best.message if self._suffix is None else message + self._suffix(calls)
+        if self._suffix is not None:
+            message += self._suffix(calls, raised)
+        else:
+            message = best.message
         found = type(best)(
             best.property_id, message, calls=calls, check=check, history=history, rules=best.rules
         )
@@ -274,10 +278,10 @@ class CallShrinker:
 
     # -- one replay -----------------------------------------------------------------------------
 
-    def _holds(self, calls: list[Call]) -> tuple[Check, str] | None:
+    def _holds(self, calls: list[Call]) -> tuple[Check, str, bool] | None:
         """Replay ``calls`` on a fresh manager and make the failed check, as the reproducer
-        script does: (the check as it now reads, its message) when the same property fails
-        the same way, else None."""
+        script does: (the check as it now reads, its message, whether the last call was
+        refused) when the same property fails the same way, else None."""
         try:
             return self._replay(calls)
         except TargetUnusable:
@@ -286,7 +290,7 @@ class CallShrinker:
         except UnsatisfiedAssumption:  # a call the transport cannot carry
             return None
 
-    def _replay(self, calls: list[Call]) -> tuple[Check, str] | None:
+    def _replay(self, calls: list[Call]) -> tuple[Check, str, bool] | None:
         session, check = self.session, self.best.check
         if not session.call("reset").ok:
             return None
@@ -300,17 +304,17 @@ class CallShrinker:
                 self.restart()
                 same = exc.kind == "crash" and exc.status == check.args.get("status")
                 if index == last and check.kind == "crashes" and same:
-                    return check, self.best.message
+                    return check, self.best.message, False
                 return None
             if call.op == "add_bad":
                 if reply.ok:  # accepted: the script's check.refuses fails here
                     ok = index == last and check.kind == "refuses"
-                    return (check, self.best.message) if ok else None
+                    return (check, self.best.message, False) if ok else None
                 continue
             if not reply.ok and not call.tolerated:  # the script raises here
                 raised = f"raised {reply.type}" in self.best.message
                 ok = index == last and check.kind == "raises" and raised
-                return (check, self.best.message) if ok else None
+                return (check, self.best.message, True) if ok else None
             seen.events.extend(reply.events)
             seen.after(call, reply.value if reply.ok else None, reply.ok)
             if call.op == "add_concurrently" and reply.ok:
@@ -327,7 +331,7 @@ class CallShrinker:
         matching = [v for v in found if v.property == wanted]
         if not matching:
             return None
-        return seen.updated(check, calls), matching[0].message
+        return seen.updated(check, calls), matching[0].message, seen.refused
 
 
 @dataclass
@@ -340,9 +344,12 @@ class _Seen:
     events: list[Any] = field(default_factory=list)
     before: list[Any] = field(default_factory=list)
     added: list[Any] = field(default_factory=list)
+    refused: bool = False
+    """The last call was refused (fairly: the script lets it raise)."""
 
     def after(self, call: Call, value: Any, ok: bool) -> None:
         """Follow one call that returned (or was refused fairly)."""
+        self.refused = not ok
         op = call.op
         if op in ("add", "add_then_edit") and ok:
             self.model.append(call.value)
@@ -365,6 +372,9 @@ class _Seen:
     def check(self, check: Check, stored: Any, session: Session) -> list[Violation]:
         """The violations the failed check finds now."""
         kind = check.kind
+        needs = {"same_view": ("view", "again"), "not_edited": ("again",)}.get(kind, ("view",))
+        if kind not in ("history", "stored_all", "events") and not set(needs) <= set(self.named):
+            raise LookupError(f"the script's check needs {needs}: a name it never set")
         view = self.named.get("view")
         allow = check.args.get("allow") or session.relax
         if kind == "is_list":
@@ -454,16 +464,20 @@ def _whole_pairs(calls: list[Call]) -> bool:
     return not any(checks.tool_pairs(_model_before(calls, i)) for i in (*points, len(calls)))
 
 
-def _suffix_of(kind: str, said: str) -> Callable[[list[Call]], str]:
+def _suffix_of(kind: str, said: str) -> Callable[[list[Call], bool], str]:
     """What the run's message said after the check's own sentence, rewritten for the calls
-    a shrunk failure has: the call a history check came after, the budget a view fit and
-    where it came from."""
+    a shrunk failure has: the call a history check came after (and whether it raised), the
+    budget a view fit and where it came from."""
     if kind == "history" and said:
-        return lambda calls: f" (after {_describe(calls[-1])})" if calls else said
-    if kind not in ("preserved", "fits") or not said:
-        return lambda _calls: ""
 
-    def budget(calls: list[Call]) -> str:
+        def after(calls: list[Call], raised: bool) -> str:
+            return f" (after {_describe(calls[-1])}{' raised' if raised else ''})"
+
+        return after
+    if kind not in ("preserved", "fits") or not said:
+        return lambda _calls, _raised: ""
+
+    def budget(calls: list[Call], _raised: bool) -> str:
         request = next((c.value for c in reversed(calls) if c.name == "view"), None)
         tokens = budget_of(request) if isinstance(request, Request) else None
         if tokens is None or not isinstance(request, Request):

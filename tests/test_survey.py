@@ -307,3 +307,22 @@ def test_bad_usage_exits_2_with_a_sentence(args, fragment):
     assert done.returncode == 2, done.stderr
     assert fragment in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_adapter_named_as_a_target_is_surveyed_like_a_discovered_one():
+    """Its library, version and known findings (so its labels and bug reports) come with
+    it; any other target is surveyed as itself."""
+    from importlib.metadata import version
+
+    from ctxkit.adapters import by_name
+    from ctxkit.survey.subjects import named_subject
+
+    named = named_subject("langchain:trim_messages")
+    adapter = by_name("langchain:trim_messages")
+    assert named.library == adapter.distribution
+    assert named.version == version(adapter.distribution)
+    assert named.findings == dict(adapter.findings)
+    assert named.findings  # the known bug and design choices, with their labels
+    plain = named_subject("tests.zoo.base:GoodManager")
+    assert plain.library is None or plain.library == ""
+    assert not plain.findings

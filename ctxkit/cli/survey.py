@@ -112,11 +112,12 @@ def run_survey(args: argparse.Namespace) -> int:
     import math
 
     from ctxkit.survey.matrix import Matrix
-    from ctxkit.survey.run import Progress, Subject, survey
+    from ctxkit.survey.run import Progress, survey
     from ctxkit.survey.subjects import (
         EnvironmentUnusable,
         adapter_subjects,
         bug_reports,
+        named_subject,
         subjects_in,
     )
 
@@ -135,7 +136,7 @@ def run_survey(args: argparse.Namespace) -> int:
         except EnvironmentUnusable as exc:
             raise UsageError(str(exc)) from None
     surveyed = {s.target for s in subjects}
-    subjects += [Subject(t) for t in dict.fromkeys(args.targets) if t not in surveyed]
+    subjects += [named_subject(t) for t in dict.fromkeys(args.targets) if t not in surveyed]
     if not subjects:
         raise UsageError(
             "nothing to survey: no adapter's library is installed (see `ctxkit conformance "

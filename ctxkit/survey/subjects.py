@@ -20,6 +20,7 @@ __all__ = [
     "adapter_subjects",
     "bug_reports",
     "installed_versions",
+    "named_subject",
     "render_request",
     "report_text",
     "subjects_in",
@@ -75,6 +76,26 @@ def _python_subject(adapter: Any, version: str, python: str | None = None) -> Su
         findings=dict(adapter.findings),
         python=python,
     )
+
+
+def named_subject(target: str) -> Subject:
+    """A target named on the command line: an adapter's name is surveyed like a discovered
+    adapter (its library, version and known findings, and so its labels and bug reports);
+    anything else as a target of its own."""
+    from ctxkit.adapters import JS_ADAPTERS, by_name, installed_version, npm_version
+
+    adapter = by_name(target)
+    if adapter is not None:
+        return _python_subject(adapter, installed_version(adapter) or "not installed")
+    script = next((a for a in JS_ADAPTERS if a.name == target), None)
+    if script is not None:
+        return Subject(
+            script.name,
+            library=script.package,
+            version=npm_version(script.package) or "not installed",
+            findings=dict(script.findings),
+        )
+    return Subject(target)
 
 
 def adapter_subjects() -> list[Subject]:

@@ -40,7 +40,19 @@ from ctxkit.conformance.steps import Call, Check, Request
 from ctxkit.conformance.strategies import Conversation, RoundTemplate
 from ctxkit.tokens import REPLY_PRIMING
 
-__all__ = ["CallShrinker", "budget_of", "minimize", "replay", "spread", "with_budget"]
+__all__ = [
+    "LARGEST_BUDGET",
+    "CallShrinker",
+    "budget_of",
+    "minimize",
+    "replay",
+    "spread",
+    "with_budget",
+]
+
+LARGEST_BUDGET = 1_000_000
+"""The largest budget a view is raised to: a million-token context window, the largest
+models'. A failure that holds even there does not depend on the budget."""
 
 
 def spread(rules: list[RuleCall]) -> list[RuleCall]:
@@ -241,29 +253,41 @@ class CallShrinker:
     # -- raising budgets ------------------------------------------------------------------------
 
     def _raise_budgets(self) -> None:
-        """Each view asked with a budget, newest first: the largest budget that still fails,
-        by binary search between the budget it has (fails) and twice what its history needs
-        (kept when even that fails: then the budget has nothing to do with the failure)."""
+        """Each view asked with a budget, newest first: the largest budget that still fails.
+        From twice what its history needs, the budget doubles until the failure goes (at
+        most to :data:`LARGEST_BUDGET`, kept when even that fails: the budget has nothing to
+        do with it); then a binary search between the last that failed and the first that
+        did not, so the budget shown fails and one token more does not."""
         for index in reversed(range(len(self.best.calls))):
             call = self.best.calls[index]
             if call.op not in ("request", "request_then_edit"):
                 continue
             budget = budget_of(call.value)
-            if budget is None:
+            if budget is None or budget >= LARGEST_BUDGET:
                 continue
             history = _model_before(self.best.calls, index)
             roomy = 2 * (sum(self._count(m) for m in history) + REPLY_PRIMING) + 100
-            if budget >= roomy:
-                continue
-            if self._fails_with(index, roomy):
-                continue
-            low, high = budget, roomy
+            low, high = self._bracket(index, budget, max(roomy, budget + 1))
+            if high is None:
+                continue  # it fails at every budget: shown at the largest
             while high - low > 1:
                 middle = (low + high) // 2
                 if self._fails_with(index, middle):
                     low = middle
                 else:
                     high = middle
+
+    def _bracket(self, index: int, failing: int, probe: int) -> tuple[int, int | None]:
+        """Doubling from ``probe``: (the largest budget seen failing, the first at which the
+        view no longer fails); the second None if it fails up to :data:`LARGEST_BUDGET`.
+        Each failing budget is taken as it is found."""
+        while probe < LARGEST_BUDGET:
+            if not self._fails_with(index, probe):
+                return failing, probe
+            failing, probe = probe, probe * 2
+        if self._fails_with(index, LARGEST_BUDGET):
+            return LARGEST_BUDGET, None
+        return failing, LARGEST_BUDGET
 
     def _fails_with(self, index: int, tokens: int) -> bool:
         calls = list(self.best.calls)

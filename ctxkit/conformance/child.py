@@ -70,6 +70,10 @@ manager's cleanups and ``atexit`` handlers. The worker leaves directly after the
 target left running is waited for), so this is rarely waited out; past it, the worker's
 process group and everything it started are killed."""
 
+ENDED_WAIT_S = 2.0
+"""How long a worker whose channel closed may take to report how it ended (a crash is
+reported at once; a target that closed the channel and runs on waits this out)."""
+
 
 class TargetUnusable(BaseException):
     """The target hung, died, ran out of memory or broke the protocol; the run cannot go on.
@@ -346,7 +350,7 @@ class Child:
 
     def _ended(self, op: str) -> NoReturn:
         """The channel closed: the worker died, or the target closed the descriptors."""
-        code = self._process.wait(CLOSE_GRACE_S)
+        code = self._process.wait(ENDED_WAIT_S)
         ended = self._process.ended
         self._kill()
         if code is None or code == EXIT_CHANNEL_LOST:

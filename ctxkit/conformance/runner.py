@@ -15,8 +15,15 @@ Whatever the target does, the run ends by its deadline with a report:
 * a target that answers the same calls differently has its failures reported as seen, never
   as an error of the suite.
 
-After the searches, each failure is made smaller by deleting steps (:mod:`.minimize`), and its
-reproducer script is run in a fresh process to check that it fails (:mod:`.verify`).
+Loading the target counts against the deadline too, within ``load_timeout``
+(``--load-timeout``; by default the rest of the deadline). A run that ends before it judges
+anything (a load that fails or times out, an interrupt) has a report all the same:
+:func:`stopped`.
+
+After the searches, each failure is made smaller (:mod:`.minimize`): its steps, then its calls,
+one at a time until none can go, then its views' budgets, raised to the largest that still
+fails; a crash's calls too, kept only while they end the process the same way. Each
+reproducer script is then run in a fresh process to check that it fails (:mod:`.verify`).
 """
 
 from __future__ import annotations

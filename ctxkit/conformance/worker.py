@@ -8,6 +8,12 @@ framed by the token ``hello`` gave, so bytes a target writes into the channel (a
 pipe) are recognised as such rather than read as a request. Each answer carries the events
 emitted since the last one and a digest of ``get_messages()``, so the runner can check
 non-destructiveness after every step cheaply.
+
+``hello`` also answers how a reproducer imports and builds the target (``build``: see
+:meth:`ctxkit.conformance.target.Target.import_form`), a field other implementations need not
+send. When the runner closes the channel, the last manager's cleanups and the ``atexit``
+handlers run, and the worker leaves at once (:func:`leave`): nothing the target left running
+(a non-daemon thread, a SIGTERM it ignores) holds the run up.
 """
 
 from __future__ import annotations

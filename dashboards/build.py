@@ -802,9 +802,7 @@ def _query_variable(name: str, label: str, query: str, description: str) -> dict
 def build() -> dict[str, Any]:
     """The dashboard, as Grafana's "Import dashboard" takes it."""
     views = _name("ctxkit_views")
-    panels = _layout(
-        itertools.chain(_panels(), _level_panels(), _usage_panels(), _audit_panels())
-    )
+    panels = _layout(itertools.chain(_panels(), _level_panels(), _usage_panels(), _audit_panels()))
     panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
     names = {"gauge": "Gauge", "heatmap": "Heatmap", "stat": "Stat", "timeseries": "Time series"}
     return {

@@ -115,7 +115,11 @@ class OtlpReceiver:
 
     @staticmethod
     def _answer(
-        handler: BaseHTTPRequestHandler, code: int, json_body: bool, message: str, retry=False
+        handler: BaseHTTPRequestHandler,
+        code: int,
+        json_body: bool,
+        message: str,
+        retry: bool = False,
     ) -> None:
         if code == 200:
             data = b"{}" if json_body else b""  # an empty Export*ServiceResponse

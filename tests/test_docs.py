@@ -74,15 +74,20 @@ def test_a_page_without_its_markers_is_a_sentence_not_a_silent_pass() -> None:
 def test_the_tables_name_every_metric_property_and_relaxation() -> None:
     """The generated tables hold every name of the code's tables (and nothing is dropped by
     the Markdown escaping)."""
-    from ctxkit.audit.publish import AUDIT_METRICS  # what AuditMetrics registers
-    from ctxkit.telemetry.names import ATTRIBUTES, METRICS, RETIRED
+    from ctxkit.telemetry.names import (
+        ATTRIBUTES,
+        AUDIT_METRICS,
+        AUDIT_QUEUE_DEPTH,
+        METRICS,
+        RETIRED,
+    )
 
     catalogue = json.loads((ROOT / "conformance" / "properties.json").read_text(encoding="utf-8"))
 
     telemetry = (DOCS / "telemetry.md").read_text(encoding="utf-8")
     for m in METRICS:
         assert f"| `{m.exposed}` | {m.kind} |" in telemetry
-    for name in AUDIT_METRICS:
+    for name in (m.prometheus for m in (*AUDIT_METRICS, AUDIT_QUEUE_DEPTH)):
         assert re.search(rf"\| `{name}(_total)?` \|", telemetry), name
     for name in [*ATTRIBUTES, *RETIRED]:
         assert f"| `{name}` |" in telemetry

@@ -19,14 +19,10 @@ from ctxkit import events
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
 from ctxkit.events import EventBus
-from ctxkit.telemetry.names import AUDIT_METRICS as AUDIT_METRIC_DECLARATIONS
-from ctxkit.telemetry.names import AUDIT_QUEUE_DEPTH
+from ctxkit.telemetry.names import AUDIT_METRICS, AUDIT_QUEUE_DEPTH
 from ctxkit.telemetry.prometheus import _make
 
-__all__ = ["AUDIT_METRICS", "SKIP_REASONS", "AuditMetrics", "publish_request"]
-
-AUDIT_METRICS = {m.prometheus: m.help for m in (*AUDIT_METRIC_DECLARATIONS, AUDIT_QUEUE_DEPTH)}
-"""The audit's metric names and their help, as :mod:`ctxkit.telemetry.names` declares them."""
+__all__ = ["SKIP_REASONS", "AuditMetrics", "publish_request"]
 
 SKIP_REASONS = ("undecodable", "malformed", "no content")
 """Values of the ``reason`` label of ``ctxkit_audit_skipped_total``."""
@@ -36,7 +32,7 @@ class AuditMetrics:
     """The audit's counters, in ``registry``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        made = {d.prometheus: _make(d, registry) for d in AUDIT_METRIC_DECLARATIONS}
+        made = {d.prometheus: _make(d, registry) for d in AUDIT_METRICS}
         self.requests = made["ctxkit_audit_requests"]
         self.violations = made["ctxkit_audit_violations"]
         self.skipped = made["ctxkit_audit_skipped"]

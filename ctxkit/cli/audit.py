@@ -12,7 +12,7 @@ from typing import Any
 from ctxkit.cli.errors import UsageError
 from ctxkit.cli.options import check_writable_file
 
-__all__ = ["add_parser", "window_entry"]
+__all__ = ["add_parser", "add_window_option", "window_entry"]
 
 DESCRIPTION = """\
 Check what an agent really sent to its model, from records it already keeps: each request
@@ -63,6 +63,18 @@ def window_entry(text: str) -> tuple[str, int]:
     return model, int(tokens)
 
 
+def add_window_option(parser: argparse.ArgumentParser) -> None:
+    """``--window MODEL=TOKENS``, repeatable: audit and watch take it alike."""
+    parser.add_argument(
+        "--window",
+        type=window_entry,
+        action="append",
+        default=[],
+        metavar="MODEL=TOKENS",
+        help="a model's context window (by name or name prefix), over the built-in table",
+    )
+
+
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "audit",
@@ -82,14 +94,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-json", type=Path, metavar="F", help="write the JSON report")
     parser.add_argument("--junit", type=Path, metavar="F", help="write JUnit XML for CI views")
     parser.add_argument("--html", type=Path, metavar="F", help="write a self-contained HTML page")
-    parser.add_argument(
-        "--window",
-        type=window_entry,
-        action="append",
-        default=[],
-        metavar="MODEL=TOKENS",
-        help="a model's context window (by name or name prefix), over the built-in table",
-    )
+    add_window_option(parser)
     parser.add_argument(
         "--strict", action="store_true", help="recommended properties fail the run too"
     )

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxkit.cli.audit import window_entry
+from ctxkit.cli.audit import add_window_option
 from ctxkit.cli.errors import UsageError
 from ctxkit.cli.options import check_writable_file
 
@@ -80,14 +80,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report-json", type=Path, metavar="F", help="write the audit's JSON report on exit"
     )
-    parser.add_argument(
-        "--window",
-        type=window_entry,
-        action="append",
-        default=[],
-        metavar="MODEL=TOKENS",
-        help="a model's context window, over the built-in table",
-    )
+    add_window_option(parser)
     parser.add_argument(
         "--settle",
         type=float,

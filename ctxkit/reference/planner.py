@@ -312,6 +312,18 @@ class Planner:
                 return shortened[1]
         return self.history.costs[index]
 
+    def _compaction_cost(self, plan: ViewPlan) -> Callable[[int], int]:
+        """A unit's cost as a compaction plans it: shortened if it is already, or if
+        ``truncate_outputs`` is on and it is not the newest kept unit."""
+        newest = plan.kept[-1]
+        shortening = "truncate_outputs" in self.settings.strategies
+
+        def cost(unit_index: int) -> int:
+            short = unit_index in plan.short or (shortening and unit_index != newest)
+            return self.unit_cost(unit_index, short)
+
+        return cost
+
     def unit_cost(self, unit_index: int, short: bool) -> int:
         unit = self.history.units[unit_index]
         return sum(self._message_cost(i, short).total for i in range(unit.start, unit.stop))
@@ -386,10 +398,7 @@ class Planner:
             return None
         newest = kept[-1]
         shortening = "truncate_outputs" in strategies
-
-        def whole(unit_index: int) -> int:
-            short = unit_index in plan.short or (shortening and unit_index != newest)
-            return self.unit_cost(unit_index, short)
+        whole = self._compaction_cost(plan)
 
         shown: dict[tuple[int, int], int] = {}
 
@@ -465,10 +474,7 @@ class Planner:
             return None
         newest = kept[-1]
         shortening = "truncate_outputs" in strategies
-
-        def cost(unit_index: int) -> int:
-            short = unit_index in plan.short or (shortening and unit_index != newest)
-            return self.unit_cost(unit_index, short)
+        cost = self._compaction_cost(plan)
 
         drop: list[int] = []
         if {"truncate", "importance", "summarize"} & set(strategies):

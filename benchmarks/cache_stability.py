@@ -30,7 +30,7 @@ from typing import Any
 
 from agent_loop import machine
 
-from ctxkit.conformance.target import EventRecorder, LoadError, load_target
+from ctxkit.conformance.targets.load import EventRecorder, LoadError, load_target
 from ctxkit.messages import group_units, inspect_message
 from ctxkit.prefix import (
     AGENT_LOOP_BUDGET,

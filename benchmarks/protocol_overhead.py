@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ctxkit.conformance.child import PYTHON_WORKER, Child  # noqa: E402
-from ctxkit.conformance.routes import route_for  # noqa: E402
+from ctxkit.conformance.targets.routes import route_for  # noqa: E402
+from ctxkit.conformance.targets.worker_client import PYTHON_WORKER, Child  # noqa: E402
 from tests.zoo.base import GoodManager  # noqa: E402
 
 MESSAGES = 200

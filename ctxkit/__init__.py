@@ -1,7 +1,7 @@
 """ctxkit: make LLM context managers observable and testable.
 
 The public face: the reference manager, exact token counts, message shapes and events.
-Names are imported when first used, so that a light part (``ctxkit.conformance.invariants``,
+Names are imported when first used, so that a light part (``ctxkit.conformance.judge.invariants``,
 ``ctxkit --help``) does not load the tokenizer.
 """
 

@@ -167,7 +167,7 @@ async def _build_managers(options: DemoOptions) -> list[Any]:
             )
             for index, number in enumerate(numbers)
         ]
-    from ctxkit.conformance.target import EventRecorder, load_target
+    from ctxkit.conformance.targets.load import EventRecorder, load_target
     from ctxkit.telemetry import instrument
 
     target = load_target(options.target, options.config)
@@ -196,7 +196,8 @@ async def run_demo(
 
     ``subscribers`` also get every event (``ctxkit inspect --demo`` feeds its screen so).
 
-    Raises :class:`~ctxkit.conformance.target.LoadError` / ``ContractError`` for a bad target and
+    Raises :class:`~ctxkit.conformance.targets.load.LoadError` /
+    ``ContractError`` for a bad target and
     :class:`~ctxkit.telemetry.CannotServeMetrics` (``MetricsPortInUse`` for a taken port)
     when the metrics server cannot listen, before any work starts.
     """

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from ctxkit.conformance.runner import Report, RunOptions, run
+from ctxkit.conformance.reports.results import Report
+from ctxkit.conformance.runner import RunOptions, run
 
 SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 

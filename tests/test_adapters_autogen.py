@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.survey.matrix import row_from_report
 from ctxkit.survey.subjects import report_text, subjects_in
 from tests.adapter_runs import checked

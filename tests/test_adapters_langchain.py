@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.strategies import conversations, plain_messages
-from ctxkit.conformance.target import LoadError, load_target
+from ctxkit.conformance.judge.comes_from import equivalent
+from ctxkit.conformance.search.conversations import conversations, plain_messages
+from ctxkit.conformance.targets.load import LoadError, load_target
 
 pytest.importorskip("langchain_core", reason="pip install 'ctxkit[langchain]'")
 

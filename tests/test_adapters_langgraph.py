@@ -14,8 +14,8 @@ import sys
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.judge.comes_from import equivalent
+from ctxkit.conformance.search.conversations import conversations
 
 pytest.importorskip("langgraph.prebuilt", reason="pip install 'ctxkit[langgraph]'")
 

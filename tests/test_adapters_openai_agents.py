@@ -14,7 +14,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 
 pytest.importorskip("agents", reason="pip install 'ctxkit[openai-agents]'")
 

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 
 pytest.importorskip("pydantic_ai", reason="pip install 'ctxkit[pydantic-ai]'")
 

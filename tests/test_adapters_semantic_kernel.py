@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 
 pytest.importorskip("semantic_kernel", reason="pip install 'ctxkit[semantic-kernel]'")
 

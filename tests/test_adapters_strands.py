@@ -12,7 +12,7 @@ import functools
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 
 pytest.importorskip("strands", reason="pip install 'ctxkit[strands]'")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ctxkit.conformance.invariants import check_preservation
-from ctxkit.conformance.matching import (
+from ctxkit.conformance.judge.catalogue import catalogue
+from ctxkit.conformance.judge.comes_from import (
     ALWAYS_IGNORED,
     ANNOTATION_KEYS,
     HistoryIndex,
@@ -16,7 +16,7 @@ from ctxkit.conformance.matching import (
     equivalent,
     match_view,
 )
-from ctxkit.conformance.properties import catalogue
+from ctxkit.conformance.judge.invariants import check_preservation
 
 CASES = catalogue("comes_from.json")
 GROUPS = ("equivalent", "comes_from", "matching", "preservation")

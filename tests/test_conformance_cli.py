@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 import pytest
 
 from ctxkit.cli import main
-from ctxkit.conformance.target import ContractError, LoadError, load_target
+from ctxkit.conformance.targets.load import ContractError, LoadError, load_target
 from ctxkit.prefix import STABILITY_THRESHOLD
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def test_plain_methods_are_refused_when_loaded_all_named(tmp_path):
     are PlainMethods: a LoadError (exit 2) and a ContractError."""
     import asyncio
 
-    from ctxkit.conformance.target import EventRecorder, PlainMethods
+    from ctxkit.conformance.targets.load import EventRecorder, PlainMethods
 
     names = "add_message, get_messages_for_request, get_messages, set_messages and clear"
     with pytest.raises(PlainMethods, match=re.escape(f"{names} are plain functions")):

@@ -15,8 +15,8 @@ from xml.etree import ElementTree
 import pytest
 
 from ctxkit.cli import main
-from ctxkit.conformance.child import CLOSE_GRACE_S, Child, TargetUnusable
 from ctxkit.conformance.runner import LOAD_TIMEOUT, RunOptions, _Worker, run
+from ctxkit.conformance.targets.worker_client import CLOSE_GRACE_S, Child, TargetUnusable
 from tests.processes import (
     ROOT,
     alive,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.conformance.invariants import check_tool_pairs
-from ctxkit.conformance.matching import equivalent
-from ctxkit.conformance.strategies import RoundTemplate, conversation_plans
+from ctxkit.conformance.judge.comes_from import equivalent
+from ctxkit.conformance.judge.invariants import check_tool_pairs
+from ctxkit.conformance.search.conversations import RoundTemplate, conversation_plans
 from ctxkit.shapes import SHAPES, group_units, validate_history
 from ctxkit.shapes.convert import ConversionError, convert
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from ctxkit.conformance import coordinator as coordinators
-from ctxkit.conformance.coordinator import (
+from ctxkit.conformance.targets import coordinator as coordinators
+from ctxkit.conformance.targets.coordinator import (
     ENV,
     CoordinatorUnavailable,
     StandInCoordinator,
@@ -26,7 +26,13 @@ from ctxkit.conformance.coordinator import (
     coordinator_kind,
     make_coordinator,
 )
-from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
+from ctxkit.conformance.targets.load import (
+    ContractError,
+    EventRecorder,
+    LoadError,
+    Target,
+    load_target,
+)
 from tests.system import missing
 from tests.test_conformance_cli import FAST, ROOT, conformance
 from tests.zoo.amplifier import BUDGET, LLM_RESPONSE, METER, OWN_EVENT, READY

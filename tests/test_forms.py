@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ctxkit.conformance.replay import Provider, open_manager
 from ctxkit.conformance.runner import RunOptions, run
-from ctxkit.conformance.target import EventRecorder, LoadError, load_target
+from ctxkit.conformance.targets.load import EventRecorder, LoadError, load_target
 from ctxkit.forms import (
     EVERYTHING,
     FunctionManager,

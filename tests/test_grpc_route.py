@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
 
-from ctxkit.conformance.grpc_messages import CannotCross, Crossing  # noqa: E402
 from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
-from ctxkit.conformance.strategies import conversations, plain_messages  # noqa: E402
+from ctxkit.conformance.search.conversations import conversations, plain_messages  # noqa: E402
+from ctxkit.conformance.targets.grpc_messages import CannotCross, Crossing  # noqa: E402
 from tests.grpc_modules import served  # noqa: E402
 from tests.processes import ctxkit  # noqa: E402
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from ctxkit import events
-from ctxkit.conformance.invariants import check_attachments, check_tool_pairs
-from ctxkit.conformance.shapes import is_result
-from ctxkit.conformance.strategies import SHAPES, RoundTemplate, conversation_plans
+from ctxkit.conformance.judge.invariants import check_attachments, check_tool_pairs
+from ctxkit.conformance.judge.parts import is_result
+from ctxkit.conformance.search.conversations import SHAPES, RoundTemplate, conversation_plans
 from ctxkit.shapes import group_units, validate_history
 from ctxkit.shapes.repair import repair
 from ctxkit.telemetry import PrometheusMetrics, ViewRefused, instrument

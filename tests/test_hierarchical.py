@@ -21,16 +21,16 @@ from openai.types.chat import ChatCompletionToolParam
 from openai.types.responses import FunctionToolParam
 
 from ctxkit import events
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     check_attachments,
     check_ordering,
     check_preservation,
     check_tool_pairs,
     newest_user_message,
 )
+from ctxkit.conformance.judge.parts import calls, reasoning_id, results
 from ctxkit.conformance.runner import RunOptions, run
-from ctxkit.conformance.shapes import calls, reasoning_id, results
-from ctxkit.conformance.strategies import RoundTemplate, conversation_plans
+from ctxkit.conformance.search.conversations import RoundTemplate, conversation_plans
 from ctxkit.messages import inspect_message, text_of
 from ctxkit.reference import (
     ConfigError,

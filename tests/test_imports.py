@@ -119,3 +119,29 @@ def test_every_command_has_a_module_the_parser_builds_from():
     from ctxkit.cli import COMMANDS as LISTED
 
     assert {f"ctxkit.cli.{name}" for name in LISTED} == set(COMMANDS) - SHARED
+
+
+# The conformance suite's four jobs, lowest first: a job imports only those before it (issue 23,
+# item 8). The entry points at the package's top (runner, plugin, worker, replay) use them all.
+JOBS = ["judge", "targets", "search", "reports"]
+SUITE = "ctxkit.conformance"
+
+
+def _job(module: str) -> str | None:
+    """The job a module of the suite does, or None for the top-level entry points."""
+    rest = module.removeprefix(SUITE + ".").split(".")
+    return rest[0] if module.startswith(SUITE + ".") and rest[0] in JOBS else None
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_the_suites_jobs_import_one_way(job: str):
+    members = [m for m in MODULES if _job(m) == job and m != f"{SUITE}.{job}"]
+    assert members, f"{SUITE}.{job} has no modules"
+    allowed = set(JOBS[: JOBS.index(job) + 1])
+    for module in members:
+        wrong = {
+            other
+            for other in GRAPH[module]
+            if other.startswith(SUITE) and other != SUITE and _job(other) not in allowed
+        }
+        assert not wrong, f"{module} ({job}) imports {sorted(wrong)}"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from ctxkit import events
-from ctxkit.conformance.invariants import HistoryIndex, match_view
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.judge.invariants import HistoryIndex, match_view
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.demo import agent_turns
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.telemetry import PrometheusMetrics, instrument
@@ -241,7 +241,7 @@ def test_a_reasoning_item_dropped_from_a_view_is_caught_live():
     that leaves out the reasoning item a function_call needs."""
     import itertools
 
-    from ctxkit.conformance.strategies import RoundTemplate
+    from ctxkit.conformance.search.conversations import RoundTemplate
 
     wrapped = instrument(_zoo("shapes:DropsReasoning"), check_invariants=True)
     recorder = Recorder(wrapped.bus)

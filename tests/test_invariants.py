@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     check_budget,
     check_events,
     check_lifecycle,
@@ -146,7 +146,7 @@ def test_invariants_import_nothing_heavy_and_nothing_they_check():
     """Production code may run them (no test stack, no tokenizer), and they read the message
     shapes themselves (not through ctxkit.messages, the code they check)."""
     code = (
-        "import sys, ctxkit.conformance.invariants\n"
+        "import sys, ctxkit.conformance.judge.invariants\n"
         "heavy = {'hypothesis', 'pytest', 'tiktoken', 'ctxkit.messages'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxkit.conformance.invariants import (
-    Violation,
-    check_ordering,
-    check_preservation,
-    relaxed,
-)
-from ctxkit.conformance.matching import (
+from ctxkit.conformance.judge.comes_from import (
     HistoryIndex,
     _Assignment,
     comes_from,
     equivalent,
     match_view,
+)
+from ctxkit.conformance.judge.invariants import (
+    Violation,
+    check_ordering,
+    check_preservation,
+    relaxed,
 )
 from tests.rewrites import REWRITES, rewrite
 
@@ -281,8 +281,8 @@ def test_relaxed_filters_by_kind_from_names_or_a_relaxations_object():
 
 
 def test_the_catalogue_names_each_relaxation_once_and_allow_knows_each():
-    from ctxkit.conformance.allow import parse_allow
-    from ctxkit.conformance.properties import catalogue
+    from ctxkit.conformance.judge.allow import parse_allow
+    from ctxkit.conformance.judge.catalogue import catalogue
 
     relaxations = catalogue()["relaxations"]
     names = [r["name"] for r in relaxations]

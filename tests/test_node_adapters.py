@@ -16,10 +16,11 @@ from hypothesis import given, settings
 
 from ctxkit.adapters import JS_ADAPTERS
 from ctxkit.adapters.langchain_js import bug_report_first, bug_report_last
-from ctxkit.conformance.matching import equivalent
+from ctxkit.conformance.judge.comes_from import equivalent
 from ctxkit.conformance.replay import open_manager
-from ctxkit.conformance.runner import Report, RunOptions, run
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.reports.results import Report
+from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.survey.matrix import row_from_report
 from tests.adapter_runs import assert_judged
 from tests.processes import ctxkit, json_lines

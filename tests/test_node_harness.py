@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxkit.conformance.child import Child
-from ctxkit.conformance.routes import RouteError, route_for
 from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.targets.routes import RouteError, route_for
+from ctxkit.conformance.targets.worker_client import Child
 from tests.processes import ctxkit
 from tests.system import require_binary
 
@@ -105,6 +105,6 @@ def test_a_bad_javascript_target_exits_2_with_a_sentence(target, fragment):
 
 
 def test_a_missing_node_says_how_to_get_it(monkeypatch):
-    monkeypatch.setattr("ctxkit.conformance.routes.shutil.which", lambda _name: None)
+    monkeypatch.setattr("ctxkit.conformance.targets.routes.shutil.which", lambda _name: None)
     with pytest.raises(RouteError, match=r"`node` is not on PATH\. Install Node\.js 18 or newer"):
         route_for("manager.mjs")

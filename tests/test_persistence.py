@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ctxkit.conformance.strategies import conversations, plain_messages
+from ctxkit.conformance.search.conversations import conversations, plain_messages
 from ctxkit.messages import InvalidMessage
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager, mount
 from ctxkit.reference.journal import (

@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ctxkit.conformance.protocol import canonical_json, digest
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import RunOptions, SetupError, run
+from ctxkit.conformance.targets.protocol import canonical_json, digest
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent

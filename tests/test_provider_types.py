@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputItemParam
 
-from ctxkit.conformance.strategies import (
+from ctxkit.conformance.search.conversations import (
     RoundTemplate,
     Shape,
     conversation_plans,

@@ -22,14 +22,14 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxkit import events
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     check_attachments,
     check_ordering,
     check_preservation,
     check_tool_pairs,
 )
 from ctxkit.conformance.runner import RunOptions, run
-from ctxkit.conformance.strategies import conversation_plans
+from ctxkit.conformance.search.conversations import conversation_plans
 from ctxkit.messages import group_units, inspect_message, text_of, validate_history
 from ctxkit.reference import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 from ctxkit.reference.memory import HashEmbedder, MemoryFileCorrupt

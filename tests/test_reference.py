@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ctxkit import InvalidMessage, events
-from ctxkit.conformance.invariants import check_tool_pairs
+from ctxkit.conformance.judge.invariants import check_tool_pairs
 from ctxkit.reference import (
     ConfigError,
     ContextBudgetExceeded,

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit import events
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     check_non_destructive,
     check_ordering,
     check_preservation,
     check_tool_pairs,
 )
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager
 
 STRATEGY_SETS = st.sampled_from(

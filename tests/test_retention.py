@@ -10,13 +10,13 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxkit import events
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     check_non_destructive,
     check_ordering,
     check_tool_pairs,
     match_view,
 )
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.messages import group_units, validate_history
 from ctxkit.reference import ConfigError, ReferenceContextManager
 from ctxkit.reference.strategies import SUMMARY_HEADER

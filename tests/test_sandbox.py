@@ -1,4 +1,5 @@
-"""ctxkit.conformance.sandbox: a command runs contained, and nothing it starts outlives it."""
+"""ctxkit.conformance.targets.sandbox: a command runs contained, and nothing it starts
+outlives it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from ctxkit.conformance.sandbox import (
+from ctxkit.conformance.targets.sandbox import (
     Contained,
     descendants,
     format_size,
@@ -127,7 +128,7 @@ def test_a_command_that_cannot_start_says_why():
 
 CALLER = """
     import sys, time
-    from ctxkit.conformance.sandbox import Contained
+    from ctxkit.conformance.targets.sandbox import Contained
     process = Contained(["sleep", "600"])
     print(process.pid, flush=True)
     time.sleep(600)

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.conformance.allow import Relaxations
-from ctxkit.conformance.script import (
+from ctxkit.conformance.judge.allow import Relaxations
+from ctxkit.conformance.judge.steps import Call, Check, Request
+from ctxkit.conformance.reports.reproducer import (
     Build,
     Reproduction,
     file_name,
@@ -25,7 +26,6 @@ from ctxkit.conformance.script import (
     render_script,
     render_steps,
 )
-from ctxkit.conformance.steps import Call, Check, Request
 
 # Any JSON-like value, with the awkward corners: surrogates, control and line-separator
 # characters, quotes and backslashes, non-finite floats, big ints, deep nesting.

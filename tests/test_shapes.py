@@ -1,5 +1,5 @@
 """Tests for ctxkit.shapes: every shape validated, grouped into units, and its rules as data;
-the suite's own reading (ctxkit.conformance.shapes) agreeing with it on generated histories."""
+the suite's own reading (ctxkit.conformance.judge.parts) agreeing with it on generated histories."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.cli.options import SHAPE_NAMES
-from ctxkit.conformance.invariants import check_attachments, check_tool_pairs
-from ctxkit.conformance.strategies import SHAPES as GENERATED
-from ctxkit.conformance.strategies import RoundTemplate, conversation_plans, in_shape
+from ctxkit.conformance.judge.invariants import check_attachments, check_tool_pairs
+from ctxkit.conformance.search.conversations import SHAPES as GENERATED
+from ctxkit.conformance.search.conversations import RoundTemplate, conversation_plans, in_shape
 from ctxkit.shapes import (
     PAIRING,
     SHAPES,

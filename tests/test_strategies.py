@@ -515,7 +515,7 @@ def test_extractive_summary_mentions_results_flagged_is_error():
 def test_a_long_output_is_shortened_in_every_shape_and_still_answers_its_call(shape):
     import itertools
 
-    from ctxkit.conformance.strategies import RoundTemplate
+    from ctxkit.conformance.search.conversations import RoundTemplate
     from ctxkit.messages import text_of
 
     long = "\n".join(f"line {k}" for k in range(500))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit import events
-from ctxkit.conformance.strategies import conversations
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.events import LISTING_FATES, LISTING_ROWS
 from ctxkit.messages import group_units, validate_history
 from ctxkit.reference import ContextBudgetExceeded, ReferenceContextManager

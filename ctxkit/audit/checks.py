@@ -2,7 +2,7 @@
 one before it in its conversation.
 
 The per-request checks are the conformance suite's own invariants
-(:func:`~ctxkit.conformance.invariants.check_tool_pairs`): a third caller beside the state
+(:func:`~ctxkit.conformance.judge.invariants.check_tool_pairs`): a third caller beside the state
 machine and ``instrument()``. Across requests, a :class:`ConversationAudit` keeps only
 fingerprints of the previous request's messages (8 bytes each in the analysis, plus their
 token counts), never their text, and infers what the manager did between the two requests:
@@ -30,10 +30,10 @@ from typing import Any
 
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
-from ctxkit.conformance.invariants import PAIR_RULES, check_tool_pairs
-from ctxkit.conformance.matching import ALWAYS_IGNORED
-from ctxkit.conformance.properties import by_id
-from ctxkit.conformance.shapes import (
+from ctxkit.conformance.judge.catalogue import by_id
+from ctxkit.conformance.judge.comes_from import ALWAYS_IGNORED
+from ctxkit.conformance.judge.invariants import PAIR_RULES, check_tool_pairs
+from ctxkit.conformance.judge.parts import (
     THINKING,
     blocks,
     calls,
@@ -42,7 +42,7 @@ from ctxkit.conformance.shapes import (
     positional,
     reasoning_id,
 )
-from ctxkit.conformance.shapes import results as result_ids
+from ctxkit.conformance.judge.parts import results as result_ids
 from ctxkit.shapes.rules import rule
 from ctxkit.tokens import TokenCounter
 
@@ -455,7 +455,7 @@ class ConversationAudit:
 
     def _repeated_ids(self, messages: list[Any], start: int, carried: tuple[int, int]) -> list[Any]:
         """Calls after ``start`` that reuse an id a repeated call already has."""
-        from ctxkit.conformance.invariants import Violation
+        from ctxkit.conformance.judge.invariants import Violation
 
         head, resume = carried
         found = []

@@ -41,7 +41,7 @@ class AuditMetrics:
         self.queue_depth = Gauge(
             AUDIT_QUEUE_DEPTH.prometheus, AUDIT_QUEUE_DEPTH.help, registry=registry
         )
-        from ctxkit.conformance.properties import PROPERTIES
+        from ctxkit.conformance.judge.catalogue import PROPERTIES
 
         for prop in PROPERTIES:  # series exist at 0 from the start, not "no data"
             self.violations.labels(prop.id, prop.level)

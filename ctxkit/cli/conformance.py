@@ -222,7 +222,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def _memory_limit(text: str) -> int:
     """``--memory-limit`` in bytes; 0 for no cap."""
-    from ctxkit.conformance.sandbox import format_size, parse_size
+    from ctxkit.conformance.targets.sandbox import format_size, parse_size
 
     try:
         size = parse_size(text) or 0
@@ -272,7 +272,11 @@ def run_conformance(args: argparse.Namespace) -> int:
             check_writable_file(option, path)
 
     from ctxkit.conformance.runner import RunOptions
-    from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, SandboxUnavailable, require_linux
+    from ctxkit.conformance.targets.sandbox import (
+        DEFAULT_MEMORY_LIMIT,
+        SandboxUnavailable,
+        require_linux,
+    )
 
     try:
         require_linux()
@@ -307,7 +311,7 @@ def run_conformance(args: argparse.Namespace) -> int:
 
 def _run(options: Any, args: argparse.Namespace) -> int:
     """Run the suite with its progress on stderr, then print and write the report."""
-    from ctxkit.conformance.report import summary
+    from ctxkit.conformance.reports.formats import summary
     from ctxkit.conformance.runner import SetupError, run, stopped
 
     seed = options.seed
@@ -345,7 +349,7 @@ def _run(options: Any, args: argparse.Namespace) -> int:
 
 def _write_reports(report: Any, args: argparse.Namespace) -> None:
     """The reports asked for (``--report-json``, ``--junit``)."""
-    from ctxkit.conformance.report import write_json, write_junit
+    from ctxkit.conformance.reports.formats import write_json, write_junit
 
     if args.report_json:
         write_json(report, args.report_json)
@@ -374,9 +378,9 @@ def _terminated_as_interrupt() -> Iterator[None]:
 
 
 def _write_reproducers(report: Any, folder: Path) -> None:
-    """Each finding's reproducer as a pytest file (:func:`~ctxkit.conformance.script.
+    """Each finding's reproducer as a pytest file (:func:`~ctxkit.conformance.reports.reproducer.
     file_name`), so ``pytest DIR`` collects them."""
-    from ctxkit.conformance.script import file_name
+    from ctxkit.conformance.reports.reproducer import file_name
 
     folder.mkdir(parents=True, exist_ok=True)
     for result in report.properties:

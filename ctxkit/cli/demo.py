@@ -175,7 +175,7 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """The ``demo`` subcommand's body: exit code 0, or 1 if the target broke a property."""
-    from ctxkit.conformance.target import ContractError, LoadError
+    from ctxkit.conformance.targets.load import ContractError, LoadError
     from ctxkit.reference import ConfigError
     from ctxkit.telemetry import CannotServeMetrics, MetricsPortInUse
 

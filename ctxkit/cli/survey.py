@@ -191,7 +191,7 @@ def write(matrix: Matrix, out: Path, formats: list[str]) -> list[Path]:
 
 
 def _write_reproducers(row: Row, out: Path) -> None:
-    from ctxkit.conformance.script import file_name
+    from ctxkit.conformance.reports.reproducer import file_name
     from ctxkit.survey.matrix import slug
 
     for property_id, cell in row.cells.items():

@@ -295,8 +295,8 @@ async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     """A fresh manager from ``--target``, instrumented; a UsageError for one that cannot be
     found or built."""
     from ctxkit.conformance.replay import open_manager
-    from ctxkit.conformance.routes import RouteError
-    from ctxkit.conformance.target import ContractError, LoadError
+    from ctxkit.conformance.targets.load import ContractError, LoadError
+    from ctxkit.conformance.targets.routes import RouteError
     from ctxkit.telemetry import instrument
 
     try:

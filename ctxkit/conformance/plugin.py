@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ctxkit.conformance.properties import PROPERTIES, by_id
+from ctxkit.conformance.judge.catalogue import PROPERTIES, by_id
 
 __all__ = ["ConformanceSuite"]
 

@@ -31,10 +31,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ctxkit.conformance import checks
-from ctxkit.conformance.allow import parse_allow
-from ctxkit.conformance.invariants import Violation
-from ctxkit.conformance.target import EventRecorder
+from ctxkit.conformance.judge import step_checks as checks
+from ctxkit.conformance.judge.allow import parse_allow
+from ctxkit.conformance.judge.invariants import Violation
+from ctxkit.conformance.targets.load import EventRecorder
 
 __all__ = [
     "EventRecorder",
@@ -77,17 +77,17 @@ async def open_manager(
     and the list its events are recorded into. Targets import from the current directory, as
     they do for the command. A target in another language (a JavaScript module, or any
     ``command`` that speaks the protocol) runs in its own process behind a
-    :class:`~ctxkit.conformance.remote.RemoteManager`. ``form`` is ``--form``: ``contract``,
+    :class:`~ctxkit.conformance.targets.remote.RemoteManager`. ``form`` is ``--form``: ``contract``,
     ``function`` or ``session`` (see :mod:`ctxkit.forms`); detected when not given."""
-    from ctxkit.conformance.routes import route_for
+    from ctxkit.conformance.targets.routes import route_for
 
     route = route_for(target, command)
     if route.kind != "python":
-        from ctxkit.conformance.remote import RemoteManager
+        from ctxkit.conformance.targets.remote import RemoteManager
 
         remote = RemoteManager.start(route, config, form=form)
         return remote, remote.events
-    from ctxkit.conformance.target import load_target
+    from ctxkit.conformance.targets.load import load_target
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -102,7 +102,7 @@ async def mounted(
     """The context manager an Amplifier module's ``mount(coordinator, config)`` mounts, as
     ``ctxkit conformance`` mounts it (amplifier-core's coordinator when it is installed, its
     ``on_session_ready`` after), and the list its events are recorded into."""
-    from ctxkit.conformance.target import Target
+    from ctxkit.conformance.targets.load import Target
 
     recorder = EventRecorder()
     name = getattr(mount, "__name__", "mount")
@@ -117,7 +117,7 @@ def run_apart(path: str, timeout: float = 600.0) -> None:
     The child imports what this process imports (its ``sys.path`` as ``PYTHONPATH``)."""
     import subprocess
 
-    from ctxkit.conformance.child import how_it_ended
+    from ctxkit.conformance.targets.worker_client import how_it_ended
 
     paths = [os.path.abspath(p or os.curdir) for p in sys.path]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))

@@ -46,26 +46,33 @@ from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
 from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
-from ctxkit.conformance.allow import RelaxationError, parse_allow
-from ctxkit.conformance.child import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
-from ctxkit.conformance.invariants import ANNOTATION_KEYS
-from ctxkit.conformance.machine import (
+from ctxkit.conformance.judge.allow import RelaxationError, parse_allow
+from ctxkit.conformance.judge.catalogue import PROPERTIES
+from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
+from ctxkit.conformance.judge.steps import Check
+from ctxkit.conformance.reports.reproducer import (
+    Build,
+    Reproduction,
+    file_name,
+    render_script,
+    render_steps,
+)
+from ctxkit.conformance.reports.results import PropertyResult, Report, Status
+from ctxkit.conformance.reports.verify import verify
+from ctxkit.conformance.search.cache_stability import measure_stability
+from ctxkit.conformance.search.conversations import SHAPES
+from ctxkit.conformance.search.machine import (
     ConformanceMachine,
     DeadlineReached,
     PropertyFailure,
     Session,
     TargetStopped,
 )
-from ctxkit.conformance.minimize import CallShrinker, minimize
-from ctxkit.conformance.probe import ShapeProbe, probe_shapes
-from ctxkit.conformance.properties import PROPERTIES
-from ctxkit.conformance.routes import RouteError, route_for
-from ctxkit.conformance.script import Build, Reproduction, file_name, render_script, render_steps
-from ctxkit.conformance.stability import measure_stability
-from ctxkit.conformance.steps import Check
-from ctxkit.conformance.strategies import SHAPES
-from ctxkit.conformance.target import DEFAULT_TARGET
-from ctxkit.conformance.verify import verify
+from ctxkit.conformance.search.minimize import CallShrinker, minimize
+from ctxkit.conformance.search.probe import ShapeProbe, probe_shapes
+from ctxkit.conformance.targets.load import DEFAULT_TARGET
+from ctxkit.conformance.targets.routes import RouteError, route_for
+from ctxkit.conformance.targets.worker_client import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
 from ctxkit.prefix import AGENT_LOOP_STEPS
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run", "stopped"]
@@ -86,82 +93,9 @@ LOAD_TIMEOUT = 60.0
 """Seconds loading the target may take when neither ``--load-timeout`` nor a finite deadline
 bounds it."""
 
-Status = Literal["passed", "failed", "error", "skipped", "below"]
-"""``below``: an advisory property measured under its bar. ``failed`` always means a property
-that does not hold, with the steps that show it; an advisory one is a figure, not a fault."""
-
 
 class SetupError(Exception):
     """The target could not be loaded, or the options are wrong: exit code 2."""
-
-
-@dataclass
-class PropertyResult:
-    id: str
-    level: str
-    status: Status = "skipped"
-    message: str = ""
-    counterexample: dict[str, Any] | None = None
-    reproducer: str | None = None
-    verified: bool | None = None
-    verification: str = ""
-    time_to_failure_s: float | None = None
-    figure: float | None = None
-    """An advisory property's measured value (cache_stability: the share of view tokens a
-    prompt cache could serve)."""
-
-
-@dataclass
-class Report:
-    target: str
-    verdict: Literal["pass", "fail", "error"]
-    seed: int
-    duration_s: float
-    properties: list[PropertyResult]
-    profile: str = "default"
-    allow: list[str] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    depth: dict[str, Any] = field(default_factory=dict)
-    """How far the run got: examples, steps, the largest history, searches, how it ended."""
-    strict: bool = False
-    """Recommended properties count like required ones (``--strict``)."""
-
-    def make_strict(self) -> None:
-        """Count recommended failures too: the verdict fails when one failed."""
-        self.strict = True
-        if self.verdict == "pass" and any(
-            p.level == "recommended" and p.status == "failed" for p in self.properties
-        ):
-            self.verdict = "fail"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "verdict": self.verdict,
-            "strict": self.strict,
-            "seed": self.seed,
-            "duration_s": round(self.duration_s, 3),
-            "profile": self.profile,
-            "allow": self.allow,
-            "depth": self.depth,
-            "properties": [
-                {
-                    "id": p.id,
-                    "level": p.level,
-                    "status": p.status,
-                    "message": p.message,
-                    "counterexample": p.counterexample,
-                    "reproducer": p.reproducer,
-                    "verified": p.verified,
-                    "verification": p.verification,
-                    "time_to_failure_s": (
-                        None if p.time_to_failure_s is None else round(p.time_to_failure_s, 3)
-                    ),
-                    "figure": p.figure,
-                }
-                for p in self.properties
-            ],
-        }
 
 
 @dataclass
@@ -176,8 +110,8 @@ class RunOptions:
     deadline: float = DEFAULT_DEADLINE
     """Seconds the whole run may take; it always ends by then, with a report."""
     shapes: tuple[str, ...] | None = None
-    """Message shapes to generate (:data:`~ctxkit.conformance.strategies.SHAPES`); None: every
-    shape the target takes (:mod:`ctxkit.conformance.probe`)."""
+    """Message shapes to generate (:data:`~ctxkit.conformance.search.conversations.SHAPES`);
+    None: every shape the target takes (:mod:`ctxkit.conformance.search.probe`)."""
     allow: list[str] = field(default_factory=list)
     fallback_budget: int | None = None
     """The budget a request without one should fit, if known; by default the config's
@@ -191,7 +125,7 @@ class RunOptions:
     """Bytes of address space the target may use (None: no cap)."""
     implementation: str | None = None
     """``--command``: the program that speaks the protocol for the target (None: chosen by
-    the target, see :mod:`ctxkit.conformance.routes`)."""
+    the target, see :mod:`ctxkit.conformance.targets.routes`)."""
     transcript: TextIO | None = None
     """``--protocol-log``: gets every protocol request and answer as a JSON line."""
     stability_steps: int = AGENT_LOOP_STEPS
@@ -778,7 +712,7 @@ class _Search:
 
     def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
         """The failure with as few calls and as large budgets as still fail it
-        (:class:`~ctxkit.conformance.minimize.CallShrinker`); as far as it got when time or
+        (:class:`~ctxkit.conformance.search.minimize.CallShrinker`); as far as it got when time or
         the worker runs out."""
         shrinker = CallShrinker(self.session, failure, self._restart)
         self.say(f"shrinking the {failure.property_id} calls")

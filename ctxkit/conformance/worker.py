@@ -10,7 +10,7 @@ emitted since the last one and a digest of ``get_messages()``, so the runner can
 non-destructiveness after every step cheaply.
 
 ``hello`` also answers how a reproducer imports and builds the target (``build``: see
-:meth:`ctxkit.conformance.target.Target.import_form`), a field other implementations need not
+:meth:`ctxkit.conformance.targets.load.Target.import_form`), a field other implementations need not
 send. When the runner closes the channel, the last manager's cleanups and the ``atexit``
 handlers run, and the worker leaves at once (:func:`leave`): nothing the target left running
 (a non-daemon thread, a SIGTERM it ignores) holds the run up.
@@ -28,15 +28,21 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
-from ctxkit.conformance.grpc_messages import CannotCross
-from ctxkit.conformance.protocol import (
+from ctxkit.conformance.replay import edit_in_place
+from ctxkit.conformance.targets.grpc_messages import CannotCross
+from ctxkit.conformance.targets.load import (
+    ContractError,
+    EventRecorder,
+    LoadError,
+    Target,
+    load_target,
+)
+from ctxkit.conformance.targets.protocol import (
     EXIT_CHANNEL_LOST,
     PROTOCOL_VERSION,
     digest,
     protocol_fds,
 )
-from ctxkit.conformance.replay import edit_in_place
-from ctxkit.conformance.target import ContractError, EventRecorder, LoadError, Target, load_target
 
 
 def to_json(value: Any) -> Any:

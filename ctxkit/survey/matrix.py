@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxkit.conformance.properties import PROPERTIES
+from ctxkit.conformance.judge.catalogue import PROPERTIES
 
 __all__ = ["Cell", "Finding", "Matrix", "Row", "row_from_report", "slug"]
 

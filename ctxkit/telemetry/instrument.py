@@ -36,7 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from ctxkit import events
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.invariants import (
     HistoryIndex,
     Violation,
     check_attachments,

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ctxkit.conformance.properties import RELAXATIONS
+from ctxkit.conformance.judge.catalogue import RELAXATIONS
 
 __all__ = ["RelaxationError", "Relaxations", "parse_allow"]
 

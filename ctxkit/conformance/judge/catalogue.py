@@ -42,7 +42,8 @@ class Relaxation:
 
 def catalogue(name: str = "properties.json") -> Any:
     """One file of the language-neutral catalogue, parsed."""
-    return json.loads(resources.files(__package__).joinpath("spec", name).read_text("utf-8"))
+    spec = resources.files("ctxkit.conformance").joinpath("spec", name)
+    return json.loads(spec.read_text("utf-8"))
 
 
 _DATA = catalogue()

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ctxkit.conformance.shapes import calls, positional, results
+from ctxkit.conformance.judge.parts import calls, positional, results
 
 __all__ = [
     "ALWAYS_IGNORED",
@@ -305,7 +305,7 @@ class _Assignment:
     later than the k-th index of any order-keeping assignment, so a candidate after it is
     always left (tests/test_matching.py checks this against brute force). Only when none is
     left does a message take its earliest unused candidate before (which
-    :func:`~ctxkit.conformance.invariants.check_ordering` reports as reordering), or none.
+    :func:`~ctxkit.conformance.judge.invariants.check_ordering` reports as reordering), or none.
     Every index at or after ``position`` is unused, so the forward pick needs no check.
     """
 

@@ -4,8 +4,8 @@ Each ``check_*`` returns the violations it finds, as plain sentences a person ca
 with a machine-readable ``kind`` that relaxations filter on (:func:`relaxed`). They import
 nothing heavy (no Hypothesis, no pytest) so a production process can run them on every view,
 and nothing of ``ctxkit.messages``: the suite must not trust the code it checks, so the message
-shapes are read again in :mod:`ctxkit.conformance.shapes`, and what a view message comes from
-is decided in :mod:`ctxkit.conformance.matching`.
+shapes are read again in :mod:`ctxkit.conformance.judge.parts`, and what a view message comes from
+is decided in :mod:`ctxkit.conformance.judge.comes_from`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.conformance.matching import (
+from ctxkit.conformance.judge.comes_from import (
     ANNOTATION_KEYS,
     HistoryIndex,
     Semantic,
@@ -23,7 +23,7 @@ from ctxkit.conformance.matching import (
     match_view,
     semantic,
 )
-from ctxkit.conformance.shapes import (
+from ctxkit.conformance.judge.parts import (
     THINKING,
     is_call_item,
     is_result,
@@ -32,13 +32,13 @@ from ctxkit.conformance.shapes import (
     reasoning_id,
     server_results,
 )
-from ctxkit.conformance.shapes import blocks as _blocks
-from ctxkit.conformance.shapes import calls as _calls
-from ctxkit.conformance.shapes import family as _family
-from ctxkit.conformance.shapes import pairing as _pairing
-from ctxkit.conformance.shapes import positional as _positional
-from ctxkit.conformance.shapes import results as _results
-from ctxkit.conformance.shapes import tool_ids as _tool_ids
+from ctxkit.conformance.judge.parts import blocks as _blocks
+from ctxkit.conformance.judge.parts import calls as _calls
+from ctxkit.conformance.judge.parts import family as _family
+from ctxkit.conformance.judge.parts import pairing as _pairing
+from ctxkit.conformance.judge.parts import positional as _positional
+from ctxkit.conformance.judge.parts import results as _results
+from ctxkit.conformance.judge.parts import tool_ids as _tool_ids
 from ctxkit.shapes.rules import rule
 
 __all__ = [

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from ctxkit.conformance.allow import Relaxations
-from ctxkit.conformance.invariants import (
+from ctxkit.conformance.judge.allow import Relaxations
+from ctxkit.conformance.judge.invariants import (
     ANNOTATION_KEYS,
     Violation,
     check_attachments,
@@ -292,4 +292,4 @@ CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "not_edited": not_edited,
     "events": events,
 }
-"""The checks a reproducer can name, by :class:`~ctxkit.conformance.steps.Check` kind."""
+"""The checks a reproducer can name, by :class:`~ctxkit.conformance.judge.steps.Check` kind."""

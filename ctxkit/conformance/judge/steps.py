@@ -1,7 +1,8 @@
 """What a run did to the manager, as data: the calls it made and the check that failed.
 
-The state machine records these as it goes; :mod:`ctxkit.conformance.script` renders them as a
-reproducer script, so the script says exactly what the run did, and nothing is written as code
+The state machine records these as it goes;
+:mod:`ctxkit.conformance.reports.reproducer` renders them as a reproducer script, so the
+script says exactly what the run did, and nothing is written as code
 until it is rendered (the renderer alone decides what valid Python looks like).
 """
 

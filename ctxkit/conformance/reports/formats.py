@@ -7,8 +7,8 @@ import textwrap
 from pathlib import Path
 from xml.etree import ElementTree
 
-from ctxkit.conformance.properties import RELAXATIONS, by_id
-from ctxkit.conformance.runner import Report
+from ctxkit.conformance.judge.catalogue import RELAXATIONS, by_id
+from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD
 
 __all__ = ["summary", "write_json", "write_junit"]

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.conformance.allow import Relaxations
-from ctxkit.conformance.invariants import ANNOTATION_KEYS
-from ctxkit.conformance.steps import Call, Check, Request
+from ctxkit.conformance.judge.allow import Relaxations
+from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
+from ctxkit.conformance.judge.steps import Call, Check, Request
 
 __all__ = ["Build", "Reproduction", "file_name", "literal", "render_script", "render_steps"]
 
@@ -140,7 +140,7 @@ def file_name(property_id: str, target: str | None) -> str:
 @dataclass(frozen=True)
 class Build:
     """How a Python target is built by import (what the worker's ``hello`` said of it; see
-    :meth:`ctxkit.conformance.target.Target.import_form`)."""
+    :meth:`ctxkit.conformance.targets.load.Target.import_form`)."""
 
     module: str
     attr: str
@@ -385,7 +385,7 @@ class _Body:
 
     def _build(self, build: Build) -> None:
         """The manager built by import, as the run built it (see
-        :meth:`ctxkit.conformance.target.Target.build`)."""
+        :meth:`ctxkit.conformance.targets.load.Target.build`)."""
         top, _, rest = build.attr.partition(".")
         name = top if top not in _TAKEN else f"target_{top}"
         self.imports.append((build.module, top if name == top else f"{top} as {name}"))

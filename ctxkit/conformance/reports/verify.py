@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ctxkit.conformance.child import how_it_ended
-from ctxkit.conformance.sandbox import DEFAULT_MEMORY_LIMIT, run_contained
+from ctxkit.conformance.targets.sandbox import DEFAULT_MEMORY_LIMIT, run_contained
+from ctxkit.conformance.targets.worker_client import how_it_ended
 
 __all__ = ["verify"]
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ctxkit.conformance.child import Child, TargetUnusable
-from ctxkit.conformance.remote import RemoteError, RemoteManager
+from ctxkit.conformance.targets.remote import RemoteError, RemoteManager
+from ctxkit.conformance.targets.worker_client import Child, TargetUnusable
 from ctxkit.prefix import (
     AGENT_LOOP_STEPS,
     STABILITY_THRESHOLD,

@@ -3,7 +3,8 @@
 The model is a plain list of the messages added. Each rule is one thing an agent loop does
 (add a message, add a tool round, ask for a view, replace or clear the history, add from many
 tasks at once, pass bad input, edit what it got back), performed in the worker process. After
-each, the checks of :mod:`ctxkit.conformance.checks` run on what came back. A violation raises
+each, the checks of
+:mod:`ctxkit.conformance.judge.step_checks` run on what came back. A violation raises
 an exception of its property's own type, so Hypothesis shrinks each property's failure
 separately.
 
@@ -26,15 +27,13 @@ from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from ctxkit.conformance import checks
-from ctxkit.conformance.allow import Relaxations
-from ctxkit.conformance.child import Child, Reply, TargetUnusable, during
-from ctxkit.conformance.invariants import Violation, is_result, newest_user_message
-from ctxkit.conformance.properties import PROPERTIES
-from ctxkit.conformance.protocol import digest
-from ctxkit.conformance.shapes import is_call_item, reasoning_id
-from ctxkit.conformance.steps import Call, Check, Request
-from ctxkit.conformance.strategies import (
+from ctxkit.conformance.judge import step_checks as checks
+from ctxkit.conformance.judge.allow import Relaxations
+from ctxkit.conformance.judge.catalogue import PROPERTIES
+from ctxkit.conformance.judge.invariants import Violation, is_result, newest_user_message
+from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
+from ctxkit.conformance.judge.steps import Call, Check, Request
+from ctxkit.conformance.search.conversations import (
     SHAPES,
     BadMessage,
     Budget,
@@ -50,6 +49,8 @@ from ctxkit.conformance.strategies import (
     round_templates,
     texts,
 )
+from ctxkit.conformance.targets.protocol import digest
+from ctxkit.conformance.targets.worker_client import Child, Reply, TargetUnusable, during
 from ctxkit.tokens import REPLY_PRIMING
 
 __all__ = [

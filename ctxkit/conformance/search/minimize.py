@@ -25,10 +25,11 @@ from typing import Any
 
 from hypothesis.errors import UnsatisfiedAssumption
 
-from ctxkit.conformance import checks
-from ctxkit.conformance.child import TargetUnusable
-from ctxkit.conformance.invariants import Violation
-from ctxkit.conformance.machine import (
+from ctxkit.conformance.judge import step_checks as checks
+from ctxkit.conformance.judge.invariants import Violation
+from ctxkit.conformance.judge.steps import Call, Check, Request
+from ctxkit.conformance.search.conversations import Conversation, RoundTemplate
+from ctxkit.conformance.search.machine import (
     ConformanceMachine,
     PropertyFailure,
     RuleCall,
@@ -36,8 +37,7 @@ from ctxkit.conformance.machine import (
     TargetStopped,
     _in_stored_order,
 )
-from ctxkit.conformance.steps import Call, Check, Request
-from ctxkit.conformance.strategies import Conversation, RoundTemplate
+from ctxkit.conformance.targets.worker_client import TargetUnusable
 from ctxkit.tokens import REPLY_PRIMING
 
 __all__ = [
@@ -102,7 +102,7 @@ def minimize(
     session: Session, failure: PropertyFailure, restart: Callable[[], Any]
 ) -> PropertyFailure:
     """The smallest failure of the same property found by deleting steps (see the module
-    docstring). Raises :class:`~ctxkit.conformance.machine.DeadlineReached` if time runs out
+    docstring). Raises :class:`~ctxkit.conformance.search.machine.DeadlineReached` if time runs out
     (the caller keeps what it had)."""
     property_id = failure.property_id
     best = failure
@@ -193,7 +193,7 @@ def _with(args: dict[str, Any], key: str, items: list[Any]) -> dict[str, Any]:
 class CallShrinker:
     """A failure's calls made as few as they can be, then its views' budgets as large (see
     the module docstring). ``best`` is the smallest failure found so far: what stands when the
-    deadline (:class:`~ctxkit.conformance.machine.DeadlineReached`) ends the work early.
+    deadline (:class:`~ctxkit.conformance.search.machine.DeadlineReached`) ends the work early.
 
     A failure that is a hang is left as it is: each replay would wait out the timeout. A
     crash is shrunk like any other failure, each replay that crashes costing a restart; the

@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ctxkit.conformance.child import Child, TargetUnusable
-from ctxkit.conformance.strategies import RoundTemplate, Shape, in_shape
+from ctxkit.conformance.search.conversations import RoundTemplate, Shape, in_shape
+from ctxkit.conformance.targets.worker_client import Child, TargetUnusable
 
 __all__ = ["ShapeProbe", "probe_shapes"]
 

@@ -64,7 +64,7 @@ class CoordinatorUnavailable(Exception):
 
 
 class Recorder(Protocol):
-    """Where the events go: :class:`ctxkit.conformance.target.EventRecorder`."""
+    """Where the events go: :class:`ctxkit.conformance.targets.load.EventRecorder`."""
 
     async def emit(self, name: str, data: Any = None) -> None: ...
 

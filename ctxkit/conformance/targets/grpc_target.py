@@ -1,7 +1,7 @@
 """A context module served over gRPC (amplifier-core's ``ContextService``), as a Python
 target: ``ctxkit conformance grpc://HOST:PORT``.
 
-Each call is one RPC; messages cross as :mod:`ctxkit.conformance.grpc_messages` says. The
+Each call is one RPC; messages cross as :mod:`ctxkit.conformance.targets.grpc_messages` says. The
 service has no call that makes a fresh instance, so building a manager connects and calls
 ``Clear``: the module is checked as one long-lived instance, emptied between examples. The
 proto carries no provider: a request through a provider's defaults becomes a token budget
@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.conformance.grpc_messages import Crossing
+from ctxkit.conformance.targets.grpc_messages import Crossing
 
 __all__ = ["CONNECT_TIMEOUT_S", "GrpcContextManager", "RpcError", "address_of"]
 

@@ -22,7 +22,8 @@ What ``module:attr`` (or a file's ``attr``) names may take one of three forms
   :class:`~ctxkit.forms.SessionManager`. An object is one long-lived store, cleared before
   each example.
 
-A mount function gets the coordinator of :mod:`ctxkit.conformance.coordinator`: amplifier-core's
+A mount function gets the coordinator of
+:mod:`ctxkit.conformance.targets.coordinator`: amplifier-core's
 real one when it is installed, a stand-in otherwise (``CTXKIT_COORDINATOR`` picks).
 """
 
@@ -44,7 +45,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from ctxkit.conformance.coordinator import (
+from ctxkit.conformance.targets.coordinator import (
     CoordinatorUnavailable,
     coordinator_kind,
     make_coordinator,
@@ -98,7 +99,7 @@ class _NotFound(LoadError):
 
 class EventRecorder:
     """Every event the manager emits, as ``(name, data)`` in order: a mounted target's through
-    its coordinator's hooks (:mod:`ctxkit.conformance.coordinator`), a factory's as the
+    its coordinator's hooks (:mod:`ctxkit.conformance.targets.coordinator`), a factory's as the
     ``hooks`` keyword (this object itself)."""
 
     def __init__(self) -> None:
@@ -118,7 +119,7 @@ class or factory building one, or the store itself)."""
 class Target:
     """A loaded target: how to build a fresh manager, and whether its events can be seen.
 
-    A mount target is mounted on the coordinator :mod:`ctxkit.conformance.coordinator` makes
+    A mount target is mounted on the coordinator :mod:`ctxkit.conformance.targets.coordinator` makes
     (amplifier-core's when installed), as Amplifier's loader does: a truthy return of
     ``mount()`` is registered as a cleanup, and the module's ``async on_session_ready
     (coordinator)``, if it has one, runs after. :meth:`close` runs the cleanups.
@@ -152,7 +153,8 @@ class Target:
 
     def import_form(self) -> dict[str, Any] | None:
         """How a script builds this target by import, as plain data (the Python worker's
-        ``hello`` answers with it; :mod:`ctxkit.conformance.script` renders it): ``module``
+        ``hello`` answers with it;
+        :mod:`ctxkit.conformance.reports.reproducer` renders it): ``module``
         and ``attr`` to import, the ``kind`` of build (``session_object`` for a session
         store given as an object), whether it takes ``hooks``, whether the factory is awaited,
         and ``pythonpath``: the folder to put on ``PYTHONPATH`` when the module is importable
@@ -605,7 +607,7 @@ def _named_by(obj: Any) -> tuple[str, str] | None:
 
 
 def _grpc(spec: str, config: dict[str, Any]) -> Target:
-    """A ``ContextService`` served over gRPC (:mod:`ctxkit.conformance.grpc_target`)."""
+    """A ``ContextService`` served over gRPC (:mod:`ctxkit.conformance.targets.grpc_target`)."""
     import functools
 
     try:
@@ -616,7 +618,7 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
             f"{spec}: checking a gRPC module needs grpcio and amplifier-core: "
             "pip install 'ctxkit[grpc]'"
         ) from None
-    from ctxkit.conformance.grpc_target import GrpcContextManager, address_of
+    from ctxkit.conformance.targets.grpc_target import GrpcContextManager, address_of
 
     try:
         address = address_of(spec)

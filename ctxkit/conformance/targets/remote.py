@@ -3,7 +3,8 @@
 Reproducers for targets that are not Python objects (a JavaScript module, a ``--command``)
 open the target as the run did and call it with the contract's method names; each call is one
 protocol request. What the target raised comes back as :class:`RemoteError`; a hang, a crash
-or a broken channel as :class:`~ctxkit.conformance.child.TargetUnusable`, as in a run.
+or a broken channel as
+:class:`~ctxkit.conformance.targets.worker_client.TargetUnusable`, as in a run.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import atexit
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxkit.conformance.child import Child, Reply
-from ctxkit.conformance.invariants import ANNOTATION_KEYS
-from ctxkit.conformance.routes import Route
+from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
+from ctxkit.conformance.targets.routes import Route
+from ctxkit.conformance.targets.worker_client import Child, Reply
 
 __all__ = ["RemoteError", "RemoteManager"]
 

@@ -12,13 +12,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxkit.conformance.child import PYTHON_WORKER
+from ctxkit.conformance.targets.worker_client import PYTHON_WORKER
 
 __all__ = ["JS_SUFFIXES", "NODE_HARNESS", "Route", "RouteError", "route_for"]
 
 JS_SUFFIXES = (".mjs", ".js", ".cjs")
 
-NODE_HARNESS = Path(__file__).parent / "spec" / "harnesses" / "node" / "harness.mjs"
+NODE_HARNESS = Path(__file__).parent.parent / "spec" / "harnesses" / "node" / "harness.mjs"
 """The Node implementation of the protocol, shipped with ctxkit."""
 
 

@@ -1,6 +1,7 @@
 """The parent's side of the worker process: send an operation, wait at most ``timeout``.
 
-The worker runs contained (:mod:`ctxkit.conformance.sandbox`): in a session of its own under a
+The worker runs contained
+(:mod:`ctxkit.conformance.targets.sandbox`): in a session of its own under a
 supervisor that ends it and everything it started when it is closed, restarted, or when this
 process dies; with its address space capped and its output kept to a head and a tail.
 Requests and answers travel on two pipes of their own, each line framed by a random token per
@@ -26,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
-from ctxkit.conformance.protocol import EXIT_CHANNEL_LOST, FDS_VARIABLE, PROTOCOL_VERSION
-from ctxkit.conformance.sandbox import (
+from ctxkit.conformance.targets.protocol import EXIT_CHANNEL_LOST, FDS_VARIABLE, PROTOCOL_VERSION
+from ctxkit.conformance.targets.sandbox import (
     DEFAULT_MEMORY_LIMIT,
     OUTPUT_KEEP,
     Contained,

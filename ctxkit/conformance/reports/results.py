@@ -1,0 +1,80 @@
+"""What a run found, as data: a status per property and the verdict; the JSON report is
+this, written out (``conformance/report.schema.json`` is its schema)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["passed", "failed", "error", "skipped", "below"]
+"""``below``: an advisory property measured under its bar. ``failed`` always means a property
+that does not hold, with the steps that show it; an advisory one is a figure, not a fault."""
+
+
+@dataclass
+class PropertyResult:
+    id: str
+    level: str
+    status: Status = "skipped"
+    message: str = ""
+    counterexample: dict[str, Any] | None = None
+    reproducer: str | None = None
+    verified: bool | None = None
+    verification: str = ""
+    time_to_failure_s: float | None = None
+    figure: float | None = None
+    """An advisory property's measured value (cache_stability: the share of view tokens a
+    prompt cache could serve)."""
+
+
+@dataclass
+class Report:
+    target: str
+    verdict: Literal["pass", "fail", "error"]
+    seed: int
+    duration_s: float
+    properties: list[PropertyResult]
+    profile: str = "default"
+    allow: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    depth: dict[str, Any] = field(default_factory=dict)
+    """How far the run got: examples, steps, the largest history, searches, how it ended."""
+    strict: bool = False
+    """Recommended properties count like required ones (``--strict``)."""
+
+    def make_strict(self) -> None:
+        """Count recommended failures too: the verdict fails when one failed."""
+        self.strict = True
+        if self.verdict == "pass" and any(
+            p.level == "recommended" and p.status == "failed" for p in self.properties
+        ):
+            self.verdict = "fail"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "verdict": self.verdict,
+            "strict": self.strict,
+            "seed": self.seed,
+            "duration_s": round(self.duration_s, 3),
+            "profile": self.profile,
+            "allow": self.allow,
+            "depth": self.depth,
+            "properties": [
+                {
+                    "id": p.id,
+                    "level": p.level,
+                    "status": p.status,
+                    "message": p.message,
+                    "counterexample": p.counterexample,
+                    "reproducer": p.reproducer,
+                    "verified": p.verified,
+                    "verification": p.verification,
+                    "time_to_failure_s": (
+                        None if p.time_to_failure_s is None else round(p.time_to_failure_s, 3)
+                    ),
+                    "figure": p.figure,
+                }
+                for p in self.properties
+            ],
+        }

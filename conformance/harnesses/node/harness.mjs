@@ -97,6 +97,7 @@ const ADAPTERS = {
   "@langchain/core:trimMessages": ["adapters/langchain-trim-messages.mjs", "TrimMessagesLast"],
   "@langchain/core:trimMessages:first": ["adapters/langchain-trim-messages.mjs", "TrimMessagesFirst"],
   "ai:pruneMessages": ["adapters/ai-sdk-prune-messages.mjs", "PruneMessages"],
+  "@mastra/core:TokenLimiter": ["adapters/mastra-token-limiter.mjs", "TokenLimiter"],
 };
 
 function splitSpec(spec) {

@@ -205,6 +205,25 @@ _REASONING_CUT = Finding(
     "API rejects",
 )
 
+_TOOL_CALLS_DISCOUNTED = Finding(
+    "bug",
+    "counts each tool call's object input 12 tokens below its own text (an assistant message of "
+    "tool calls can count below zero), on top of an estimate of the text: a view can exceed the "
+    "budget, and the limiter its own limit",
+)
+_TRIPWIRE = Finding(
+    "design",
+    "refuses a request with a TripWire rather than send an empty prompt: when the history is "
+    "empty, when the system messages and its 24-token conversation overhead reach the limit, or "
+    "when no other message fits",
+)
+_BEST_FIT = Finding(
+    "design",
+    "trimMode 'best-fit' (the default) skips a message that does not fit, counted with 24 tokens "
+    "a conversation and 3.8 a message, and keeps older ones that do: the newest user message "
+    "can go while older messages stay ('contiguous' stops at the first that does not fit)",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -397,6 +416,18 @@ JS_ADAPTERS: tuple[JavaScriptAdapter, ...] = (
         "Vercel AI SDK pruneMessages: reasoning before the last message, tool calls before the "
         "last 2 messages, empty messages removed",
         findings={"budget": _BY_POSITION},
+    ),
+    JavaScriptAdapter(
+        "js:@mastra/core:TokenLimiter",
+        "@mastra/core",
+        "Mastra TokenLimiter (@mastra/core/processors), limit set to the budget, trimming the "
+        "prompt as an agent's request stage does (processLLMRequest, trimMode 'best-fit')",
+        findings={
+            "budget": _TOOL_CALLS_DISCOUNTED,
+            "lifecycle": _TRIPWIRE,
+            "preservation": _BEST_FIT,
+        },
+        bug_report="ctxkit.adapters.mastra:bug_report",
     ),
 )
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from ctxkit.conformance.reports.results import Report
 from ctxkit.conformance.runner import RunOptions, run
+from tests.schemas import valid
 
 SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 
@@ -16,7 +17,9 @@ SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0
 @functools.cache
 def checked(target: str, implementation: str | None = None) -> Report:
     """One short run per target (and route), shared by the tests that look at it."""
-    return run(RunOptions(target=target, implementation=implementation, **SHORT))
+    report = run(RunOptions(target=target, implementation=implementation, **SHORT))
+    valid("report", report.to_json())
+    return report
 
 
 def assert_judged(report: Report, own_part: set[str], findings: Mapping[str, object]) -> None:

@@ -15,6 +15,7 @@ import pytest
 from ctxkit.cli import main
 from ctxkit.conformance.targets.load import ContractError, LoadError, load_target
 from ctxkit.prefix import STABILITY_THRESHOLD
+from tests.schemas import valid
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5"]
@@ -162,7 +163,7 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS: every required property holds" in done.stdout
     assert "seed 5" in done.stderr
-    data = json.loads(report.read_text())
+    data = valid("report", json.loads(report.read_text()))
     assert set(data) >= {"target", "verdict", "seed", "duration_s", "properties"}
     assert data["verdict"] == "pass"
     assert data["seed"] == 5
@@ -228,7 +229,9 @@ def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
     assert "tool_pair_integrity failed: view[" in done.stdout
     assert "no assistant message in the view calls" in done.stdout
     (failure,) = [
-        p for p in json.loads(report.read_text())["properties"] if p["status"] == "failed"
+        p
+        for p in valid("report", json.loads(report.read_text()))["properties"]
+        if p["status"] == "failed"
     ]
     assert failure["counterexample"]["messages"] <= 10  # shrunk from dozens
     script = tmp_path / "repro.py"
@@ -457,7 +460,7 @@ def test_a_recommended_failure_fails_junit_and_the_exit_code_only_with_strict(tm
             target, *FAST, "--junit", str(junit), "--report-json", str(report),
             *(["--strict"] if strict else []),
         )  # fmt: skip
-        written = json.loads(report.read_text())
+        written = valid("report", json.loads(report.read_text()))
         budget = next(p for p in written["properties"] if p["id"] == "budget")
         assert budget["status"] == "failed", done.stdout
         suite = ElementTree.parse(junit).getroot()

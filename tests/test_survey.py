@@ -18,6 +18,7 @@ import pytest
 from ctxkit.survey.matrix import Cell, Finding, Matrix, Row
 from ctxkit.survey.render import to_html, to_markdown
 from ctxkit.survey.run import Progress
+from tests.schemas import valid
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def test_a_survey_writes_the_matrix_in_three_formats(surveyed):
     out, done = surveyed
     assert done.returncode == 1, done.stderr  # one target fails, one cannot be checked
     assert "[3/3]" in done.stderr  # progress, one line per finished target off a terminal
-    matrix = json.loads((out / "matrix.json").read_text())
+    matrix = valid("matrix", json.loads((out / "matrix.json").read_text()))
     rows = {row["target"]: row for row in matrix["rows"]}
     assert list(rows) == TARGETS  # the order asked for, whatever order they finished in
     assert rows["tests.zoo.base:GoodManager"]["verdict"] == "pass"
@@ -326,3 +327,41 @@ def test_an_adapter_named_as_a_target_is_surveyed_like_a_discovered_one():
     plain = named_subject("tests.zoo.base:GoodManager")
     assert plain.library is None or plain.library == ""
     assert not plain.findings
+
+
+def test_the_schemas_refuse_what_a_reader_could_not_trust():
+    """The report and matrix schemas bite: a report of another version, or a cell whose status
+    no reader knows, is refused (so the validations above mean something)."""
+    from jsonschema import ValidationError
+
+    from tests.schemas import validator
+
+    report = {
+        "version": 2,
+        "tool": "ctxkit conformance",
+        "target": "t",
+        "verdict": "pass",
+        "strict": False,
+        "seed": 1,
+        "duration_s": 0.1,
+        "profile": "quick",
+        "allow": [],
+        "depth": {},
+        "properties": [],
+    }
+    with pytest.raises(ValidationError):
+        validator("report").validate(report)
+    report["version"] = 1
+    validator("report").validate(report)
+    matrix = Matrix(
+        rows=[Row(target="t", cells={"p": Cell("passed", "required")})],
+        created="now",
+        ctxkit_version="0",
+        machine="m",
+        profile="quick",
+        seed=1,
+    )
+    data = valid("matrix", matrix.to_json())
+    data["rows"][0]["cells"]["p"]["status"] = "fine"
+    with pytest.raises(ValidationError):
+        validator("matrix").validate(data)

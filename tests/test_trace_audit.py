@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,15 +21,9 @@ from ctxkit.audit.genai import content_hint, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.windows import context_window
 from tests.audit_fleet import Conversation, body_lines, fleet, otlp_lines
+from tests.schemas import valid
 
 CLI = [sys.executable, "-m", "ctxkit", "audit"]
-
-
-SCHEMA = json.loads(
-    (
-        Path(__file__).resolve().parent.parent / "conformance" / "audit-report.schema.json"
-    ).read_text()
-)
 
 
 def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str]:
@@ -46,7 +39,7 @@ def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str
     )
     assert "Traceback" not in done.stderr, done.stderr
     written = json.loads(report.read_text())
-    jsonschema.validate(written, SCHEMA)
+    valid("audit-report", written)
     return done.returncode, written, done.stdout
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -31,8 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ctxkit.audit.otlp import _hex_ids_to_base64
 from tests.audit_fleet import fleet, otlp_lines
 from tests.ports import free_port
+from tests.schemas import valid
 from tests.system import require_binary
-from tests.test_trace_audit import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +48,7 @@ class Receiver:
         self.process.terminate()
         self.process.wait(timeout=30)
         written = json.loads(self.report.read_text())
-        jsonschema.validate(written, SCHEMA)
+        valid("audit-report", written)
         return written
 
     def metric(self, name: str) -> float:

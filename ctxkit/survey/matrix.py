@@ -13,7 +13,11 @@ from typing import Any
 
 from ctxkit.conformance.judge.catalogue import PROPERTIES
 
-__all__ = ["Cell", "Finding", "Matrix", "Row", "row_from_report", "slug"]
+__all__ = ["MATRIX_VERSION", "Cell", "Finding", "Matrix", "Row", "row_from_report", "slug"]
+
+MATRIX_VERSION = 1
+"""The matrix JSON's ``version`` (schema: ``conformance/matrix.schema.json``): raised when a
+field changes meaning or goes away; new fields may appear without it."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Matrix:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "version": MATRIX_VERSION,
+            "tool": "ctxkit survey",
             "created": self.created,
             "ctxkit": self.ctxkit_version,
             "machine": self.machine,

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+REPORT_VERSION = 1
+"""The JSON report's ``version``: raised when a field changes meaning or goes away; new fields
+may appear without it."""
+
 Status = Literal["passed", "failed", "error", "skipped", "below"]
 """``below``: an advisory property measured under its bar. ``failed`` always means a property
 that does not hold, with the steps that show it; an advisory one is a figure, not a fault."""
@@ -52,6 +56,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "version": REPORT_VERSION,
+            "tool": "ctxkit conformance",
             "target": self.target,
             "verdict": self.verdict,
             "strict": self.strict,

@@ -20,7 +20,7 @@ from ctxkit.conformance.judge.parts import is_result
 from ctxkit.conformance.search.conversations import SHAPES, RoundTemplate, conversation_plans
 from ctxkit.shapes import group_units, validate_history
 from ctxkit.shapes.repair import repair
-from ctxkit.telemetry import PrometheusMetrics, ViewRefused, instrument
+from ctxkit.telemetry import PrometheusMetrics, ViewRefused, guard, instrument
 from tests.telemetry_cases import Recorder
 from tests.zoo.forms import LimitSession, keep_last_messages
 from tests.zoo.shapes import DropsReasoning, DropsThinking
@@ -714,3 +714,90 @@ def test_a_view_that_is_not_a_list_of_messages_is_refused_without_a_rule():
         asyncio.run(run())
     assert refused.value.rule == ""
     assert refused.value.provider_error == ""
+
+
+# -- guard(): the same guard for a function, returned as a function --------------------------
+
+
+def _histories() -> list[list[dict[str, Any]]]:
+    """The history after each step of the agent above: what a framework passes a function."""
+    histories, history = [], []
+    for step in _agent_steps():
+        history = history + step
+        histories.append(copy.deepcopy(history))
+    return histories
+
+
+def _last_four(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A deliberately broken trimmer: the newest four messages, whatever pair that splits."""
+    return copy.deepcopy(messages[-4:])
+
+
+async def _last_four_async(
+    messages: list[dict[str, Any]], token_budget: int | None = None
+) -> list[dict[str, Any]]:
+    await asyncio.sleep(0)
+    return _last_four(messages)
+
+
+def test_a_guarded_function_repairs_what_it_splits_and_counts_it_in_prometheus():
+    registry = CollectorRegistry()
+    safe = guard(_last_four, on_violation="repair")
+    safe.bus.subscribe(PrometheusMetrics(registry))
+    recorder = Recorder(safe.bus)
+    assert safe.__name__ == "_last_four"
+    assert safe.__wrapped__ is _last_four
+    broken = 0
+    for history in _histories():
+        plain, view = _last_four(history), safe(history)
+        assert _broken(history, view) == []
+        if _broken(history, plain):
+            broken += 1
+            _removal(plain, view, history)
+        else:
+            assert view == plain
+    assert broken >= 2
+    assert safe.repaired == broken
+    assert safe.refused == 0
+    assert registry.get_sample_value("ctxkit_views_guarded_total", {"action": "repaired"}) == broken
+    assert len(recorder.of(events.VIEW_GUARDED)) == broken
+    assert {v["conversation_id"] for v in recorder.of(events.INVARIANT_VIOLATION)} == {
+        safe.conversation_id
+    }
+
+
+def test_a_guarded_async_function_refuses_naming_the_rule_and_keeps_its_arguments():
+    safe = guard(_last_four_async, on_violation="raise", conversation_id="c-1")
+    histories = _histories()
+    clean = next(h for h in histories if not _broken(h, _last_four(h)))
+    assert asyncio.run(safe(clean, token_budget=100)) == _last_four(clean)
+    split = next(h for h in histories if _broken(h, _last_four(h)))
+    with pytest.raises(ViewRefused) as refused:
+        asyncio.run(safe(split, token_budget=100))
+    assert refused.value.rule == "openai.result_has_call"
+    assert refused.value.ids
+    assert "_last_four_async" in str(refused.value)
+    assert safe.refused == 1
+
+
+def test_a_sync_guard_inside_a_running_event_loop_delivers_its_events_before_returning():
+    """LangGraph and pydantic-ai call sync hooks from async code: the guard must not need
+    the loop (no asyncio.run inside it) and its sync subscribers see the events at once."""
+    safe = guard(_last_four, on_violation="log")
+    recorder = Recorder(safe.bus)
+    split = next(h for h in _histories() if _broken(h, _last_four(h)))
+
+    async def agent() -> list[dict[str, Any]]:
+        view = safe(split)
+        assert recorder.of(events.INVARIANT_VIOLATION), "delivered before the call returned"
+        return view
+
+    assert asyncio.run(agent()) == _last_four(split)  # log: the view as the function made it
+    assert recorder.of(events.VIEW_GUARDED) == []
+
+
+def test_guard_refuses_a_wrong_mode_or_something_that_is_not_a_function():
+    with pytest.raises(ValueError, match="'log', 'raise', 'repair'"):
+        guard(_last_four, on_violation="fix")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="function over the message list"):
+        guard([1, 2])  # type: ignore[arg-type]

@@ -7,6 +7,8 @@
 * :func:`instrument`: the same events for any manager that follows the protocol; with
   ``on_violation="raise"`` or ``"repair"``, a guard that never lets a view a provider would
   reject through (:class:`ViewRefused`).
+* :func:`guard`: that guard for a function over the message list, returned as a function
+  with the same arguments.
 
 Example::
 
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxkit.telemetry.instrument import InstrumentedManager, ViewRefused, instrument
+from ctxkit.telemetry.guard import ViewRefused, guard
+from ctxkit.telemetry.instrument import InstrumentedManager, instrument
 from ctxkit.telemetry.prometheus import (
     CannotServeMetrics,
     MetricsPortInUse,
@@ -40,6 +43,7 @@ __all__ = [
     "PrometheusMetrics",
     "ViewRefused",
     "configure_otlp",
+    "guard",
     "instrument",
     "serve_metrics",
 ]

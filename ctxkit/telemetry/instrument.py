@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ctxkit import events
 from ctxkit.conformance.judge.invariants import (
@@ -51,7 +50,13 @@ from ctxkit.messages import copy_message, text_of
 from ctxkit.prefix import PrefixTracker
 from ctxkit.reference.manager import provider_budget
 from ctxkit.reference.planner import Spans
-from ctxkit.shapes.repair import Change, repair
+from ctxkit.telemetry.guard import (
+    ON_VIOLATION,
+    OnViolation,
+    ViewRefused,
+    judge_view,
+    violation_event,
+)
 from ctxkit.telemetry.names import REQUIRED_PROPERTIES
 from ctxkit.tokens import DEFAULT_ENCODING, REPLY_PRIMING, MessageCost, TokenCounter
 
@@ -63,64 +68,6 @@ STRATEGY = "external"
 """The ``strategy`` of compactions detected in a wrapped manager."""
 
 _SYNTHETIC_COSTS_KEPT = 256
-
-OnViolation = Literal["log", "raise", "repair"]
-ON_VIOLATION: tuple[OnViolation, ...] = ("log", "raise", "repair")
-"""What :func:`instrument` does with a view that breaks a provider's per-view rules."""
-
-
-class ViewRefused(RuntimeError):
-    """A guarded manager returned a view its provider would refuse (``on_violation="raise"``,
-    or ``"repair"`` when no repair makes it valid). The wrapped manager is left as it was.
-
-    Attributes: ``rule`` (the first provider rule broken, e.g. ``openai.calls_answered``;
-    ``""`` when the break names none, such as a view entry that is not a message dict),
-    ``provider_error`` (the error text the provider answers it with), ``rules`` (every rule
-    broken), ``ids`` (the call ids involved), ``violations`` (each break as the checks found
-    it: a sentence naming the view's message indices)."""
-
-    def __init__(
-        self, manager: str, violations: Sequence[Violation], *, repaired: bool = False
-    ) -> None:
-        self.violations = tuple(violations)
-        self.rules = tuple(dict.fromkeys(v.rule for v in self.violations if v.rule))
-        self.rule = self.rules[0] if self.rules else ""
-        first = next((v for v in self.violations if v.rule == self.rule), self.violations[0])
-        self.ids = tuple(dict.fromkeys(i for v in self.violations for i in v.ids))
-        self.provider_error = _filled(first) if first.rule else ""
-        what = "could not repair a view" if repaired else "refused a view"
-        broke = f", breaking {self.rule}" if self.rule else ""
-        answer = (
-            f" (the provider answers: {self.provider_error})"
-            if self.provider_error and first.provider_error not in first.message
-            else ""
-        )
-        more = len(self.violations) - 1
-        super().__init__(
-            f"instrument() {what} of {manager} that the provider would reject{broke}: "
-            f"{first.message}{answer}" + (f"; and {more} more" if more else "")
-        )
-
-
-class _Blanks(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def _filled(violation: Violation) -> str:
-    """The provider's error for a violation, with the call ids and the message index it
-    names filled in where the text has a place for them."""
-    at = re.search(r"view\[(\d+)\]", violation.message)
-    first = violation.ids[0] if violation.ids else None
-    known = {
-        "ids": ", ".join(violation.ids) or None,
-        "id": first,
-        "call_id": first,
-        "index": at.group(1) if at else None,
-    }
-    return violation.provider_error.format_map(
-        _Blanks({k: v for k, v in known.items() if v is not None})
-    )
 
 
 def instrument(
@@ -550,59 +497,29 @@ class InstrumentedManager:
             await self._check_stored(check_non_destructive)
 
     async def _guard(self, view: Any) -> tuple[Any, bool]:
-        """The view a guard lets through, and whether it checked it. A view that breaks a
-        provider's per-view rules is reported as in ``"log"`` mode, then refused
-        (:class:`ViewRefused`) or repaired; a repair is checked again, and refused if it
-        still breaks them (a message the repair cannot read)."""
+        """The view a guard lets through, and whether it checked it (:func:`~ctxkit.telemetry.
+        guard.judge_view`). A view that breaks a provider's per-view rules is reported as in
+        ``"log"`` mode, then refused (:class:`ViewRefused`) or repaired."""
         if not isinstance(view, Sequence) or isinstance(view, str | bytes):
             return view, False  # not a list of messages: nothing to check it as
-        history = self._index.messages
         try:
-            found = check_tool_pairs(view) + check_attachments(history, view)
+            verdict = judge_view(view, self._index.messages, self.on_violation)
         except Exception:  # a bug in a check must not break the agent
             log.warning("instrument(): could not check a view", exc_info=True)
             return view, False
-        if not found:
+        if verdict.action is None:
             return view, True
-        await self._report(found)
-        name = type(self.manager).__name__
-        if self.on_violation == "repair":
-            fixed = repair(view, history)
-            if not (check_tool_pairs(fixed.view) + check_attachments(history, fixed.view)):
-                await self._publish_guard("repaired", found, view, fixed.view, fixed.changes)
-                return fixed.view, True
-            await self._publish_guard("refused", found, view, view, ())
-            raise ViewRefused(name, found, repaired=True)
-        await self._publish_guard("refused", found, view, view, ())
-        raise ViewRefused(name, found)
-
-    async def _publish_guard(
-        self,
-        action: str,
-        found: Sequence[Violation],
-        view: Sequence[Any],
-        sent: Sequence[Any],
-        changes: Sequence[Change],
-    ) -> None:
-        if action == "repaired":
+        await self._report(list(verdict.found))
+        if verdict.action == "repaired":
             self.repaired += 1
         else:
             self.refused += 1
-        dropped = [c for c in changes if c.action == "dropped"]
-        await self._publish(
-            events.VIEW_GUARDED,
-            action=action,
-            rules=list(dict.fromkeys(v.rule for v in found if v.rule)),
-            violations=len(found),
-            ids=list(dict.fromkeys(i for v in found for i in v.ids)),
-            changes=[c.as_dict() for c in changes],
-            dropped_calls=sum(c.what == "call" for c in dropped),
-            dropped_results=sum(c.what == "result" for c in dropped),
-            dropped_messages=len({c.index for c in dropped if c.whole}),
-            restored=sum(c.action == "restored" for c in changes),
-            messages_before=len(view),
-            message_count=len(sent),
-        )
+        await self._publish(events.VIEW_GUARDED, **verdict.event(len(view)))
+        if verdict.action == "refused":
+            raise ViewRefused(
+                type(self.manager).__name__, verdict.found, repaired=verdict.repair_failed
+            )
+        return verdict.view, True
 
     async def _check_stored(self, check: Any) -> None:
         stored = await _call(self.manager.get_messages)
@@ -622,12 +539,7 @@ class InstrumentedManager:
                 f" ids {', '.join(violation.ids)}" if violation.ids else "",
                 violation.message,
             )
-            await self._publish(
-                events.INVARIANT_VIOLATION,
-                property=violation.property,
-                message=violation.message,
-                ids=list(violation.ids),
-            )
+            await self._publish(events.INVARIANT_VIOLATION, **violation_event(violation))
 
     async def _publish(self, name: str, **data: Any) -> None:
         data["conversation_id"] = self.conversation_id

@@ -1,0 +1,325 @@
+"""The Google ADK adapter, checked from an environment of its own (google-adk caps
+OpenTelemetry at 1.44 and google-genai below 3, which dev is past): Gemini contents go into a
+real ADK session and come back unchanged; the view is ContextFilterPlugin's own cut of the
+history's contents, after a real Runner's whole request pipeline; every option reaches the
+plugin exactly as written (None included) or is refused with a sentence naming the known ones;
+a brief run judges ADK's part (pairs stay whole: the plugin moves its cut left to keep a
+response's call) and finds what it is: invocations counted, not tokens (design), and a system
+reminder passed as a user's turn (the adapter's limit). The environment is .venvs/google-adk
+(made by .ci/run), or CTXKIT_ADK_PYTHON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.adapters import by_name
+from ctxkit.adapters.reports import history_before_view
+from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.search.conversations import conversations
+from ctxkit.survey.subjects import subjects_in
+from tests.adapter_runs import SHORT, assert_judged, checked
+from tests.processes import json_lines
+from tests.system import missing
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "google_adk:context_filter"
+ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
+"""The adapter's own part: ctxkit keeps the history; ADK only ever sees a copy."""
+ADK_PART = {"tool_pair_integrity", "ordering", "determinism"}
+"""ADK's part that holds: its cut keeps pairs whole and order, the same way every time."""
+
+
+def _python() -> str:
+    path = os.environ.get("CTXKIT_ADK_PYTHON") or str(ROOT / ".venvs/google-adk/bin/python")
+    if not Path(path).exists():
+        reason = f"no Google ADK environment at {path}: python3 -m venv .venvs/google-adk && "
+        missing(reason + ".venvs/google-adk/bin/pip install -e '.[google-adk]'")
+    return path
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    return _python()
+
+
+# Answers each JSON line {"history", "options"} with what the adapter stores and sends, and what
+# ContextFilterPlugin alone makes of the history's contents (its before_model_callback on an
+# LlmRequest, the Content objects mapped back to the history messages they were made from).
+_VIEWS = """
+import asyncio, json, sys
+from google.adk.models.llm_request import LlmRequest
+from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
+from google.genai import types
+from ctxkit.adapters.google_adk import ContextFilter
+
+async def answer(case):
+    history, options = case["history"], case.get("options", {})
+    try:
+        adapter = ContextFilter(**options)
+        await adapter.set_messages(history)
+        stored = await adapter.get_messages()
+        view = await adapter.get_messages_for_request(token_budget=case.get("budget"))
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    lead = 0
+    while lead < len(history) and "parts" not in history[lead]:
+        lead += 1
+    if any("parts" not in m for m in history[lead:]) or "custom_filter" in options:
+        return {"stored": stored, "view": view}  # no reminders in Gemini contents
+    made = [(types.Content.model_validate(m), m) for m in history[lead:]]
+    for content, _ in made:
+        content.role = content.role or "user"  # the Gemini API's default
+    request = LlmRequest(contents=[content for content, _ in made])
+    plugin = ContextFilterPlugin(**{"num_invocations_to_keep": 3, **options})
+    await plugin.before_model_callback(callback_context=None, llm_request=request)
+    source = {id(content): message for content, message in made}
+    alone = history[:lead] + [source[id(content)] for content in request.contents]
+    return {"stored": stored, "view": view, "plugin": alone}
+
+for line in sys.stdin:
+    print(json.dumps(asyncio.run(answer(json.loads(line)))), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def views(python):
+    with json_lines([python, "-c", _VIEWS]) as ask:
+        yield ask
+
+
+def _without_reminders(history: list[dict]) -> list[dict]:
+    """The history less its mid-conversation system messages (still a valid history)."""
+    lead = 0
+    while lead < len(history) and "parts" not in history[lead]:
+        lead += 1
+    return history[:lead] + [m for m in history[lead:] if "parts" in m]
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversations(shapes=("gemini",)))
+def test_gemini_contents_go_into_an_adk_session_and_come_back_unchanged(views, history):
+    answer = views({"history": history, "options": {"num_invocations_to_keep": None}})
+    assert answer["stored"] == history
+    assert answer["view"] == history  # nothing trimmed: ADK's pipeline changes nothing
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversations(shapes=("gemini",)).map(_without_reminders), st.sampled_from([1, 2, 3]))
+def test_the_view_is_the_plugins_own_cut_after_the_runners_whole_pipeline(views, history, keep):
+    answer = views({"history": history, "options": {"num_invocations_to_keep": keep}})
+    assert answer["view"] == answer["plugin"]
+
+
+HISTORY = [
+    {"role": "system", "content": "You are a careful agent. {not_state}"},
+    {"role": "user", "parts": [{"text": "list the files"}]},
+    {"role": "model", "parts": [{"functionCall": {"id": "call_1", "name": "ls", "args": {}}}]},
+    {
+        "role": "user",
+        "parts": [{"functionResponse": {"id": "call_1", "name": "ls", "response": {"out": "a"}}}],
+    },
+    {"role": "model", "parts": [{"text": "a"}]},
+    {"role": "user", "parts": [{"text": "and the tests?"}]},
+    {"role": "model", "parts": [{"function_call": {"name": "ls", "args": {"d": "tests"}}}]},
+    {"role": "user", "parts": [{"function_response": {"name": "ls", "response": {"out": "t"}}}]},
+    {"role": "model", "parts": [{"text": "t"}]},
+    {"parts": [{"text": "thanks"}]},
+]
+
+
+def test_the_system_prompt_is_the_agents_instruction_and_survives_every_cut(views):
+    # braces in it are no session state: the instruction is a function, which ADK leaves alone
+    answer = views({"history": HISTORY, "options": {"num_invocations_to_keep": 1}})
+    assert answer["view"] == [HISTORY[0], HISTORY[-1]]
+
+
+def test_the_cut_moves_left_to_keep_a_function_response_with_its_call(views):
+    """The plugin keeps the last N invocations, each starting at a user's text; a cut that
+    would keep a response with an id without its call moves left (here it never needs to:
+    a Gemini response follows its call, inside the invocation)."""
+    answer = views({"history": HISTORY[:-1], "options": {"num_invocations_to_keep": 1}})
+    assert answer["view"] == [HISTORY[0], *HISTORY[5:9]]
+
+
+def test_a_content_without_visible_parts_is_left_out_by_adks_pipeline(views):
+    empty = {"role": "user", "parts": [{"text": ""}]}
+    answer = views({"history": [*HISTORY, empty], "options": {"num_invocations_to_keep": None}})
+    assert answer["view"] == HISTORY
+
+
+# -- options ---------------------------------------------------------------------------------
+
+_BUILT = """
+import json, sys
+from ctxkit.adapters.google_adk import ContextFilter
+
+answers = []
+for options in json.load(sys.stdin):
+    try:
+        plugin = ContextFilter(**options).plugin
+    except Exception as exc:
+        answers.append({"error": f"{type(exc).__name__}: {exc}"})
+        continue
+    custom = plugin._custom_filter
+    answers.append({
+        "num_invocations_to_keep": plugin._num_invocations_to_keep,
+        "custom_filter": None if custom is None else f"{custom.__module__}:{custom.__qualname__}",
+        "name": plugin.name,
+        "remove_amount": plugin._remove_amount,
+    })
+print(json.dumps(answers))
+"""
+
+DEFAULT = {
+    "num_invocations_to_keep": 3,
+    "custom_filter": None,
+    "name": "context_filter_plugin",
+    "remove_amount": 1,
+}
+OPTION_CASES = [
+    ({}, DEFAULT),
+    ({"num_invocations_to_keep": 1}, {**DEFAULT, "num_invocations_to_keep": 1}),
+    ({"num_invocations_to_keep": None}, {**DEFAULT, "num_invocations_to_keep": None}),
+    ({"num_invocations_to_keep": "2"}, {**DEFAULT, "num_invocations_to_keep": "2"}),
+    ({"custom_filter": "builtins:list"}, {**DEFAULT, "custom_filter": "builtins:list"}),
+    ({"custom_filter": None}, DEFAULT),
+    ({"name": "trim"}, {**DEFAULT, "name": "trim"}),
+    ({"name": None}, {**DEFAULT, "name": None}),
+    ({"remove_amount": 2}, {**DEFAULT, "remove_amount": 2}),
+    ({"remove_amount": 0}, "ValueError: remove_amount must be at least 1"),
+    ({"remove_amount": None}, "TypeError: '<' not supported between instances of 'NoneType'"),
+    ({"custom_filter": "list"}, "TypeError: custom_filter must be a function or 'module:attr'"),
+    (
+        {"window": 3},
+        "TypeError: google_adk:context_filter (ContextFilterPlugin) has no option 'window'; its "
+        "options are num_invocations_to_keep, custom_filter, name, remove_amount",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def built(python) -> list[dict]:
+    """What each of OPTION_CASES built in the ADK environment: the plugin's settings, or the
+    error that refused the options."""
+    done = subprocess.run(
+        [python, "-c", _BUILT],
+        input=json.dumps([options for options, _ in OPTION_CASES]),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("case", range(len(OPTION_CASES)), ids=[str(o) for o, _ in OPTION_CASES])
+def test_each_option_reaches_the_plugin_exactly_as_written_or_is_refused(built, case):
+    want, got = OPTION_CASES[case][1], built[case]
+    if isinstance(want, str):  # refused, by ADK (the value reached it) or by the adapter
+        assert got.get("error", "").startswith(want), got
+    else:
+        assert got == want
+
+
+def test_a_keep_the_plugin_cannot_compare_is_logged_by_adk_and_nothing_is_cut(views):
+    answer = views({"history": HISTORY, "options": {"num_invocations_to_keep": "1"}})
+    assert answer["view"] == HISTORY  # ADK catches the filter's error and sends everything
+
+
+def test_a_custom_filter_replaces_the_contents_after_the_cut(views):
+    options = {"num_invocations_to_keep": 1, "custom_filter": "builtins:list"}
+    answer = views({"history": HISTORY, "options": options})
+    assert answer["view"] == [HISTORY[0], HISTORY[-1]]
+
+
+def test_remove_amount_waits_for_that_many_extra_invocations_before_cutting(views):
+    two = HISTORY[:-1]  # two invocations
+    kept = views({"history": two, "options": {"num_invocations_to_keep": 1, "remove_amount": 2}})
+    assert kept["view"] == two
+    cut = views({"history": HISTORY, "options": {"num_invocations_to_keep": 1, "remove_amount": 2}})
+    assert cut["view"] == [HISTORY[0], HISTORY[-1]]
+
+
+def test_the_cli_refuses_an_unknown_option_with_exit_2_naming_the_known_ones(python):
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "ctxkit", "conformance", NAME, "--config", '{"window": 3}'),
+            *("--command", f"{python} -m ctxkit.conformance.worker"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "has no option 'window'; its options are num_invocations_to_keep" in done.stderr
+
+
+def test_messages_in_other_shapes_are_refused_and_plain_text_taken(views):
+    chat = [{"role": "assistant", "content": None, "tool_calls": []}]
+    assert views({"history": chat})["error"].startswith("InvalidMessage")
+    unknown = [{"role": "user", "parts": [{"text": "hi", "colour": "red"}]}]
+    assert "is not a google.genai Content" in views({"history": unknown})["error"]
+    plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    answer = views({"history": plain, "options": {"num_invocations_to_keep": None}})
+    assert answer["view"] == plain
+
+
+# -- the suite's judgement ------------------------------------------------------------------
+
+
+def test_a_brief_run_judges_the_adapter_and_adk_and_finds_invocations_counted(python):
+    report = checked(NAME, f"{python} -m ctxkit.conformance.worker")
+    assert report.depth["shapes"] == ["gemini"]
+    statuses = {p.id: p.status for p in report.properties}
+    assert all(statuses[p] == "passed" for p in ADK_PART), statuses
+    assert_judged(report, ADAPTER_PART, by_name(NAME).findings)
+    (budget,) = [p for p in report.properties if p.id == "budget"]
+    assert budget.status == "failed"  # a plugin that counts invocations meets a small budget
+    assert "tokens, over the budget of" in budget.message
+
+
+def test_a_reminder_is_a_users_turn_to_the_plugin_and_can_push_the_question_out(views):
+    reminder = {"role": "system", "content": "Reminder: run the tests"}
+    history = [*HISTORY, {"role": "model", "parts": [{"text": "done"}]}, reminder]
+    answer = views({"history": history, "options": {"num_invocations_to_keep": 1}})
+    assert answer["view"] == [HISTORY[0], reminder]  # "thanks" and its answer are cut
+
+
+def test_a_run_keeping_one_invocation_finds_a_reminder_cut_or_kept_as_a_users_turn(python):
+    quick = {**SHORT, "max_examples": 30, "shrink_seconds": 1.0}
+    report = run(
+        RunOptions(
+            target=NAME,
+            implementation=f"{python} -m ctxkit.conformance.worker",
+            config={"num_invocations_to_keep": 1},
+            stability_steps=0,
+            **quick,
+        )
+    )
+    assert_judged(report, ADAPTER_PART | ADK_PART, by_name(NAME).findings)
+    (kept,) = [p for p in report.properties if p.id == "preservation"]
+    assert kept.status == "failed", kept.message
+    history, _ = history_before_view(kept.counterexample["trace"])
+    roles = [m.get("role") for m in history]
+    first = next(i for i, role in enumerate(roles) if role != "system")
+    assert "system" in roles[first:], history  # a reminder, which the plugin counted a user's
+
+
+def test_the_survey_finds_the_adapter_installed_in_the_other_environment(python):
+    found = {s.target: s for s in subjects_in(python, skip=set())}
+    subject = found[NAME]
+    assert subject.python == python
+    assert subject.version.split(".")[0] >= "2"
+    assert subject.findings["budget"].kind == "design"
+    assert subject.findings["preservation"].kind == "adapter"

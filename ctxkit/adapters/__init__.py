@@ -224,6 +224,20 @@ _BEST_FIT = Finding(
     "can go while older messages stay ('contiguous' stops at the first that does not fit)",
 )
 
+_COUNTS_INVOCATIONS = Finding(
+    "design",
+    "counts invocations (a run of user messages and the turns after it), not tokens: the "
+    "request's budget plays no part, and without num_invocations_to_keep (the plugin's default) "
+    "nothing is trimmed",
+)
+_REMINDERS_START_INVOCATIONS = Finding(
+    "adapter",
+    "Gemini contents have no system role: the adapter passes a mid-conversation system message "
+    "as a user text content, which ContextFilterPlugin counts as a user's turn, so it is cut "
+    "with its invocation, and one after the newest question can push that question out",
+    allow="dropped-system",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
         "langchain:trim_messages",
@@ -370,6 +384,16 @@ ADAPTERS: tuple[Adapter, ...] = (
             "preservation": _LIMIT_CUTS_QUESTION,
         },
         bug_report="ctxkit.adapters.openai_agents:bug_report",
+    ),
+    Adapter(
+        "google_adk:context_filter",
+        "ctxkit.adapters.google_adk:ContextFilter",
+        "google-adk",
+        "google-adk",
+        "google.adk ContextFilterPlugin (num_invocations_to_keep 3) in a real App and Runner "
+        "over an in-memory session of Gemini contents; the view is what the agent's model is sent",
+        findings={"budget": _COUNTS_INVOCATIONS, "preservation": _REMINDERS_START_INVOCATIONS},
+        apart=True,
     ),
 )
 

@@ -46,6 +46,7 @@ from ctxkit.reference.memory import (
 )
 from ctxkit.reference.memory import database as memory_database
 from ctxkit.reference.memory import search as memory_search
+from ctxkit.reference.memory import semantic as memory_semantic
 from ctxkit.reference.memory.search import idf
 from ctxkit.workload import Workload
 
@@ -146,6 +147,48 @@ def test_store_many_is_one_transaction_and_keeps_order():
         assert await memory.count() == 3  # the valid one was not stored either
         assert await memory.store_many([]) == []
         memory.close()
+
+    run(scenario())
+
+
+def test_a_batch_is_inserted_by_one_statement_and_each_id_holds_its_own_text():
+    """store_many stages the batch and inserts it with one statement (a statement per item
+    made FTS5 write a segment per item); the ids it returns still name each text, also
+    after the newest item was forgotten (AUTOINCREMENT never reuses its id)."""
+
+    async def scenario() -> None:
+        async with SemanticMemory() as memory:
+            first = await memory.store_many([f"warmup{i} note" for i in range(3)])
+            assert await memory.forget(first[-1])
+            statements: list[str] = []
+            memory._db.connection.set_trace_callback(statements.append)
+            batch = [(f"entry about topic{i}q", {"i": i}) for i in range(40)]
+            ids = await memory.store_many(batch)
+            memory._db.connection.set_trace_callback(None)
+            # (a trigger's statements trace their outer statement again: count distinct ones)
+            inserts = {s for s in statements if s.lstrip().startswith("INSERT INTO items(")}
+            assert len(inserts) == 1, inserts
+            assert ids == list(range(first[-1] + 1, first[-1] + 41))
+            for item, (content, metadata) in zip(ids, batch, strict=True):
+                got = await memory.get(item)
+                assert got is not None
+                assert (got.content, got.metadata) == (content, metadata)
+                (hit,) = await memory.retrieve(content.split()[-1], 5, threshold=0.5)
+                assert hit.id == item
+            assert await memory.count() == 42
+
+    run(scenario())
+
+
+@needs_vec
+def test_a_batch_with_vectors_gives_each_id_its_own_vector():
+    async def scenario() -> None:
+        async with SemanticMemory(embedder=concepts) as memory:
+            ids = await memory.store_many(["my sedan", "the puppy", "an invoice"])
+            for query, item in zip(["automobile", "hound", "bill"], ids, strict=True):
+                hits = await memory.retrieve(query, 1, threshold=0.5)
+                assert [hit.id for hit in hits] == [item]
+                assert hits[0].vector_score is not None
 
     run(scenario())
 
@@ -903,6 +946,30 @@ def test_sqlite_work_runs_off_the_event_loop():
     threads = run(scenario())
     assert threads
     assert all(name.startswith("ctxkit-memory") for name in threads)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's nice is Linux's")
+def test_a_background_memory_runs_its_thread_at_a_lower_priority():
+    """Recall's memory indexes behind the agent's loop: its thread is niced, so on a busy
+    machine the loop does not wait for it. A memory of one's own keeps the usual priority."""
+
+    def nice_of_worker(memory: SemanticMemory) -> int:
+        async def scenario() -> int:
+            await memory.store("a note")  # the worker thread exists from here on
+            return await memory._run(
+                lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            )
+
+        try:
+            return run(scenario())
+        finally:
+            memory.close()
+
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert nice_of_worker(SemanticMemory()) == base
+    expected = min(19, base + memory_semantic.BACKGROUND_NICE)
+    assert nice_of_worker(SemanticMemory(background=True)) == expected
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base
 
 
 @needs_vec

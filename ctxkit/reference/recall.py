@@ -162,7 +162,9 @@ class RecallMemory:
         self.settings = settings
         self.conversation_id = conversation_id
         existed = path is not None and path.exists() and path.stat().st_size > 0
-        self.memory = SemanticMemory(path, embedder, threshold=settings.threshold, fsync=fsync)
+        self.memory = SemanticMemory(
+            path, embedder, threshold=settings.threshold, fsync=fsync, background=True
+        )
         self.newest_user = newest_user_turn(history)
         """The query's index: the newest message with words of the user's own."""
         self._next = 0

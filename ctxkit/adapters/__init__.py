@@ -237,6 +237,17 @@ _REMINDERS_START_INVOCATIONS = Finding(
     "with its invocation, and one after the newest question can push that question out",
     allow="dropped-system",
 )
+_COMPACTS_BY_ITS_TRIGGERS = Finding(
+    "design",
+    "compacts when compaction_interval invocations have finished, or when ADK's own estimate "
+    "of the prompt (characters / 4) reaches token_threshold: the request's budget plays no part",
+)
+_SUMMARIZES_THE_QUESTION = Finding(
+    "design",
+    "summarizes finished invocations whole, so once a question is answered it is summarized "
+    "with its answer; with token_threshold it keeps only the newest event_retention_size events, "
+    "which can be a tool round without the question that asked for it",
+)
 
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
@@ -393,6 +404,17 @@ ADAPTERS: tuple[Adapter, ...] = (
         "google.adk ContextFilterPlugin (num_invocations_to_keep 3) in a real App and Runner "
         "over an in-memory session of Gemini contents; the view is what the agent's model is sent",
         findings={"budget": _COUNTS_INVOCATIONS, "preservation": _REMINDERS_START_INVOCATIONS},
+        apart=True,
+    ),
+    Adapter(
+        "google_adk:compaction",
+        "ctxkit.adapters.google_adk:Compaction",
+        "google-adk",
+        "google-adk",
+        "google.adk EventsCompactionConfig (the docs' compaction_interval 3, overlap_size 1) on a "
+        "real App, compacting after every invocation as Runner does, summaries by ADK's "
+        "LlmEventSummarizer over a local recap model; the view is what the agent's model is sent",
+        findings={"budget": _COMPACTS_BY_ITS_TRIGGERS, "preservation": _SUMMARIZES_THE_QUESTION},
         apart=True,
     ),
 )

@@ -1,16 +1,20 @@
-"""Google ADK's ``ContextFilterPlugin`` behind the context contract, run by a real ``Runner``.
+"""Google ADK's context filtering and compaction behind the context contract, run by a real
+``Runner``.
 
 ctxkit keeps the history. Before every request the adapter writes it into a fresh ADK session
-as events (:func:`to_adk`), runs a real ``Runner`` over ``App(plugins=[ContextFilterPlugin(
-...)])`` once, with an ``LlmAgent`` whose model (a ``BaseLlm`` of the adapter's) records the
-``LlmRequest`` it is given and answers ``"ok"``, and returns what that model received,
-converted back (:func:`from_adk`). So the view is the plugin's output *and* everything ADK's
-request pipeline does around it, exactly as a model class gets it (a provider's own class may
-still add a content of its own, e.g. Gemini's "Continue processing previous requests" when the
-last content is not a user's: that is the model's, not the framework's).
+as events (:func:`to_adk`), runs a real ``Runner`` over a real ``App`` once, with an
+``LlmAgent`` whose model (a ``BaseLlm`` of the adapter's) records the ``LlmRequest`` it is given
+and answers ``"ok"``, and returns what that model received, converted back (:func:`from_adk`).
+So the view is the library's output *and* everything ADK's request pipeline does around it,
+exactly as a model class gets it (a provider's own class may still add a content of its own,
+e.g. Gemini's "Continue processing previous requests" when the last content is not a user's:
+that is the model's, not the framework's). The history's last content, when it is a user's
+message or tool results, is the runner's ``new_message``, as in an agent; after an answer (or
+with no history) the next turn's message is not known, and the adapter sends a user message
+with one empty text part, which ADK stores and leaves out of the contents (no visible part).
 
-Verified against google-adk 2.13's source (``plugins/context_filter_plugin.py``,
-``flows/llm_flows/context/_contents.py``, ``flows/llm_flows/tools/_rearranger.py``):
+:class:`ContextFilter`: ``App(plugins=[ContextFilterPlugin(...)])``. Verified against
+google-adk 2.13's source (``plugins/context_filter_plugin.py``):
 
 * The plugin is a ``before_model_callback``. With ``num_invocations_to_keep`` N (``None`` or
   0: no trimming), it counts *invocation starts* in the request's contents (a run of ``user``
@@ -20,14 +24,29 @@ Verified against google-adk 2.13's source (``plugins/context_filter_plugin.py``,
   if given, replaces the contents. Any exception inside is logged and the request goes on with
   what was built so far: a filter that fails sends the model more, never an error.
 * The token budget plays no part: the plugin counts invocations.
-* Before the plugin, ADK builds the contents from the session (``_get_contents``): events
-  with no visible part (empty text, thought-only text) are left out, ``function_response``
-  parts whose call is gone and ids-carrying calls without a response are dropped, async
-  responses are moved after their call, and ``adk-`` call ids are stripped. The adapter's
-  history is valid, so these repair nothing here; an empty text content is left out.
-* The model is only called with a new message (or to resume an invocation): the adapter sends
-  a user message with one empty text part, which ADK stores and then leaves out of the
-  contents (it has no visible part), so the model receives exactly the history's contents.
+
+:class:`Compaction`: ``App(events_compaction_config=EventsCompactionConfig(...))``
+(``apps/compaction.py``, ``flows/llm_flows/context/_compaction.py``, ``runners.py``):
+
+* After every invocation ``Runner`` runs ``_run_post_invocation_compaction``: with
+  ``compaction_interval`` and ``overlap_size``, once that many new invocations have finished it
+  summarizes them (and ``overlap_size`` before them) into a compaction event; with
+  ``token_threshold`` and ``event_retention_size``, once ADK's estimate of the prompt (its
+  characters / 4, or the last response's ``prompt_token_count``) reaches the threshold, it
+  summarizes all but the newest ``event_retention_size`` events, the split moved left to keep a
+  retained response's call when they carry ids. The token kind also runs before every model
+  call (``CompactionRequestProcessor``). A request's contents show each summary in place of the
+  events it covers. The adapter replays the history invocation by invocation and runs the
+  runner's own post-invocation step between them, as a session that lived through them got.
+* Summaries come from ADK's ``LlmEventSummarizer`` over a local model that answers "Recap of N
+  lines of conversation.", so what is judged is what ADK chose to summarize.
+* The token budget plays no part: triggers are invocations or ADK's own estimate.
+
+Both: before the library, ADK builds the contents from the session (``_get_contents``):
+events with no visible part (empty text, thought-only text) are left out, ``function_response``
+parts whose call is gone and id-carrying calls without a response are dropped, async responses
+are moved after their call, and ``adk-`` call ids are stripped. A valid history's contents pass
+unchanged, except an empty text content.
 
 Conversion. Gemini contents (ctxkit's ``gemini`` shape, camelCase or snake_case) become
 ``google.genai.types.Content`` events: ``user`` contents without function responses are the
@@ -37,17 +56,21 @@ user's (the Gemini API's default, and what ``Runner`` makes of a new message). L
 messages (the shape's system prompt, written ``{"role": "system", "content": str}``) become
 the agent's instruction, given as a function so that ADK injects no session state into it;
 they come back at the head of the view when the model's ``system_instruction`` holds them. A
-later system message has no place in Gemini contents: it becomes a user text content, which
-the plugin counts as a user's turn (the adapter's limit). A plain text message (``{"role":
-"user" | "assistant", "content": str}``) is a text content of that role (``user``, ``model``).
-A content the model receives equal to the one made for a history message comes back as that
-message, exactly; any other comes back as genai writes it (camelCase).
+later system message has no place in Gemini contents: it becomes a user text content, a user's
+turn to ADK (the adapter's limit). A plain text message (``{"role": "user" | "assistant",
+"content": str}``) is a text content of that role (``user``, ``model``). A content the model
+receives equal to the one made for a history message comes back as that message, exactly; any
+other (a summary) comes back as genai writes it (camelCase).
 
-Options: ``ContextFilterPlugin``'s own, passed exactly as written (``None`` included):
+Options, passed exactly as written (``None`` included). ``ContextFilter``: the plugin's
 ``num_invocations_to_keep``, ``custom_filter`` (a function of ``list[Content]``, or
-``"module:attr"`` naming one), ``name``, ``remove_amount``. Not written:
-``num_invocations_to_keep=3`` (the plugin's own default, ``None``, trims nothing), the rest
-ADK's defaults.
+``"module:attr"`` naming one), ``name``, ``remove_amount``; not written:
+``num_invocations_to_keep=3`` (the plugin's own default, ``None``, trims nothing).
+``Compaction``: ``EventsCompactionConfig``'s ``compaction_interval``, ``overlap_size``,
+``token_threshold``, ``event_retention_size`` and ``summarizer`` (``"module:attr"`` naming a
+``BaseEventsSummarizer``; ``None``: ADK's default, the agent's own model, here the recording
+one, whose summaries read "ok"); with no trigger written, the sliding window of ADK's
+compaction docs, ``compaction_interval=3, overlap_size=1``; no summarizer written, the recap.
 """
 
 from __future__ import annotations
@@ -62,7 +85,7 @@ from typing import Any
 from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter, library_options
 from ctxkit.messages import InvalidMessage, copy_message, inspect_message, validate_history
 
-__all__ = ["ContextFilter", "Converted", "check_content", "from_adk", "to_adk"]
+__all__ = ["Compaction", "ContextFilter", "Converted", "check_content", "from_adk", "to_adk"]
 
 APP = "ctxkit"
 AGENT = "agent"
@@ -218,12 +241,12 @@ def _text_of(instruction: Any) -> str:
     return "\n".join(p.text for p in parts if getattr(p, "text", None))
 
 
-# -- the recording model ---------------------------------------------------------------------
+# -- the models ------------------------------------------------------------------------------
 
 
 @functools.cache
 def _recorder_class() -> type:
-    """The adapter's model: an ADK ``BaseLlm`` that keeps every request it is given and answers
+    """The agent's model: an ADK ``BaseLlm`` that keeps every request it is given and answers
     ``"ok"``. Made once, on first use, so that importing this module needs no ADK."""
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_response import LlmResponse
@@ -247,54 +270,71 @@ def _recorder_class() -> type:
     return Recorder
 
 
-# -- the adapter -----------------------------------------------------------------------------
+@functools.cache
+def _recap_class() -> type:
+    """The summarizing model: an ADK ``BaseLlm`` that answers a summary request with a
+    one-line recap of how many lines of conversation it was given, so that what is judged is
+    which events ADK chose to summarize, not a summary's wording."""
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.genai import types
+
+    class Recap(BaseLlm):  # type: ignore[misc]
+        """Answers ``"Recap of N lines of conversation."``."""
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            prompt = "".join(p.text or "" for c in llm_request.contents for p in c.parts or [])
+            lines = prompt.split("\n\n", 1)[-1].count("\n") + 1
+            yield LlmResponse(
+                content=types.Content(
+                    role="model",
+                    parts=[types.Part(text=f"Recap of {lines} lines of conversation.")],
+                )
+            )
+
+    return Recap
 
 
-def _load(spec: str) -> Any:
+def _load(spec: str, option: str, what: str) -> Any:
     module, _, attr = spec.partition(":")
     if not module or not attr:
-        raise TypeError(f"custom_filter must be a function or 'module:attr', got {spec!r}")
+        raise TypeError(f"{option} must be {what} or 'module:attr', got {spec!r}")
     target: Any = importlib.import_module(module)
     for name in attr.split("."):
         target = getattr(target, name)
     return target
 
 
-class ContextFilter(LibraryAdapter):
-    """``ContextFilterPlugin`` in a real ADK ``App`` and ``Runner`` (see the module)."""
+# -- the adapters ----------------------------------------------------------------------------
 
-    name = "google_adk:context_filter"
+
+class _AdkAdapter(LibraryAdapter):
+    """A real ADK ``App`` (made by :meth:`_app`) run by a real ``Runner`` over a fresh
+    in-memory session of the history for each request (see the module)."""
+
+    name = "google_adk"
     SHAPES = ("gemini",)
-    OPTIONS = ("num_invocations_to_keep", "custom_filter", "name", "remove_amount")
-    DEFAULTS: Mapping[str, Any] = {"num_invocations_to_keep": 3}
 
-    def __init__(
-        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
-    ) -> None:
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         super().__init__(max_tokens, hooks)
         from google.adk.agents import LlmAgent
-        from google.adk.apps import App
-        from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
         from google.adk.runners import Runner
         from google.adk.sessions import InMemorySessionService
 
-        self.options = library_options(
-            f"{self.name} (ContextFilterPlugin)", options, self.OPTIONS, self.DEFAULTS
-        )
-        given = dict(self.options)
-        if isinstance(given.get("custom_filter"), str):
-            given["custom_filter"] = _load(given["custom_filter"])
-        self.plugin = ContextFilterPlugin(**given)
         self.model = _recorder_class()(model="ctxkit-recorder")
         self._instruction = ""
         self.agent = LlmAgent(name=AGENT, model=self.model, instruction=self._instruct)
         self.sessions = InMemorySessionService()
-        self.runner = Runner(
-            app=App(name=APP, root_agent=self.agent, plugins=[self.plugin]),
-            session_service=self.sessions,
-        )
+        self.runner = Runner(app=self._app(), session_service=self.sessions)
         self._history: list[dict[str, Any]] = []
         self._lock = asyncio.Lock()
+
+    def _app(self) -> Any:
+        """The ``App`` around :attr:`agent`."""
+        raise NotImplementedError
+
+    async def _invocation_done(self, session: Any) -> None:
+        """What ADK does to the session after an invocation completes (nothing, by default)."""
 
     def _instruct(self, context: Any) -> str:
         """The agent's instruction (a function, so ADK injects no session state into it)."""
@@ -331,21 +371,113 @@ class ContextFilter(LibraryAdapter):
 
         converted = to_adk(history)
         self._instruction = converted.instruction
+        events = converted.events
+        # A user's message or tool results are what the runner is given, as in an agent; after
+        # an answer (or nothing) the next turn's message is not known: an empty text, which
+        # ADK leaves out of the contents.
+        message = events[-1] if events and events[-1].content.role == "user" else None
+        stored = events[:-1] if message is not None else events
         session = await self.sessions.create_session(app_name=APP, user_id=USER)
         try:
-            for event in converted.events:
+            for index, event in enumerate(stored):
+                if index and event.invocation_id != stored[index - 1].invocation_id:
+                    await self._invocation_done(session)
                 await self.sessions.append_event(session, event)
+            if message is not None:
+                if stored and message.invocation_id != stored[-1].invocation_id:
+                    await self._invocation_done(session)
+                new = message.content
+            else:
+                if stored and not stored[-1].get_function_calls():
+                    await self._invocation_done(session)  # an answered question
+                new = types.Content(role="user", parts=[types.Part(text="")])
             del self.model.received[:]
-            nothing = types.Content(role="user", parts=[types.Part(text="")])
             async for _ in self.runner.run_async(
-                user_id=USER, session_id=session.id, new_message=nothing
+                user_id=USER, session_id=session.id, new_message=new
             ):
                 pass
         finally:
             await self.sessions.delete_session(app_name=APP, user_id=USER, session_id=session.id)
-        if not self.model.received:
-            raise RuntimeError("ADK's runner did not call the model")
-        return self.model.received[0], converted
+        # The agent's request carries its instruction; a summary request by the agent's own
+        # model (a summarizer left to ADK's default) carries none.
+        sent = [r for r in self.model.received if r.config and r.config.system_instruction]
+        if not sent:
+            raise RuntimeError("ADK's runner did not call the agent's model")
+        return sent[0], converted
 
     async def close(self) -> None:
         await self.runner.close()
+
+
+class ContextFilter(_AdkAdapter):
+    """``ContextFilterPlugin`` in a real ADK ``App`` and ``Runner`` (see the module)."""
+
+    name = "google_adk:context_filter"
+    OPTIONS = ("num_invocations_to_keep", "custom_filter", "name", "remove_amount")
+    DEFAULTS: Mapping[str, Any] = {"num_invocations_to_keep": 3}
+
+    def __init__(
+        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
+    ) -> None:
+        from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
+
+        self.options = library_options(
+            f"{self.name} (ContextFilterPlugin)", options, self.OPTIONS, self.DEFAULTS
+        )
+        given = dict(self.options)
+        if isinstance(given.get("custom_filter"), str):
+            given["custom_filter"] = _load(given["custom_filter"], "custom_filter", "a function")
+        self.plugin = ContextFilterPlugin(**given)
+        super().__init__(max_tokens, hooks)
+
+    def _app(self) -> Any:
+        from google.adk.apps import App
+
+        return App(name=APP, root_agent=self.agent, plugins=[self.plugin])
+
+
+class Compaction(_AdkAdapter):
+    """``EventsCompactionConfig`` on a real ADK ``App`` (see the module)."""
+
+    name = "google_adk:compaction"
+    OPTIONS = (
+        "summarizer",
+        "compaction_interval",
+        "overlap_size",
+        "token_threshold",
+        "event_retention_size",
+    )
+    TRIGGERS = ("compaction_interval", "overlap_size", "token_threshold", "event_retention_size")
+    WINDOW: Mapping[str, Any] = {"compaction_interval": 3, "overlap_size": 1}
+    """The trigger when none is written: the sliding window of ADK's compaction docs."""
+
+    def __init__(
+        self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None, **options: Any
+    ) -> None:
+        from google.adk.apps.app import EventsCompactionConfig
+        from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+
+        written_trigger = any(key in options for key in self.TRIGGERS)
+        self.options = library_options(
+            f"{self.name} (EventsCompactionConfig)",
+            options,
+            self.OPTIONS,
+            {} if written_trigger else self.WINDOW,
+        )
+        given = dict(self.options)
+        if "summarizer" not in given:
+            given["summarizer"] = LlmEventSummarizer(llm=_recap_class()(model="ctxkit-recap"))
+        elif isinstance(given["summarizer"], str):
+            given["summarizer"] = _load(given["summarizer"], "summarizer", "a summarizer")
+        self.config = EventsCompactionConfig(**given)
+        super().__init__(max_tokens, hooks)
+
+    def _app(self) -> Any:
+        from google.adk.apps import App
+
+        return App(name=APP, root_agent=self.agent, events_compaction_config=self.config)
+
+    async def _invocation_done(self, session: Any) -> None:
+        # What Runner.run_async does after every invocation (sliding-window compaction, or
+        # the token-threshold kind when it is configured and triggers).
+        await self.runner._run_post_invocation_compaction(session=session)

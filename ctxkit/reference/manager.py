@@ -869,9 +869,8 @@ class ReferenceContextManager:
         if not over:
             if plan.recalled or ranked:
                 planner.strip_recalled(plan)
-                ceiling = self.settings.compact_threshold * plan.budget
-                room = min(share, ceiling - plan.request_tokens)
-                chosen, _ = planner.choose_recalled(plan, ranked, room, settings.limit)
+                room = self.settings.compact_threshold * plan.budget - plan.request_tokens
+                chosen, _ = planner.choose_recalled(plan, ranked, share, settings.limit, room=room)
                 planner.add_recalled(plan, chosen)
             return False
         started = time.perf_counter()
@@ -888,8 +887,8 @@ class ReferenceContextManager:
                 compaction = await planner.compaction(plan, reserve=short) or compaction
 
         def recall_after(compacted: ViewPlan) -> None:
-            room = min(share, ceiling - compacted.request_tokens)
-            chosen, _ = planner.choose_recalled(compacted, ranked, room, settings.limit)
+            room = ceiling - compacted.request_tokens
+            chosen, _ = planner.choose_recalled(compacted, ranked, share, settings.limit, room=room)
             planner.add_recalled(compacted, chosen)
 
         if compaction is None:

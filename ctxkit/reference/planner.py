@@ -28,6 +28,7 @@ what it leaves.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -659,19 +660,27 @@ class Planner:
         self,
         plan: ViewPlan,
         ranked: Sequence[tuple[int, float]],
-        room: float,
+        share: float,
         limit: int,
+        *,
+        room: float = math.inf,
         decision: Compaction | None = None,
     ) -> tuple[dict[int, Recalled], int]:
-        """Which of the ``ranked`` units (best first) to bring back within ``room`` tokens, at
-        most ``limit``, and the tokens they add to the view; as the plan is, or as it would be
-        after ``decision``.
+        """Which of the ``ranked`` units (best first) to bring back, at most ``limit``, and
+        the tokens they add to the view; as the plan is, or as it would be after ``decision``.
 
-        A unit qualifies when the view does not show it whole: left out, or coarse
-        (``hierarchical``); never a broken or pending one, nor one retention leaves out. It
-        comes whole, or with outputs shortened (``truncate_outputs``) when only that fits; a
-        unit that does not fit is passed over for smaller ones after it."""
-        if room <= 0 or limit <= 0 or not ranked:
+        Two bounds: the units' tokens, as the view would show them, stay within ``share``,
+        whatever they replace; and what they add to the view stays within ``room``. A unit
+        the view shows coarse (``hierarchical``) replaces its paragraph or line, so it adds
+        less than it costs: the share counts it whole (recalled material is never more than
+        its share of the budget, as the view's listing shows it), the room counts the
+        difference (the view only grows by that).
+
+        A unit qualifies when the view does not show it whole: left out, or coarse; never a
+        broken or pending one, nor one retention leaves out. It comes whole, or with outputs
+        shortened (``truncate_outputs``) when only that fits; a unit that does not fit is
+        passed over for smaller ones after it."""
+        if share <= 0 or room <= 0 or limit <= 0 or not ranked:
             return {}, 0
         kept = set(plan.kept)
         levels = plan.levels
@@ -683,7 +692,7 @@ class Planner:
         shortening = "truncate_outputs" in self.settings.strategies
         units = self.history.units
         chosen: dict[int, Recalled] = {}
-        added = 0
+        taken = added = 0
         for unit_index, _score in ranked:
             if len(chosen) >= limit:
                 break
@@ -698,18 +707,16 @@ class Planner:
                 continue  # shown whole already
             shown = 0 if level is None else self._form_cost(unit_index, level)
             short = unit_index in plan.short
-            delta = self.unit_cost(unit_index, short) - shown
+            cost = self.unit_cost(unit_index, short)
             shortened = False
-            if (
-                delta > room - added
-                and shortening
-                and not short
-                and self._shortening_saves(unit_index)
-            ):
-                delta, shortened = self.unit_cost(unit_index, True) - shown, True
-            if delta > room - added:
+            # the most this unit may cost: its share of what is left, and what it may add
+            most = min(share - taken, room - added + shown)
+            if cost > most and shortening and not short and self._shortening_saves(unit_index):
+                cost, shortened = self.unit_cost(unit_index, True), True
+            if cost > most:
                 continue
-            added += delta
+            taken += cost
+            added += cost - shown
             chosen[unit_index] = Recalled(level, shortened)
         return chosen, added
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.cli import main as cli_main
-from ctxkit.reference import ReferenceContextManager
-from ctxkit.reference.journal import HistoryFileCorrupt, HistoryFileError, encode_record
+from ctxkit.reference import HistoryFileLocked, ReferenceContextManager, TaskError
+from ctxkit.reference.journal import (
+    HistoryFileCorrupt,
+    HistoryFileError,
+    encode_record,
+    read_history_file,
+)
 from ctxkit.reference.lifecycle import cleanup, details
-from ctxkit.reference.working_state import TaskError, merge_patch
+from ctxkit.reference.working_state import TaskError as WorkingStateTaskError
+from ctxkit.reference.working_state import merge_patch
+from tests.test_full_disk import add_until_refused, disk, fill  # noqa: F401 (disk: a fixture)
 
 
 def run_async(coroutine: Any) -> Any:
@@ -263,6 +271,114 @@ def test_a_change_that_cannot_be_written_is_not_made(tmp_path: Path):
         assert await manager.get_tasks() == {"active_tasks": [], "completed_tasks": []}
 
     run_async(check())
+
+
+def test_the_task_error_is_public_like_the_other_errors():
+    assert TaskError is WorkingStateTaskError
+    assert issubclass(TaskError, LookupError)  # an unknown id, as UnknownCheckpoint is
+    import ctxkit.reference
+
+    assert "TaskError" in ctxkit.reference.__all__
+
+
+def test_concurrent_writers_lose_no_working_state_update(tmp_path: Path):
+    """Threads patching the state, adding and completing tasks and adding messages on one
+    manager at once: every change lands, in the manager and in its file (each is one record
+    written under the history's lock, as every change is); a second manager on the same file
+    is refused rather than allowed to write beside the first."""
+    path = tmp_path / "c.jsonl"
+    manager = ReferenceContextManager(storage_path=path, fsync="never")
+    rounds, writers = 40, 4
+    barrier = threading.Barrier(writers + 1)
+    failures: list[BaseException] = []
+
+    def writer(number: int) -> None:
+        async def work() -> None:
+            barrier.wait()
+            for i in range(rounds):
+                await manager.patch_working_state({f"w{number}": i, "shared": {f"w{number}": i}})
+                task = await manager.add_task(f"writer {number} round {i}")
+                if i % 2:
+                    await manager.complete_task(task["id"])
+
+        try:
+            run_async(work())
+        except BaseException as exc:  # pragma: no cover - said below
+            failures.append(exc)
+
+    def adder() -> None:
+        async def work() -> None:
+            barrier.wait()
+            for i in range(rounds):
+                await manager.add_message({"role": "user", "content": f"message {i}"})
+                await manager.add_message({"role": "assistant", "content": f"reply {i}"})
+
+        try:
+            run_async(work())
+        except BaseException as exc:  # pragma: no cover - said below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    threads.append(threading.Thread(target=adder))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    last = rounds - 1
+    expected = {
+        **{f"w{n}": last for n in range(writers)},
+        "shared": {f"w{n}": last for n in range(writers)},
+    }
+
+    async def check(opened: ReferenceContextManager) -> None:
+        assert await opened.get_working_state() == expected
+        tasks = await opened.get_tasks()
+        everything = [*tasks["active_tasks"], *tasks["completed_tasks"]]
+        assert sorted(int(task["id"][1:]) for task in everything) == list(
+            range(1, writers * rounds + 1)
+        )
+        assert len(tasks["completed_tasks"]) == writers * rounds // 2
+        assert len(await opened.get_messages()) == 2 * rounds
+
+    run_async(check(manager))
+    with pytest.raises(HistoryFileLocked, match="one manager at a time"):
+        ReferenceContextManager(storage_path=path)
+    manager.close()
+    reopened = ReferenceContextManager(storage_path=path)
+    run_async(check(reopened))
+    reopened.close()
+
+
+def test_a_working_state_change_is_written_after_the_audit_entries_a_full_disk_held_back(
+    disk: Path,  # noqa: F811 (the fixture imported above)
+):
+    """Audit entries a full disk kept in memory go first with the next change written, and
+    a working-state change is such a change: the file stays in the order things happened,
+    so its last record is the last activity (``ctxkit contexts`` reads it from there)."""
+    path = disk / "c.jsonl"
+
+    async def check() -> None:
+        manager = ReferenceContextManager(storage_path=path, max_tokens=400)
+        for i in range(6):
+            await manager.add_message({"role": "user", "content": f"question {i} " * 30})
+            await manager.add_message({"role": "assistant", "content": f"answer {i} " * 30})
+        filler = fill(disk)
+        await add_until_refused(manager)
+        await manager.get_messages_for_request()  # compacts: its audit entry waits in memory
+        assert manager.audit()
+        held_back = [r for r in read_history_file(path).records if r["op"] == "audit"]
+        assert held_back == []
+        filler.unlink()
+        await manager.set_working_state({"step": "after the disk was full"})
+        manager.close()
+
+    run_async(check())
+    records = read_history_file(path).records
+    assert records[-1]["op"] == "state"
+    assert any(record["op"] == "audit" for record in records)
+    times = [record["at"] for record in records]
+    assert times == sorted(times)
 
 
 WRITER = textwrap.dedent(

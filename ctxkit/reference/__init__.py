@@ -8,6 +8,7 @@ from ctxkit.reference.mount import mount
 from ctxkit.reference.scratch import scratch_manager
 from ctxkit.reference.strategies import STRATEGIES, extractive_summary, extractive_unit_summary
 from ctxkit.reference.timeline import UnknownCheckpoint
+from ctxkit.reference.working_state import TaskError
 
 __all__ = [
     "STRATEGIES",
@@ -19,6 +20,7 @@ __all__ = [
     "RecallTool",
     "ReferenceContextManager",
     "SemanticMemory",
+    "TaskError",
     "UnknownCheckpoint",
     "extractive_summary",
     "extractive_unit_summary",

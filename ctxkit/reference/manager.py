@@ -426,7 +426,7 @@ class ReferenceContextManager:
             file.close()
             raise
         self._timeline.file = self._file = file
-        self._work.write = self._write_record
+        self._work.write = self._timeline.write
         weakref.finalize(self, file.close)
         self.loaded_from_file = bool(messages)
         if loaded.torn is not None:
@@ -671,11 +671,6 @@ class ReferenceContextManager:
             result = change(self._history.clock())
         self._sync()
         return result
-
-    def _write_record(self, record: dict[str, Any]) -> None:
-        """Append a working-state record to the history file (under the history's lock)."""
-        assert self._file is not None
-        self._file.append(record)
 
     def checkpoints(self) -> list[dict[str, Any]]:
         """Every checkpoint, oldest first: ``id``, ``label``, ``at`` (seconds since the

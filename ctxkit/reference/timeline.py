@@ -134,6 +134,13 @@ class Timeline:
         self._times.append(at)
         return len(self._messages) - 1
 
+    def write(self, record: dict[str, Any]) -> None:
+        """Append a record of the conversation's own beside its history (working state and
+        tasks: :mod:`ctxkit.reference.working_state`) the way every change is written: under
+        the history's lock (the caller holds it), audit entries still in memory first, so
+        the file stays in the order things happened. Raises on a failed write."""
+        self._write(record)
+
     def _write(self, record: dict[str, Any]) -> None:
         if self.file is not None:
             self.write_pending()

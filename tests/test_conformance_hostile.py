@@ -384,6 +384,18 @@ def test_restart_ends_the_old_worker_and_starts_a_fresh_one():
         assert child.hello("tests.zoo.base:GoodManager").ok
 
 
+def test_a_call_after_the_worker_ended_is_an_ended_stop_not_a_crash_of_ctxkit():
+    """Hypothesis replays an example after a call stopped the worker (under load, a timeout
+    while shrinking): the replay must reach the runner as a stop of kind ``ended``, which it
+    charges to no property, not as an error of ctxkit's own (found under a loaded machine)."""
+    with loaded("ReturnsFortyTwo") as child:
+        child.close()
+        with pytest.raises(TargetUnusable) as caught:
+            child.call("reset")
+        assert caught.value.kind == "ended"
+        assert caught.value.op == "reset"
+
+
 def test_a_hanging_constructor_gets_the_timeout_not_the_import_allowance():
     started = time.monotonic()
     report = run(RunOptions(target="tests.zoo.hostile:HangsWhenBuilt", timeout=1.0))

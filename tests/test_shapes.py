@@ -50,7 +50,9 @@ def test_every_shape_has_one_rule_file_and_every_name_agrees():
 
 def test_every_rule_the_checks_cite_exists():
     source = "\n".join(
-        (Path(__file__).resolve().parent.parent / "ctxkit" / "conformance" / name).read_text()
+        (
+            Path(__file__).resolve().parent.parent / "ctxkit" / "conformance" / "judge" / name
+        ).read_text()
         for name in ("invariants.py",)
     )
     cited = set(__import__("re").findall(r'rule\("([a-z]+\.[a-z_]+)"\)', source))

@@ -505,6 +505,9 @@ class _Search:
             if outcome == "deadline":
                 self._passed(remaining, self._depth_note())
                 return "deadline"
+            if outcome == "stopped" and self.stops[-1].unusable.kind == "ended":
+                self.stops.pop()  # a replay after an earlier stop found no worker: not the target's
+                outcome = "slow"
             if outcome == "stopped" and not self._confirmed(self.stops[-1]):
                 self.stops.pop()
                 outcome = "slow"

@@ -79,7 +79,9 @@ reported at once; a target that closed the channel and runs on waits this out)."
 class TargetUnusable(BaseException):
     """The target hung, died, ran out of memory or broke the protocol; the run cannot go on.
 
-    ``kind`` is ``"timeout"``, ``"crash"``, ``"memory"`` or ``"protocol"``. ``status``: for a
+    ``kind`` is ``"timeout"``, ``"crash"``, ``"memory"`` or ``"protocol"``; ``"ended"`` when
+    the worker had already been ended by an earlier call (a replay Hypothesis makes after a
+    stop): nothing the target did, so nothing is charged for it. ``status``: for a
     process that died, its exit status (negative: the signal that ended it), so a reproducer
     can be held to dying the same way.
     """
@@ -232,8 +234,10 @@ class Child:
     def _exchange(
         self, op: str, args: dict[str, Any], timeout: float | None, framed: bool = True
     ) -> Reply:
-        if self._closed:
-            raise RuntimeError(f"{op}: the worker has ended; restart() starts a fresh one")
+        if self._closed:  # an earlier call stopped it; the runner starts a fresh one
+            raise TargetUnusable(
+                f"no worker for {during(op)}: an earlier call ended it", op=op, kind="ended"
+            )
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         self._printed = self._process.output_size

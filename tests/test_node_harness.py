@@ -6,10 +6,12 @@ targets get clear errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from ctxkit.conformance.reports.results import Report
 from ctxkit.conformance.runner import RunOptions, run
 from ctxkit.conformance.targets.routes import RouteError, route_for
 from ctxkit.conformance.targets.worker_client import Child
@@ -32,16 +34,23 @@ def node() -> str:
     return require_binary("node")
 
 
+def judged(report: Report) -> dict[str, tuple[str, str]]:
+    """Each property's status and what kind of fault its message names, positions left out:
+    shrinking is bounded in time, so on a loaded machine the twins' counterexamples may stop
+    at different sizes (``view[4] is history[0]`` against ``view[3] is history[0]``)."""
+    return {
+        p.id: (p.status, re.sub(r"\d+", "N", p.message.split(":")[0])) for p in report.properties
+    }
+
+
 def outcome(target: str) -> dict[str, tuple[str, str]]:
-    report = run(RunOptions(target=target, **SHORT))
-    return {p.id: (p.status, p.message.split(":")[0]) for p in report.properties}
+    return judged(run(RunOptions(target=target, **SHORT)))
 
 
 @pytest.mark.parametrize(("export", "python"), TWINS, ids=[t[0] for t in TWINS])
 def test_a_javascript_twin_is_judged_as_its_python_twin(export, python):
     report = run(RunOptions(target=f"{JS}:{export}", **SHORT))
-    javascript = {p.id: (p.status, p.message.split(":")[0]) for p in report.properties}
-    assert javascript == outcome(python)
+    assert judged(report) == outcome(python)
     for result in report.properties:
         if result.status == "failed":
             assert "open_manager(TARGET, CONFIG)" in result.reproducer

@@ -177,4 +177,6 @@ ZOO: list[Member] = [
        "thinking stripped from every turn but the one the last message answers"),
     _m("shapes:ResponsesById", set(), "pass", "gemini",
        "function responses answered by id, in another order than the calls"),
+    _m("shapes:GeminiOnly", set(), "pass", "gemini",
+       "takes Gemini contents only, refusing other shapes: concurrent adds come in its shape"),
 ]  # fmt: skip

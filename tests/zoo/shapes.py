@@ -271,3 +271,20 @@ class ResponsesById(ShapesManager):
             if parts and all(p.get("functionResponse", {}).get("id") for p in parts):
                 message["parts"] = sorted(parts, key=lambda p: p["functionResponse"]["id"])[::-1]
         return view
+
+
+class GeminiOnly(ShapesManager):
+    """Takes Gemini contents only (and the system prompt, which Gemini carries beside them),
+    refusing every other shape with a sentence, as a Gemini-native store does: it must pass
+    every property in its shape, concurrent adds included."""
+
+    def _validate(self, message: Any) -> None:
+        if isinstance(message, dict) and message.get("role") == "system":
+            return
+        if not (
+            isinstance(message, dict)
+            and message.get("role") in ("user", "model")
+            and isinstance(message.get("parts"), list)
+        ):
+            raise ValueError("only Gemini contents are taken here: role user or model, parts")
+        super()._validate(message)

@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from ctxkit.conformance.judge import step_checks as checks
 from ctxkit.conformance.judge.allow import Relaxations
 from ctxkit.conformance.judge.catalogue import PROPERTIES
+from ctxkit.conformance.judge.comes_from import semantic
 from ctxkit.conformance.judge.invariants import Violation, is_result, newest_user_message
 from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
 from ctxkit.conformance.judge.steps import Call, Check, Request
@@ -584,7 +585,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(words=st.lists(texts(6), min_size=2, max_size=8))
     @_recorded
     def add_messages_concurrently(self, words: list[str]) -> None:
-        messages = [{"role": "user", "content": f"{w} #{k}"} for k, w in enumerate(words)]
+        messages = [self._text("user", f"{w} #{k}") for k, w in enumerate(words)]
         reply = self._do(Call("add_concurrently", messages), "concurrency")
         if not reply.ok:
             self._fail(
@@ -604,7 +605,8 @@ class ConformanceMachine(RuleBasedStateMachine):
             before=before,
             added=messages,
         )
-        self._set_model(before + _in_stored_order(messages, stored.value[len(before) :]))
+        added = _in_stored_order(messages, stored.value[len(before) :], self.session.ignore)
+        self._set_model(before + added)
         self._events(reply)
 
     @precondition(_checking("robustness"))
@@ -690,13 +692,20 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
 
 
-def _in_stored_order(added: list[dict[str, Any]], stored: list[Any]) -> list[dict[str, Any]]:
+def _in_stored_order(
+    added: list[dict[str, Any]], stored: list[Any], ignore: frozenset[str]
+) -> list[dict[str, Any]]:
     """The messages added concurrently, in the order the manager stored them: any order is
-    right for concurrent adds, and the history is judged against that order from then on."""
+    right for concurrent adds, and the history is judged against that order from then on.
+    Each stored message is matched to the added one it is equal to as a provider reads it,
+    in whatever shape the example is written."""
     left = [dict(m) for m in added]
     ordered = []
     for message in stored:
-        found = next((m for m in left if m.get("content") == message.get("content")), None)
+        if not isinstance(message, dict):
+            continue
+        read = semantic(message, ignore)
+        found = next((m for m in left if semantic(m, ignore) == read), None)
         if found is not None:
             left.remove(found)
             ordered.append(found)

@@ -343,7 +343,7 @@ class CallShrinker:
             seen.after(call, reply.value if reply.ok else None, reply.ok)
             if call.op == "add_concurrently" and reply.ok:
                 stored = session.call("get")
-                seen.concurrent(call.value, stored.value if stored.ok else [])
+                seen.concurrent(call.value, stored.value if stored.ok else [], session.ignore)
         if check.kind in ("raises", "refuses", "crashes"):
             return None
         stored = session.call("get").value if check.kind in ("history", "stored_all") else None
@@ -387,11 +387,11 @@ class _Seen:
         elif op == "get_then_edit":
             self.named["stored"] = value
 
-    def concurrent(self, added: list[Any], stored: Any) -> None:
+    def concurrent(self, added: list[Any], stored: Any, ignore: frozenset[str]) -> None:
         """Concurrent adds: the model takes them in the order the manager stored them."""
         self.before, self.added = list(self.model), list(added)
         tail = stored[len(self.model) :] if isinstance(stored, list) else []
-        self.model = self.model + _in_stored_order(list(added), tail)
+        self.model = self.model + _in_stored_order(list(added), tail, ignore)
 
     def check(self, check: Check, stored: Any, session: Session) -> list[Violation]:
         """The violations the failed check finds now."""

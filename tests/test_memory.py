@@ -151,10 +151,11 @@ def test_store_many_is_one_transaction_and_keeps_order():
     run(scenario())
 
 
-def test_a_batch_is_inserted_by_one_statement_and_each_id_holds_its_own_text():
-    """store_many stages the batch and inserts it with one statement (a statement per item
-    made FTS5 write a segment per item); the ids it returns still name each text, also
+def test_a_batch_is_inserted_by_few_statements_and_each_id_holds_its_own_text():
+    """store_many inserts many rows per statement (a statement per item made FTS5 write a
+    segment per item); the ids it returns still name each text, across statements and
     after the newest item was forgotten (AUTOINCREMENT never reuses its id)."""
+    per = memory_database.ROWS_PER_INSERT
 
     async def scenario() -> None:
         async with SemanticMemory() as memory:
@@ -162,20 +163,21 @@ def test_a_batch_is_inserted_by_one_statement_and_each_id_holds_its_own_text():
             assert await memory.forget(first[-1])
             statements: list[str] = []
             memory._db.connection.set_trace_callback(statements.append)
-            batch = [(f"entry about topic{i}q", {"i": i}) for i in range(40)]
+            batch = [(f"entry about topic{i}q", {"i": i}) for i in range(2 * per + 5)]
             ids = await memory.store_many(batch)
             memory._db.connection.set_trace_callback(None)
             # (a trigger's statements trace their outer statement again: count distinct ones)
             inserts = {s for s in statements if s.lstrip().startswith("INSERT INTO items(")}
-            assert len(inserts) == 1, inserts
-            assert ids == list(range(first[-1] + 1, first[-1] + 41))
+            assert len(inserts) == 3
+            assert ids == list(range(first[-1] + 1, first[-1] + 1 + len(batch)))
             for item, (content, metadata) in zip(ids, batch, strict=True):
                 got = await memory.get(item)
                 assert got is not None
                 assert (got.content, got.metadata) == (content, metadata)
-                (hit,) = await memory.retrieve(content.split()[-1], 5, threshold=0.5)
-                assert hit.id == item
-            assert await memory.count() == 42
+            for k in (0, per - 1, per, 2 * per + 4):
+                (hit,) = await memory.retrieve(f"topic{k}q", 5, threshold=0.5)
+                assert hit.id == ids[k]
+            assert await memory.count() == 2 + len(batch)
 
     run(scenario())
 

@@ -59,6 +59,8 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 folded (``Zürich`` finds ``zurich``)."""
 INSTALL = "pip install 'ctxkit[memory]'"
 BUSY_TIMEOUT_MS = 5_000
+ROWS_PER_INSERT = 128
+"""Items per ``INSERT`` statement: 640 parameters, within the 999 an older SQLite allows."""
 _MAGIC = b"SQLite format 3\x00"
 
 Row = tuple[int, str, dict[str, Any], float, float]
@@ -343,19 +345,13 @@ class Database:
         self.write(create)
 
     def _prepare_queries(self) -> None:
-        """The scratch tables (per connection) that turn a query into FTS5's own terms, and
-        that stage a batch of items so it is inserted by one statement (see
-        :meth:`insert_many`)."""
+        """The scratch tables that turn a query into FTS5's own terms (per connection)."""
         self.connection.execute(
             "CREATE VIRTUAL TABLE temp.query_words USING fts5(word, content='', "
             f"tokenize='{TOKENIZER}')"
         )
         self.connection.execute(
             "CREATE VIRTUAL TABLE temp.query_terms USING fts5vocab(temp, query_words, instance)"
-        )
-        self.connection.execute(
-            "CREATE TABLE temp.staged(seq INTEGER PRIMARY KEY, content TEXT NOT NULL, "
-            "metadata TEXT NOT NULL, crc INTEGER NOT NULL)"
         )
 
     # -- running statements -------------------------------------------------------------------
@@ -449,28 +445,26 @@ class Database:
     def insert_many(self, items: Sequence[tuple[str, str]], at: float) -> list[int]:
         """Insert ``(content, metadata)`` pairs, in order; their ids. Call within a write.
 
-        One ``INSERT ... SELECT`` from a staging table, not a statement per item: FTS5 writes
-        what a statement indexed when the statement ends, so a statement per item made a
-        segment per item (about twice the CPU for a batch of agent messages, and more merging
-        later). The ids are consecutive: ``AUTOINCREMENT`` numbers the rows of one statement
-        in order, and the write transaction lets no other writer in."""
-        if not items:
-            return []
-        execute = self.connection.execute
-        try:
-            self.connection.executemany(
-                "INSERT INTO temp.staged(content, metadata, crc) VALUES (?, ?, ?)",
-                [(content, metadata, checksum(content, metadata)) for content, metadata in items],
-            )
-            last = execute(
-                "INSERT INTO items(content, metadata, created, updated, crc) "
-                "SELECT content, metadata, ?1, ?1, crc FROM temp.staged ORDER BY seq",
-                (at,),
+        One multi-row ``INSERT`` per :data:`ROWS_PER_INSERT` items, not a statement per item:
+        FTS5 writes what a statement indexed when the statement ends, so a statement per item
+        made a segment per item (about twice the CPU for a batch of agent messages, and more
+        merging later), and each statement let the event loop's thread wait for the GIL.
+        The ids are consecutive: ``AUTOINCREMENT`` numbers the rows of a statement in order,
+        and the write transaction lets no other writer in."""
+        ids: list[int] = []
+        for start in range(0, len(items), ROWS_PER_INSERT):
+            chunk = items[start : start + ROWS_PER_INSERT]
+            values: list[Any] = []
+            for content, metadata in chunk:
+                values += (content, metadata, at, at, checksum(content, metadata))
+            last = self.connection.execute(
+                "INSERT INTO items(content, metadata, created, updated, crc) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?)"] * len(chunk)),
+                values,
             ).lastrowid
-        finally:
-            execute("DELETE FROM temp.staged")
-        first = int(last) - len(items) + 1
-        return list(range(first, first + len(items)))
+            first = int(last) - len(chunk) + 1
+            ids += range(first, first + len(chunk))
+        return ids
 
     def set_vector(self, item: int, vector: bytes) -> None:
         self.connection.execute(

@@ -4,17 +4,17 @@ a bug, a design choice or the adapter's limit)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 from ctxkit.conformance.reports.results import Report
 from ctxkit.conformance.runner import RunOptions, run
 from tests.schemas import valid
+from tests.shared_runs import shared
 
 SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0}
 
 
-@functools.cache
+@shared
 def checked(target: str, implementation: str | None = None) -> Report:
     """One short run per target (and route), shared by the tests that look at it."""
     report = run(RunOptions(target=target, implementation=implementation, **SHORT))

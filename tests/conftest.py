@@ -1,7 +1,9 @@
 """Hypothesis profiles for the project's own tests (``HYPOTHESIS_PROFILE=stress`` digs deeper),
-and the process marker fixture."""
+how the tests are spread over xdist workers, and the process marker fixture."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -24,3 +26,36 @@ def marker():
     value = new_marker()
     yield value
     kill_marked(value)
+
+
+# -- spreading the tests over workers (pyproject: --dist loadgroup) ---------------------------
+
+SPREAD = {
+    "test_conformance_zoo.py",
+    "test_conformance_cli.py",
+    "test_conformance_hostile.py",
+    "test_protocol.py",
+    "test_forms.py",
+    "test_grpc_route.py",
+    "test_node_harness.py",
+}
+"""Files whose tests go to whichever worker is free, one by one: long, independent runs (the
+zoo's runs are shared through tests/shared_runs.py). Every other file stays whole on one
+worker, since its tests share module fixtures (a server, a survey, a recorded fleet)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling process makes the folder the workers share runs in."""
+    from tests.shared_runs import FOLDER_VARIABLE
+
+    if not hasattr(config, "workerinput") and FOLDER_VARIABLE not in os.environ:
+        folder = tempfile.mkdtemp(prefix="ctxkit-shared-runs-")
+        os.environ[FOLDER_VARIABLE] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))

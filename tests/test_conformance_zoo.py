@@ -4,7 +4,6 @@ correct-but-unusual one passing every required property."""
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.prefix import STABILITY_THRESHOLD
+from tests.shared_runs import shared
 from tests.zoo import ZOO, Member
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def deep(member: Member) -> dict[str, Any]:
     return {"profile": "default"} if "40+" in member.note else {}
 
 
-@functools.cache
+@shared
 def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """One run per target and options, shared by the tests that look at it."""
     options = RunOptions(

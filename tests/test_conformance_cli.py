@@ -18,7 +18,10 @@ from ctxkit.prefix import STABILITY_THRESHOLD
 from tests.schemas import valid
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5"]
+FAST = ["--profile", "quick", "--max-examples", "8", "--seed", "5", "--timeout", "5",
+        "--shrink-seconds", "3"]  # fmt: skip
+"""A short run: what these tests judge is the command, not how small a counterexample gets
+(tests/test_conformance_zoo.py and tests/test_script.py hold the minimizer to that)."""
 
 
 def conformance(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -271,6 +274,7 @@ def test_only_recommended_failures_exit_0():
         (["ctxkit.reference:ReferenceContextManager", "--config", '{"max_tokns": 5}'], "max_tokns"),
         (["--timeout", "nan"], "--timeout must be a positive number of seconds, got nan"),
         (["--deadline", "inf"], "--deadline must be a positive number of seconds, got inf"),
+        (["--shrink-seconds", "0"], "--shrink-seconds must be a positive number of seconds, got 0.0"),
         (["--junit", "/dev/null/junit.xml"], "--junit /dev/null/junit.xml: /dev/null is not a"),
         (["--report-json", "/"], "--report-json /: is a directory"),
         (["ctxkit.reference.ReferenceContextManager"], "Did you mean ctxkit.reference:Refer"),
@@ -372,8 +376,10 @@ def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path:
 
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The plugin in a pytest of its own, shrinking briefly (as FAST does)."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxkit-shrink-seconds", "3",
+         *args],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
     )  # fmt: skip
@@ -432,7 +438,8 @@ def test_a_bad_target_is_one_clear_failure(tmp_path: Path):
 def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path, allow: list[str]):
     done = _pytest(
         tmp_path, "--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
-        "tests.zoo.views:HoistsSystem", "--ctxkit-profile", "quick", "-q", *allow,
+        "tests.zoo.views:HoistsSystem", "--ctxkit-profile", "quick", "--ctxkit-max-examples", "8",
+        "-q", *allow,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout
 

@@ -137,6 +137,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="Hypothesis seed (default: random, printed)")
     parser.add_argument("--max-examples", type=int, metavar="N", help="runs per search")
     parser.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="seconds Hypothesis may shrink a failure per search (20); ctxkit's own minimizer "
+        "then removes every step the failure does not need",
+    )
+    parser.add_argument(
         "--profile",
         choices=["quick", "default", "thorough"],
         default="default",
@@ -257,6 +265,7 @@ def run_conformance(args: argparse.Namespace) -> int:
     config = config_from_json(args.config)
     check_seconds("--timeout", args.timeout)
     check_seconds("--deadline", args.deadline)
+    check_seconds("--shrink-seconds", args.shrink_seconds)
     if args.load_timeout is not None:
         check_seconds("--load-timeout", args.load_timeout)
     if args.max_examples is not None and args.max_examples < 1:
@@ -291,6 +300,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         seed=seed,
         profile=args.profile,
         max_examples=args.max_examples,
+        shrink_seconds=args.shrink_seconds,
         timeout=args.timeout,
         deadline=args.deadline,
         shapes=args.format,

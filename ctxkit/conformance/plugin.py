@@ -46,6 +46,8 @@ OPTIONS = {
     "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
     "timeout": "seconds each operation on the target may take (10)",
     "deadline": "seconds the whole check may take (300)",
+    "shrink_seconds": "seconds Hypothesis may shrink a failure per search (20)",
+    "max_examples": "runs per search (default: the profile's)",
 }
 STRICT_HELP = "fail on recommended properties too"
 TRUE = ("1", "true", "yes", "on")
@@ -56,7 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, help_text in OPTIONS.items():
         action = "append" if name == "allow" else "store"
         group.addoption(
-            f"--ctxkit-{name}", dest=f"ctxkit_{name}", action=action, default=None, help=help_text
+            f"--ctxkit-{name.replace('_', '-')}",
+            dest=f"ctxkit_{name}",
+            action=action,
+            default=None,
+            help=help_text,
         )
         parser.addini(f"ctxkit_{name}", help_text, default=None)
     group.addoption(
@@ -139,6 +145,9 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         seed = int(option(config, "seed") or 0)
         timeout = float(option(config, "timeout") or 10)
         deadline = float(option(config, "deadline") or 300)
+        shrink_seconds = float(option(config, "shrink_seconds") or 20)
+        runs = option(config, "max_examples")
+        max_examples = int(runs) if runs is not None else None
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
@@ -157,6 +166,8 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         tuple(allow),
         timeout,
         deadline,
+        shrink_seconds,
+        max_examples,
         form,
     )
     if key not in _REPORTS:
@@ -169,6 +180,8 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
             allow=allow,
             timeout=timeout,
             deadline=deadline,
+            shrink_seconds=shrink_seconds,
+            max_examples=max_examples,
             form=form,
         )
         try:

@@ -58,13 +58,12 @@ def _brief(python: str, target: str, config: dict | None = None) -> Report:
     """A brief run through the ADK environment's worker (no agent-loop measure: the findings
     are what is looked at). About 15 s on two busy cores: 30 examples through the worker,
     each failure then verified in a fresh one, which imports ADK again."""
-    quick = {**SHORT, "max_examples": 30, "shrink_seconds": 1.0}
+    quick = {**SHORT, "max_examples": 30, "shrink_seconds": 1.0, "stability_steps": 0}
     return run(
         RunOptions(
             target=target,
             implementation=f"{python} -m ctxkit.conformance.worker",
             config=config or {},
-            stability_steps=0,
             **quick,
         )
     )

@@ -249,12 +249,11 @@ def test_the_cli_refuses_an_unknown_option_with_exit_2_naming_the_known_ones():
 def test_start_on_none_reaches_the_library_and_splits_a_tool_pair():
     """langchain #33245: without start_on="human", trim_messages can start a view at a tool
     result whose call it cut; the adapter used to put "human" back and hide it."""
-    quick = {**SHORT, "max_examples": 3, "shrink_seconds": 1.0}
+    quick = {**SHORT, "max_examples": 3, "shrink_seconds": 1.0, "stability_steps": 0}
     report = run(
         RunOptions(
             target="langchain:trim_messages",
             config={"start_on": None},
-            stability_steps=0,
             **quick,
         )
     )

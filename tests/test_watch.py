@@ -270,13 +270,19 @@ def test_two_receivers_sharded_by_conversation_sum_in_prometheus(tmp_path: Path)
                 if c["findings"] or c["late_requests"]
             ]
             assert _query(url, "count(ctxkit_audit_requests_total)")[0]["value"][1] == "2"
-            firing = _wait(
-                "the required-violation alert",
-                lambda: [a for a in _query(url, 'ALERTS{alertstate="firing"}')
-                         if a["metric"]["alertname"] == "CtxkitAuditRequiredViolation"],
-            )  # fmt: skip
             required = {p for p in planted if p in ("tool_pair_integrity", "ordering")}
-            assert {a["metric"]["property"] for a in firing} == required
+
+            def firing() -> set[str]:
+                """The properties the alert fires for, once it fires for all of them (a rule
+                evaluation can catch one series before another)."""
+                found = {
+                    a["metric"]["property"]
+                    for a in _query(url, 'ALERTS{alertstate="firing"}')
+                    if a["metric"]["alertname"] == "CtxkitAuditRequiredViolation"
+                }
+                return found if found >= required else set()
+
+            assert _wait("the required-violation alert for each property", firing) == required
         finally:
             server.terminate()
             server.wait(timeout=30)

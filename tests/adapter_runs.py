@@ -11,7 +11,13 @@ from ctxkit.conformance.runner import RunOptions, run
 from tests.schemas import valid
 from tests.shared_runs import shared
 
-SHORT = {"profile": "quick", "seed": 1, "max_examples": 8, "shrink_seconds": 3.0, "stability_steps": 40}
+SHORT = {
+    "profile": "quick",
+    "seed": 1,
+    "max_examples": 8,
+    "shrink_seconds": 3.0,
+    "stability_steps": 40,
+}
 """Short runs: the search as quick as it finds what each adapter does; the advisory agent loop
 40 calls (not 150: through some libraries a call costs half a second, and the loop itself is
 judged whole in tests/test_prefix.py)."""

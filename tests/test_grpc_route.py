@@ -16,7 +16,15 @@ from ctxkit.conformance.targets.grpc_messages import CannotCross, Crossing  # no
 from tests.grpc_modules import served  # noqa: E402
 from tests.processes import ctxkit  # noqa: E402
 
-SHORT = {"profile": "quick", "seed": 3, "max_examples": 6, "shrink_seconds": 3.0}
+SHORT = {
+    "profile": "quick",
+    "seed": 3,
+    "max_examples": 6,
+    "shrink_seconds": 1.0,
+    "stability_steps": 40,
+}
+"""Short runs: brief shrinking and a 40-call advisory loop, each call a round trip through the
+gRPC bridge (what these tests judge is the route, not how small a counterexample gets)."""
 OPENAI = {**SHORT, "shapes": ("openai",)}
 
 

@@ -351,7 +351,8 @@ def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ctxkit-seed", "4",
-         "--ctxkit-deadline", "15", str(tmp_path / "test_mine.py")],
+         "--ctxkit-max-examples", "8", "--ctxkit-shrink-seconds", "3",
+         str(tmp_path / "test_mine.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
     )  # fmt: skip
@@ -406,7 +407,7 @@ def test_a_plugin_failure_shows_what_the_command_shows(tmp_path: Path):
 def test_the_strict_flag_fails_recommended_properties_too(tmp_path: Path):
     base = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
             "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q",
-            "--ctxkit-deadline", "12"]  # fmt: skip
+            "--ctxkit-max-examples", "8"]  # fmt: skip
     assert "1 xfailed" in _pytest(tmp_path, *base).stdout
     strict = _pytest(tmp_path, *base, "--ctxkit-strict")
     assert strict.returncode == 1

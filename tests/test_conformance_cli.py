@@ -254,9 +254,7 @@ def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
 
 
 def test_only_recommended_failures_exit_0():
-    done = conformance(
-        "tests.zoo.views:IgnoresBudget", "--profile", "quick", "--seed", "4", "--deadline", "12"
-    )
+    done = conformance("tests.zoo.views:IgnoresBudget", *FAST)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "budget               recommended  FAIL" in done.stdout
     assert "recommended properties failing: budget" in done.stdout

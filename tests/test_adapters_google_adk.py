@@ -477,6 +477,7 @@ def test_a_reminder_is_a_users_turn_to_the_plugin_and_can_push_the_question_out(
 
 
 def test_a_run_keeping_one_invocation_finds_a_reminder_cut_or_kept_as_a_users_turn(python):
+    # About 20 s: every view builds a real ADK App, Runner and session in ADK's environment.
     report = _brief(python, NAME, {"num_invocations_to_keep": 1})
     assert_judged(report, ADAPTER_PART | ADK_PART, by_name(NAME).findings)
     (kept,) = [p for p in report.properties if p.id == "preservation"]

@@ -79,6 +79,8 @@ def _id(member: Member) -> str:
 
 @pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "fail"], ids=_id)
 def test_broken_manager_is_caught_under_its_property(member: Member):
+    # LateSplitter's run takes about 40 s: its fault needs 40+ messages, so the default
+    # profile's long runs (deep()); the run is shared with the test that shows it whole.
     outcome = check(member, **deep(member))
     assert member.expect <= outcome["failed"], (member.note, outcome["depth"], outcome["messages"])
     for property_id in member.expect:
@@ -238,6 +240,7 @@ def test_a_target_that_changes_nothing_it_is_given_passes_events():
 
 def test_a_slow_target_gets_a_verdict_by_the_deadline_and_says_how_deep_it_got():
     """Views take 3 s: the run ends by its deadline with pass, not error, and a depth."""
+    # About 25 s by design (the deadline is what is tested), mostly waiting, not computing.
     started = time.monotonic()
     report = run(
         RunOptions(target="tests.zoo.misc:SlowViews", profile="default", seed=1, deadline=30.0)

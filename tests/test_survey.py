@@ -37,6 +37,7 @@ def survey(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def surveyed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    # About 20 s, once for the file: a real survey, each target in a ctxkit process of its own.
     out = tmp_path_factory.mktemp("survey")
     done = survey(
         *TARGETS,

@@ -190,7 +190,11 @@ def guard(
 
     def judged(messages: Any, view: Any) -> tuple[Verdict, list[tuple[str, dict[str, Any]]]]:
         history = list(messages) if isinstance(messages, Sequence) else []
-        verdict = judge_view(view, history, on_violation)
+        try:
+            verdict = judge_view(view, history, on_violation)
+        except Exception:  # a bug in a check must not break the agent
+            log.warning("guard(): could not check a view of %s", name, exc_info=True)
+            return Verdict(view), []
         published = []
         for violation in verdict.found:
             log.warning(

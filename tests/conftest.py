@@ -46,9 +46,13 @@ worker, since its tests share module fixtures (a server, a survey, a recorded fl
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole files become groups; the spread files' runs, the longest single tests, go first,
+    so that the run ends on short tests rather than waiting on one long one (workers take
+    work in collection order)."""
     for item in items:
         if item.path.name not in SPREAD:
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+    items.sort(key=lambda item: item.path.name not in SPREAD)  # stable: order kept within
 
 
 def pytest_configure(config: pytest.Config) -> None:

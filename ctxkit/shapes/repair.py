@@ -45,36 +45,22 @@ from typing import Any, Literal
 
 from ctxkit.shapes import anthropic, gemini, inspect_message, responses
 from ctxkit.shapes.base import InvalidMessage, MessageInfo
-from ctxkit.shapes.rules import rule
+from ctxkit.shapes.rules import PAIR_RULES, rule
 
 __all__ = ["Change", "Repair", "repair"]
 
 Action = Literal["dropped", "restored"]
 What = Literal["call", "result", "reasoning", "thinking"]
 
-_UNANSWERED = {
-    "openai": "openai.calls_answered",
-    "anthropic": "anthropic.calls_answered_next",
-    "responses": "responses.calls_answered",
-    "gemini": "gemini.responses_match_calls",
-    "bedrock": "bedrock.calls_answered_next",
-    "genai": "genai.calls_answered",
-}
+_UNANSWERED = PAIR_RULES["unanswered"]
 """The rule a call without its result breaks, by shape."""
-_UNCLAIMED = {
-    "openai": "openai.result_has_call",
-    "anthropic": "anthropic.result_has_call",
-    "responses": "responses.output_has_call",
-    "gemini": "gemini.response_has_call",
-    "bedrock": "bedrock.result_has_call",
-    "genai": "genai.response_has_call",
-}
+_UNCLAIMED = PAIR_RULES["stray"]
 """The rule a result no call claims breaks, by shape."""
 _SERVER = "anthropic.server_result_in_message"
 _REASONING_WITH_CALL = "responses.reasoning_with_call"
 _REASONING_FOLLOWED = "responses.reasoning_followed"
 _THINKING = "anthropic.thinking_kept"
-_UNIQUE = "openai.unique_call_ids"
+_UNIQUE = PAIR_RULES["duplicate"]["openai"]
 
 for _id in (
     *_UNANSWERED.values(),

@@ -9,12 +9,13 @@ Checks cite a rule by id, so a finding can say what the provider would have said
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
 
-__all__ = ["Rule", "RuleSet", "rule", "rule_set"]
+__all__ = ["PAIR_RULES", "Rule", "RuleSet", "rule", "rule_set"]
 
 Pairing = Literal["next", "following"]
 
@@ -58,3 +59,25 @@ def rule(rule_id: str) -> Rule:
         if candidate.id == rule_id:
             return candidate
     raise KeyError(rule_id)
+
+
+PAIR_RULES: Mapping[str, Mapping[str, str]] = {
+    "unanswered": {
+        "openai": "openai.calls_answered",
+        "anthropic": "anthropic.calls_answered_next",
+        "responses": "responses.calls_answered",
+        "gemini": "gemini.responses_match_calls",
+        "bedrock": "bedrock.calls_answered_next",
+        "genai": "genai.calls_answered",
+    },
+    "stray": {
+        "openai": "openai.result_has_call",
+        "anthropic": "anthropic.result_has_call",
+        "responses": "responses.output_has_call",
+        "gemini": "gemini.response_has_call",
+        "bedrock": "bedrock.result_has_call",
+        "genai": "genai.response_has_call",
+    },
+    "duplicate": {"openai": "openai.unique_call_ids"},
+}
+"""Which provider rule each kind of pair break is, by the shape of the message at fault."""

@@ -39,7 +39,7 @@ from ctxkit.conformance.judge.parts import pairing as _pairing
 from ctxkit.conformance.judge.parts import positional as _positional
 from ctxkit.conformance.judge.parts import results as _results
 from ctxkit.conformance.judge.parts import tool_ids as _tool_ids
-from ctxkit.shapes.rules import rule
+from ctxkit.shapes.rules import PAIR_RULES, rule
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -120,27 +120,6 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 
 
 # -- tool_pair_integrity ---------------------------------------------------------------------
-
-PAIR_RULES: Mapping[str, Mapping[str, str]] = {
-    "unanswered": {
-        "openai": "openai.calls_answered",
-        "anthropic": "anthropic.calls_answered_next",
-        "responses": "responses.calls_answered",
-        "gemini": "gemini.responses_match_calls",
-        "bedrock": "bedrock.calls_answered_next",
-        "genai": "genai.calls_answered",
-    },
-    "stray": {
-        "openai": "openai.result_has_call",
-        "anthropic": "anthropic.result_has_call",
-        "responses": "responses.output_has_call",
-        "gemini": "gemini.response_has_call",
-        "bedrock": "bedrock.result_has_call",
-        "genai": "genai.response_has_call",
-    },
-    "duplicate": {"openai": "openai.unique_call_ids"},
-}
-"""Which provider rule each kind of pair break is, by the shape of the message at fault."""
 
 
 def _pair_rule(break_kind: str, message: Any) -> str:

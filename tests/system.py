@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -36,3 +37,19 @@ def missing(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}; CI=true, so it must be available (.ci/run)", pytrace=False)
     pytest.skip(reason)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def environment_python(extra: str, label: str, variable: str) -> str:
+    """The interpreter of the virtualenv ``.venvs/EXTRA`` (or ``$VARIABLE``) that .ci/run makes
+    for a library that cannot live beside the dev extras (``pip install -e '.[EXTRA]'``);
+    skip the test if it is missing, or fail when ``CI=true``."""
+    path = os.environ.get(variable) or str(ROOT / ".venvs" / extra / "bin" / "python")
+    if not Path(path).exists():
+        missing(
+            f"no {label} environment at {path}: python3 -m venv .venvs/{extra} && "
+            f".venvs/{extra}/bin/pip install -e '.[{extra}]'"
+        )
+    return path

@@ -21,17 +21,13 @@ from ctxkit.survey.matrix import row_from_report
 from ctxkit.survey.subjects import report_text, subjects_in
 from tests.adapter_runs import checked
 from tests.processes import json_lines
-from tests.system import missing
+from tests.system import environment_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _python() -> str:
-    path = os.environ.get("CTXKIT_AUTOGEN_PYTHON") or str(ROOT / ".venvs/autogen/bin/python")
-    if not Path(path).exists():
-        reason = f"no AutoGen environment at {path}: python3 -m venv .venvs/autogen && "
-        missing(reason + ".venvs/autogen/bin/pip install -e '.[autogen]'")
-    return path
+    return environment_python("autogen", "AutoGen", "CTXKIT_AUTOGEN_PYTHON")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ CTXKIT_ADK_PYTHON."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ from ctxkit.conformance.search.conversations import conversations
 from ctxkit.survey.subjects import subjects_in
 from tests.adapter_runs import SHORT, assert_judged
 from tests.processes import json_lines
-from tests.system import missing
+from tests.system import environment_python
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "google_adk:context_filter"
@@ -42,11 +41,7 @@ ADK_PART = {"tool_pair_integrity", "ordering", "determinism"}
 
 
 def _python() -> str:
-    path = os.environ.get("CTXKIT_ADK_PYTHON") or str(ROOT / ".venvs/google-adk/bin/python")
-    if not Path(path).exists():
-        reason = f"no Google ADK environment at {path}: python3 -m venv .venvs/google-adk && "
-        missing(reason + ".venvs/google-adk/bin/pip install -e '.[google-adk]'")
-    return path
+    return environment_python("google-adk", "Google ADK", "CTXKIT_ADK_PYTHON")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ library's part (:meth:`TrimmingAdapter.trim`). Libraries whose manager is the hi
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,9 +19,24 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "LibraryAdapter",
     "TrimmingAdapter",
+    "import_named",
     "library_options",
     "split_system",
 ]
+
+
+def import_named(spec: str, option: str, what: str | None = None) -> Any:
+    """What an option's ``"module:attr"`` string names (``attr`` may be dotted), imported;
+    a string of another form is a ``TypeError`` naming the option."""
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        alternative = f"{what} or " if what else ""
+        raise TypeError(f"{option} must be {alternative}'module:attr', got {spec!r}")
+    target: Any = importlib.import_module(module)
+    for name in attr.split("."):
+        target = getattr(target, name)
+    return target
+
 
 DEFAULT_MAX_TOKENS = 128_000
 """The budget of a request that names neither a budget nor a provider (config ``max_tokens``)."""

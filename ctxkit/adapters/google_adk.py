@@ -77,12 +77,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, LibraryAdapter, library_options
+from ctxkit.adapters.base import (
+    DEFAULT_MAX_TOKENS,
+    LibraryAdapter,
+    import_named,
+    library_options,
+)
 from ctxkit.messages import InvalidMessage, copy_message, inspect_message, validate_history
 
 __all__ = ["Compaction", "ContextFilter", "Converted", "check_content", "from_adk", "to_adk"]
@@ -295,16 +299,6 @@ def _recap_class() -> type:
     return Recap
 
 
-def _load(spec: str, option: str, what: str) -> Any:
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise TypeError(f"{option} must be {what} or 'module:attr', got {spec!r}")
-    target: Any = importlib.import_module(module)
-    for name in attr.split("."):
-        target = getattr(target, name)
-    return target
-
-
 # -- the adapters ----------------------------------------------------------------------------
 
 
@@ -426,7 +420,9 @@ class ContextFilter(_AdkAdapter):
         )
         given = dict(self.options)
         if isinstance(given.get("custom_filter"), str):
-            given["custom_filter"] = _load(given["custom_filter"], "custom_filter", "a function")
+            given["custom_filter"] = import_named(
+                given["custom_filter"], "custom_filter", "a function"
+            )
         self.plugin = ContextFilterPlugin(**given)
         super().__init__(max_tokens, hooks)
 
@@ -468,7 +464,7 @@ class Compaction(_AdkAdapter):
         if "summarizer" not in given:
             given["summarizer"] = LlmEventSummarizer(llm=_recap_class()(model="ctxkit-recap"))
         elif isinstance(given["summarizer"], str):
-            given["summarizer"] = _load(given["summarizer"], "summarizer", "a summarizer")
+            given["summarizer"] = import_named(given["summarizer"], "summarizer", "a summarizer")
         self.config = EventsCompactionConfig(**given)
         super().__init__(max_tokens, hooks)
 

@@ -54,14 +54,18 @@ its own (one second apart), as a real history's do.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ctxkit.adapters.base import DEFAULT_MAX_TOKENS, TrimmingAdapter, library_options
+from ctxkit.adapters.base import (
+    DEFAULT_MAX_TOKENS,
+    TrimmingAdapter,
+    import_named,
+    library_options,
+)
 from ctxkit.adapters.blocks import is_tool_result, is_tool_use, text_of
 
 __all__ = [
@@ -429,16 +433,6 @@ def _join_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- the adapter -----------------------------------------------------------------------------
 
 
-def _load(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise TypeError(f"processor must be 'module:attr', got {spec!r}")
-    target: Any = importlib.import_module(module)
-    for name in attr.split("."):
-        target = getattr(target, name)
-    return target
-
-
 class HistoryProcessor(TrimmingAdapter):
     """A history processor inside a real pydantic-ai ``Agent`` (see the module).
 
@@ -470,7 +464,7 @@ class HistoryProcessor(TrimmingAdapter):
         if "processor" in self.options:
             processor = self.options["processor"]
             if isinstance(processor, str):
-                processor = _load(processor)
+                processor = import_named(processor, "processor")
         else:
             processor = keep_recent_messages(self.options.get("keep", 5))
         self.processor = processor

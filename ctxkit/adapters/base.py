@@ -1,10 +1,12 @@
 """What every adapter shares: the budget of a request (:class:`LibraryAdapter`) and, for
-libraries that only offer a view, a correct store of the history (:class:`TrimmingAdapter`).
+libraries that only offer a view, a correct store of the history (:class:`StoredHistory`,
+and :class:`TrimmingAdapter` over it for a library's trimming function).
 
 The store is ctxkit's part and must never be what the suite finds: messages are validated
-and copied on the way in and out, so a caller's edits never reach it. The view is the
-library's part (:meth:`TrimmingAdapter.trim`). Libraries whose manager is the history
-(Strands, Semantic Kernel) build on :class:`LibraryAdapter` and store there.
+(:meth:`StoredHistory.check`) and copied on the way in and out, so a caller's edits never
+reach it. The view is the library's part (:meth:`TrimmingAdapter.trim`). Libraries whose
+manager is the history (Strands, Semantic Kernel) build on :class:`LibraryAdapter` and
+store there.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ctxkit.messages import Shape, copy_message, inspect_message, validate_histo
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "LibraryAdapter",
+    "StoredHistory",
     "TrimmingAdapter",
     "import_named",
     "library_options",
@@ -105,27 +108,40 @@ class LibraryAdapter:
         return self.max_tokens
 
 
-class TrimmingAdapter(LibraryAdapter):
-    """A library's trimmer over ctxkit's store of the history. Subclasses implement
-    :meth:`trim`."""
+class StoredHistory(LibraryAdapter):
+    """ctxkit's store of the history under a library's view: each message checked by
+    :meth:`check` as it enters, copies in and out."""
 
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         super().__init__(max_tokens, hooks)
         self._history: list[dict[str, Any]] = []
 
+    def check(self, message: Any, index: int | None = None) -> None:
+        """Refuse (``InvalidMessage``) a message the library cannot take: by default, one
+        in none of :attr:`SHAPES`."""
+        inspect_message(message, index, shapes=self.SHAPES)
+
     async def add_message(self, message: dict[str, Any]) -> None:
-        inspect_message(message, shapes=self.SHAPES)
+        self.check(message)
         self._history.append(copy_message(message))
 
     async def get_messages(self) -> list[dict[str, Any]]:
         return copy_message(self._history)
 
     async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
-        validate_history(list(messages), shapes=self.SHAPES)
+        messages = list(messages)
+        for index, message in enumerate(messages):
+            self.check(message, index)
+        validate_history(messages)  # and no call id used twice
         self._history = [copy_message(m) for m in messages]
 
     async def clear(self) -> None:
         self._history = []
+
+
+class TrimmingAdapter(StoredHistory):
+    """A library's trimming function over ctxkit's store of the history. Subclasses
+    implement :meth:`trim`."""
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None

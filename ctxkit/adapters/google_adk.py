@@ -83,11 +83,11 @@ from typing import Any
 
 from ctxkit.adapters.base import (
     DEFAULT_MAX_TOKENS,
-    LibraryAdapter,
+    StoredHistory,
     import_named,
     library_options,
 )
-from ctxkit.messages import InvalidMessage, copy_message, inspect_message, validate_history
+from ctxkit.messages import InvalidMessage, copy_message, inspect_message
 
 __all__ = ["Compaction", "ContextFilter", "Converted", "check_content", "from_adk", "to_adk"]
 
@@ -302,7 +302,7 @@ def _recap_class() -> type:
 # -- the adapters ----------------------------------------------------------------------------
 
 
-class _AdkAdapter(LibraryAdapter):
+class _AdkAdapter(StoredHistory):
     """A real ADK ``App`` (made by :meth:`_app`) run by a real ``Runner`` over a fresh
     in-memory session of the history for each request (see the module)."""
 
@@ -320,7 +320,6 @@ class _AdkAdapter(LibraryAdapter):
         self.agent = LlmAgent(name=AGENT, model=self.model, instruction=self._instruct)
         self.sessions = InMemorySessionService()
         self.runner = Runner(app=self._app(), session_service=self.sessions)
-        self._history: list[dict[str, Any]] = []
         self._lock = asyncio.Lock()
 
     def _app(self) -> Any:
@@ -334,22 +333,8 @@ class _AdkAdapter(LibraryAdapter):
         """The agent's instruction (a function, so ADK injects no session state into it)."""
         return self._instruction
 
-    async def add_message(self, message: dict[str, Any]) -> None:
-        check_content(message)
-        self._history.append(copy_message(message))
-
-    async def get_messages(self) -> list[dict[str, Any]]:
-        return copy_message(self._history)
-
-    async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
-        messages = list(messages)
-        validate_history(messages)
-        for index, message in enumerate(messages):
-            check_content(message, index)
-        self._history = [copy_message(m) for m in messages]
-
-    async def clear(self) -> None:
-        self._history = []
+    def check(self, message: Any, index: int | None = None) -> None:
+        check_content(message, index)
 
     async def get_messages_for_request(
         self, token_budget: int | None = None, provider: Any = None

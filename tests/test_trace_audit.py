@@ -4,6 +4,7 @@ of a correct manager."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -330,6 +331,90 @@ def test_a_pretty_printed_export_is_read_whole(tmp_path: Path):
     assert len(read_paths([str(source)]).requests) == 1
 
 
+HOSTILE_LINES = [
+    "{oops",
+    "[" * 100_000,  # deeper than Python's parser goes
+    '{"a": ' * 2_000 + "1" + "}" * 2_000,
+    '{"model": "m", "max_tokens": ' + "9" * 5_000 + "}",  # past int's digit limit
+    "\ufffd\x00 binary",
+]
+
+
+def _body(text: str) -> str:
+    return json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n\r"))
+            .map(_body)
+            .map(lambda body: ("body", body)),
+            st.sampled_from(HOSTILE_LINES).map(lambda line: ("bad", line)),
+            # never JSON, nor part of a document spread over lines
+            st.text(
+                alphabet=st.characters(
+                    codec="utf-8", exclude_characters="\n\r\x1c\x1d\x1e\x85\u2028\u2029"
+                )
+            ).map(lambda text: ("bad", "x" + text)),
+        ),
+        min_size=1,
+        max_size=8,
+    ).filter(lambda lines: any(kind == "body" for kind, _ in lines))
+)
+def test_any_mix_of_hostile_and_good_lines_reads_every_good_one(tmp_path: Path, lines):
+    """A line that does not read is a problem at its own line, whatever it holds (first, too
+    deep for the parser, not text), and every other line is still read."""
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(line for _, line in lines) + "\n", encoding="utf-8")
+    read = read_paths([str(source)])
+    assert len(read.requests) == sum(kind == "body" for kind, _ in lines)
+    bad = [f"{source}:{n}" for n, (kind, _) in enumerate(lines, 1) if kind == "bad"]
+    assert [p.where for p in read.problems] == bad
+
+
+def test_a_file_of_unreadable_lines_is_exit_2_naming_the_first(tmp_path: Path):
+    source = tmp_path / "deep.jsonl"
+    source.write_text("\n".join(HOSTILE_LINES[1:3]) + "\n")
+    done = subprocess.run([*CLI, str(source)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"{source}:1: not JSON: nested too deeply to read" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_message_list_nested_too_deeply_is_a_problem_of_its_span_only():
+    deep = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": "[" * 100_000}
+    good = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": []}]),
+    }
+    requests, problems = requests_of([(_span(deep), "f:1"), (_span(good, span_id="02"), "f:2")])
+    assert [r.where for r in requests] == ["f:2 span 02 (chat)"]
+    assert [p.where for p in problems] == ["f:1 span 01 (chat)"]
+
+
+def test_a_directory_stands_for_its_files_and_gzip_is_read_as_it_is(tmp_path: Path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "traces.jsonl").write_text(_body("newest") + "\n")
+    with gzip.open(folder / "traces-2026-11-25T10-00-00.000.jsonl", "wt") as rotated:
+        rotated.write(_body("older") + "\n" + _body("oldest") + "\n")
+    (folder / ".partial").write_text("{oops\n")
+    (folder / "nested").mkdir()
+    assert len(read_paths([str(folder)]).requests) == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([*CLI, str(empty)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        f"ctxkit: {empty}: a directory with no file in it",
+    )
+    done = subprocess.run([*CLI, str(folder)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "3 requests" in done.stdout
+
+
 def test_request_bodies_of_every_api_are_read():
     anthropic = request_of(
         {
@@ -443,7 +528,7 @@ def test_a_file_in_neither_form_is_exit_2_with_a_sentence(tmp_path: Path):
         [*CLI, str(tmp_path / "nope")], capture_output=True, text=True, check=False
     )
     assert missing.returncode == 2
-    assert "no such file" in missing.stderr
+    assert "no such file or directory" in missing.stderr
     with pytest.raises(UnknownFormat):
         read_paths([str(source)])
 

@@ -153,9 +153,42 @@ def test_what_does_not_decode_gets_otlp_answers_and_changes_nothing(tmp_path: Pa
         assert code == 400
         code, _, _ = post(f"{receiver.url}/v1/metrics", b"", "application/x-protobuf")
         assert code == 404
-        assert receiver.metric('ctxkit_audit_skipped_total{reason="undecodable"}') == 3
+        code, _, _ = post(f"{receiver.url}/v1/traces", b"[" * 100_000, "application/json")
+        assert code == 400  # deeper than Python's parser goes: bad JSON like any other
+        assert receiver.metric('ctxkit_audit_skipped_total{reason="undecodable"}') == 4
+        # A span whose message list is nested too deeply is skipped; the watch goes on.
+        deep = {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                {
+                                    "traceId": "5b8efff798038103d269b633813fc60c",
+                                    "spanId": "eee19b7ec3c1b174",
+                                    "name": "chat",
+                                    "attributes": [
+                                        {
+                                            "key": "gen_ai.input.messages",
+                                            "value": {"stringValue": "[" * 100_000},
+                                        }
+                                    ],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ]
+        }
+        code, _, _ = post(
+            f"{receiver.url}/v1/traces", json.dumps(deep).encode(), "application/json"
+        )
+        assert code == 200
         report = receiver.stop()
     assert report["requests"] == 0
+    assert [p["reason"] for p in report["skipped"]] == [
+        "gen_ai.input.messages is not a JSON list of messages"
+    ]
     assert receiver.process.returncode == 0
 
 

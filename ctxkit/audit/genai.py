@@ -19,13 +19,12 @@ instrumentation was told not to record content, and :func:`content_hint` says ho
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxkit.audit.otlp import Record
-from ctxkit.audit.request import Problem, Request, Usage
+from ctxkit.audit.request import Problem, Request, Usage, parse_json
 
 __all__ = ["content_hint", "requests_of"]
 
@@ -82,7 +81,7 @@ def content_hint(scope: str) -> str:
 def _json_value(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return parse_json(value)
         except ValueError:
             return None
     return value

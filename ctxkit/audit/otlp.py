@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,8 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxkit.audit.request import parse_json
 
 __all__ = [
     "NotOtlp",
@@ -160,7 +161,7 @@ def records_of(body: bytes, content_type: str, signal: str) -> list[Record]:
     """
     if "json" in content_type:
         try:
-            data = json.loads(body)
+            data = parse_json(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise NotOtlp(f"not JSON: {exc}") from None
         if not isinstance(data, dict):

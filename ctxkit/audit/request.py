@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KEY_RULES", "Problem", "Request", "Usage"]
+__all__ = ["KEY_RULES", "Problem", "Request", "Usage", "parse_json"]
 
 KEY_RULES = (
     "gen_ai.conversation.id",
@@ -59,3 +60,12 @@ class Problem:
     reason: str
     hint: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON from a recording or an export. Nested too deeply for Python's parser, it is a
+    ``ValueError`` like any other bad JSON (a skipped record), never a crash of the audit."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None

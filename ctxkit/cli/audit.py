@@ -22,7 +22,9 @@ conversation (messages reordered, the system prompt or the newest user message d
 compactions, how much of the previous request's start was kept for the prompt cache, tokens
 against the model's context window).
 
-PATH is a file (or - for stdin) in one of two forms, told from its first record:
+PATH is a file, a directory (every file in it, as the file exporter rotates them), or - for
+stdin; gzip files are read as they are. Each file is in one of two forms, told from its first
+record:
   OTLP/JSON     what the OpenTelemetry Collector's file exporter writes: one export request
                 of traces or logs per line. GenAI spans and events in every form in use
                 (gen_ai.input.messages, OpenLLMetry's gen_ai.prompt.N, OpenInference's
@@ -48,7 +50,7 @@ recommended one); 2 bad usage or a file in neither form.
 
 examples:
   ctxkit audit traces.jsonl
-  ctxkit audit traces/*.jsonl --report-json audit.json --junit audit.xml
+  ctxkit audit traces/ --report-json audit.json --junit audit.xml
   ctxkit audit requests.jsonl --format bodies --window my-model=32000
 """
 
@@ -84,7 +86,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files to read (- for stdin)")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or directories to read (- for stdin)"
+    )
     parser.add_argument(
         "--format",
         choices=("auto", "otlp", "bodies"),
@@ -125,7 +129,7 @@ def _progress() -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from ctxkit.audit.auditor import Auditor
-    from ctxkit.audit.files import UnknownFormat, read_paths
+    from ctxkit.audit.files import UnknownFormat, files_of, read_paths
     from ctxkit.audit.report import Outcome, as_json, text_summary, write_html, write_junit
 
     for option, path in (
@@ -136,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:
             check_writable_file(option, path)
     for name in args.paths:
-        if name != "-" and not Path(name).is_file():
-            raise UsageError(f"{name}: no such file")
+        if name != "-" and not Path(name).exists():
+            raise UsageError(f"{name}: no such file or directory")
+        if Path(name).is_dir() and not files_of([name]):
+            raise UsageError(f"{name}: a directory with no file in it")
     progress = _progress()
     tasks: dict[str, Any] = {}
 

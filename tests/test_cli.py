@@ -214,6 +214,7 @@ def test_usage_reads_a_file_in_each_form(tmp_path: Path, capsys, form):
         (b"\x89PNG\r\n\x1a\n\x00", [], "not UTF-8 text (byte 0 is 0x89)"),
         ('[{"role": "user", "content": "caf\u00e9"}]'.encode("latin-1"), [], "byte 33 is 0xe9"),
         ("[" * 100_000 + "]" * 100_000, [], "nests too deeply to be a list of messages"),
+        ('[{"role": "user", "content": ' + "9" * 5_000 + "}]", [], "not valid JSON (Exceeds"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, capsys, content, args, fragment):

@@ -267,6 +267,8 @@ def test_only_recommended_failures_exit_0():
         (["tests.zoo.broken_import:Manager"], "does_not_exist_ctxkit_zoo"),
         (["--config", "{not json"], "--config is not valid JSON"),
         (["--config", "[1, 2]"], "must be a JSON object"),
+        (["--config", "[" * 5_000], "--config nests too deeply"),
+        (["--config", '{"a": ' + "9" * 5_000 + "}"], "--config is not valid JSON: Exceeds the"),
         (["--allow", "everything"], "unknown relaxation 'everything'"),
         (["--allow", "budget-tolerance=9"], "ratio from 0 to 1"),
         (["ctxkit.reference:ReferenceContextManager", "--config", '{"max_tokns": 5}'], "max_tokns"),

@@ -104,8 +104,10 @@ def config_from_json(text: str) -> dict[str, Any]:
     """The ``--config JSON`` option of a subcommand: a JSON object of keyword arguments."""
     try:
         config = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
         raise UsageError(f"--config is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise UsageError("--config nests too deeply to be keyword arguments") from None
     if not isinstance(config, dict):
         raise UsageError("""--config must be a JSON object, e.g. '{"max_tokens": 8000}'""")
     return config

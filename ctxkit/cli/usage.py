@@ -128,7 +128,7 @@ def _load_messages(path: Path) -> list[Any]:
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
         raise UsageError(f"{path}: not valid JSON ({exc})") from exc
     except RecursionError:
         raise UsageError(f"{path}: nests too deeply to be a list of messages") from None

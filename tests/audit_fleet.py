@@ -257,15 +257,15 @@ def _times(conversations: list[Conversation]) -> list[tuple[int, Conversation, i
     return sorted(stamped, key=lambda t: t[0])
 
 
-def otlp_lines(conversations: list[Conversation], *, batch: int, seed: int) -> list[str]:
-    """The fleet as the Collector's file exporter writes it: a span per request with
-    ``gen_ai.input.messages``, keyed by ``gen_ai.conversation.id``, in batches of ``batch``
-    spans written in shuffled order (exporters deliver out of order)."""
+def otlp_exports(conversations: list[Conversation], *, batch: int, seed: int) -> list[Any]:
+    """The fleet as the Collector's exporters receive it: a span per request with
+    ``gen_ai.input.messages``, keyed by ``gen_ai.conversation.id``, in export requests of
+    ``batch`` spans (protobuf, encoded by the SDK's OTLP encoder) in shuffled order (exporters
+    deliver out of order)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from tests.otlp_files import trace_lines
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -278,10 +278,19 @@ def otlp_lines(conversations: list[Conversation], *, batch: int, seed: int) -> l
         span.set_attribute("gen_ai.conversation.id", conv.key)
         span.set_attribute("gen_ai.input.messages", json.dumps(conv.requests[index]))
         span.end(end_time=time_ns + 500_000)
-    lines = trace_lines(exporter.get_finished_spans(), batch=batch)
-    random.Random(seed).shuffle(lines)
+    spans = exporter.get_finished_spans()
+    exports = [encode_spans(spans[i : i + batch]) for i in range(0, len(spans), batch)]
+    random.Random(seed).shuffle(exports)
     provider.shutdown()
-    return lines
+    return exports
+
+
+def otlp_lines(conversations: list[Conversation], *, batch: int, seed: int) -> list[str]:
+    """:func:`otlp_exports` as the Collector's file exporter writes them by default: a line
+    of OTLP/JSON each."""
+    from tests.otlp_files import collector_line
+
+    return [collector_line(e) for e in otlp_exports(conversations, batch=batch, seed=seed)]
 
 
 def _body(shape: str, messages: list[dict[str, Any]]) -> dict[str, Any]:

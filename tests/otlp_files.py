@@ -1,6 +1,7 @@
 """Recording what real instrumentations emit, as the OpenTelemetry Collector's file exporter
 writes it: one OTLP/JSON export request per line, trace and span ids in hex (the OTLP/JSON
-rule), encoded by the SDK's own OTLP encoders."""
+rule), encoded by the SDK's own OTLP encoders; or, with ``format: proto`` or ``compression:
+zstd``, each export behind its length (:func:`framed`)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,20 @@ def trace_lines(spans: Sequence[Any], batch: int = 0) -> list[str]:
 
 def log_lines(logs: Sequence[Any]) -> list[str]:
     return [collector_line(encode_logs(list(logs)))] if logs else []
+
+
+def framed(messages: Sequence[Any], *, form: str = "proto", zstd: bool = False) -> bytes:
+    """Export requests as the file exporter writes them with ``format: proto`` (``form``
+    "proto") or ``format: json`` and ``compression: zstd`` (``form`` "json"): each one
+    (zstd-compressed if ``zstd``) after its length, 4 bytes big-endian."""
+    import zstandard
+
+    out = bytearray()
+    for message in messages:
+        payload = (
+            message.SerializeToString() if form == "proto" else collector_line(message).encode()
+        )
+        if zstd:
+            payload = zstandard.ZstdCompressor().compress(payload)
+        out += len(payload).to_bytes(4, "big") + payload
+    return bytes(out)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ctxkit.audit import Auditor, ConversationAudit, Request
 from ctxkit.audit.auditor import in_time_order
@@ -21,7 +22,8 @@ from ctxkit.audit.files import UnknownFormat, read_paths
 from ctxkit.audit.genai import content_hint, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.windows import context_window
-from tests.audit_fleet import Conversation, body_lines, fleet, otlp_lines
+from tests.audit_fleet import Conversation, body_lines, fleet, otlp_exports, otlp_lines
+from tests.otlp_files import collector_line, framed
 from tests.schemas import valid
 
 CLI = [sys.executable, "-m", "ctxkit", "audit"]
@@ -30,6 +32,10 @@ CLI = [sys.executable, "-m", "ctxkit", "audit"]
 def _audit(tmp_path: Path, lines: list[str], *args: str) -> tuple[int, dict, str]:
     source = tmp_path / "recorded.jsonl"
     source.write_text("\n".join(lines) + "\n")
+    return _audit_file(tmp_path, source, *args)
+
+
+def _audit_file(tmp_path: Path, source: Path, *args: str) -> tuple[int, dict, str]:
     report = tmp_path / "report.json"
     done = subprocess.run(
         [*CLI, str(source), "--report-json", str(report), *args],
@@ -413,6 +419,62 @@ def test_a_directory_stands_for_its_files_and_gzip_is_read_as_it_is(tmp_path: Pa
     done = subprocess.run([*CLI, str(folder)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "3 requests" in done.stdout
+
+
+def _seen(requests: list[Request]) -> list[tuple]:
+    return [(r.key, r.time_ns, json.dumps(r.messages)) for r in requests]
+
+
+def _details_log() -> ExportLogsServiceRequest:
+    """A logs export: one model call recorded as the details event, with no span."""
+    logs = ExportLogsServiceRequest()
+    record = logs.resource_logs.add().scope_logs.add().log_records.add()
+    record.event_name = "gen_ai.client.inference.operation.details"
+    record.time_unix_nano = 1
+    attribute = record.attributes.add()
+    attribute.key = "gen_ai.input.messages"
+    attribute.value.string_value = json.dumps([{"role": "user", "parts": []}])
+    return logs
+
+
+def test_the_file_exporters_framed_forms_read_as_its_json_lines(tmp_path: Path):
+    """``format: proto`` and ``compression: zstd`` (each export behind its length) give the
+    requests the default JSON lines give, traces and logs told apart frame by frame; and a
+    framed file is judged like any other."""
+    conversations = fleet(seed=13, size=24)
+    exports = otlp_exports(conversations, batch=5, seed=2)
+    lines = tmp_path / "traces.jsonl"
+    lines.write_text("\n".join(collector_line(e) for e in exports) + "\n")
+    expected = _seen(read_paths([str(lines)]).requests)
+    assert len(expected) > 24
+    for form, zstd in (("proto", False), ("proto", True), ("json", True)):
+        source = tmp_path / f"traces-{form}-{zstd}.bin"
+        source.write_bytes(framed([*exports, _details_log()], form=form, zstd=zstd))
+        read = read_paths([str(source)])
+        assert read.problems == [], (form, zstd)
+        assert _seen(read.requests)[0][1] == 1, "the logs frame's call"
+        assert _seen(read.requests[1:]) == expected, (form, zstd)
+    source.write_bytes(framed(exports, form="proto", zstd=True))
+    code, report, _ = _audit_file(tmp_path, source)
+    _check_fleet(conversations, report)
+    assert code == report["exit_code"]
+
+
+def test_a_cut_off_frame_is_a_problem_after_what_came_before(tmp_path: Path, monkeypatch):
+    exports = otlp_exports(fleet(seed=14, size=4), batch=3, seed=1)
+    whole = framed(exports)
+    source = tmp_path / "traces.bin"
+    source.write_bytes(whole[:-10])  # the exporter was still writing the last frame
+    read = read_paths([str(source)])
+    assert [p.where for p in read.problems] == [f"{source}:frame {len(exports)}"]
+    assert "cut off" in read.problems[0].reason
+    assert len(read.requests) == sum(
+        len(s.spans) for e in exports[:-1] for r in e.resource_spans for s in r.scope_spans
+    )
+    source.write_bytes(framed(exports, zstd=True))
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with pytest.raises(UnknownFormat, match="needs the zstandard package: pip install zstandard"):
+        read_paths([str(source)])
 
 
 def test_request_bodies_of_every_api_are_read():

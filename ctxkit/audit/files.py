@@ -2,7 +2,9 @@
 it (one export request of traces or logs per line), or JSON Lines of raw request bodies.
 
 A directory stands for the files in it (the exporter leaves its rotated backups beside the
-current file); a gzip file is read through gzip, told by its first bytes, not its name.
+current file); a gzip file is read through gzip, and the exporter's framed binary form
+(``format: proto`` or ``compression: zstd``, :mod:`ctxkit.audit.frames`) frame by frame, each
+told by its first bytes, not its name.
 
 Each file's form is told from its first record; a file in neither form is the user's mistake
 (:class:`UnknownFormat`). Inside a file, a line that does not parse or decode, or a span with a
@@ -17,12 +19,13 @@ import gzip
 import io
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from ctxkit.audit.bodies import NotABody, is_body_line, request_of
+from ctxkit.audit.frames import Decoded, MissingDecompressor, frames, is_framed
 from ctxkit.audit.genai import requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Problem, Request, parse_json
@@ -116,15 +119,59 @@ def files_of(paths: Sequence[str]) -> list[str]:
     return found
 
 
-def _open(path: str) -> tuple[IO[str], str]:
+@contextmanager
+def _entries(path: str) -> Iterator[tuple[str, Iterator[tuple[str, Any, str, int]]]]:
+    """The file's name, and its entries: (where in it, what it holds, what is wrong, bytes
+    read so far), line by line or frame by frame."""
     if path == "-":
-        return sys.stdin, "<stdin>"
+        yield "<stdin>", ((str(n), *rest) for n, *rest in _documents(sys.stdin))
+        return
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - returned open, closed by the caller
+        raw = open(path, "rb")  # noqa: SIM115 - closed below, with what wraps it
     except OSError as exc:
         raise UnknownFormat(f"cannot read {path}: {exc.strerror or exc}") from None
-    binary: IO[bytes] = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
-    return io.TextIOWrapper(binary, encoding="utf-8", errors="replace"), path
+    with raw:
+        binary: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
+        if is_framed(binary.peek(1)):
+            yield path, ((f"frame {n}", *rest) for n, *rest in frames(binary))
+        else:
+            text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+            yield path, ((str(n), *rest) for n, *rest in _documents(text))
+
+
+def _take(
+    data: Any,
+    kind: str,
+    where: str,
+    records: list[tuple[Record, str]],
+    arrival: list[Request],
+) -> str:
+    """Add what one entry holds to ``records`` (OTLP) or ``arrival`` (bodies); what is wrong
+    with it, or ""."""
+    try:
+        if kind == "bodies":
+            if isinstance(data, Decoded):
+                return "is an OTLP protobuf export, not a request body"
+            arrival.append(request_of(data, where, len(arrival)))
+            return ""
+        found = data.records if isinstance(data, Decoded) else decode_json_line(data)
+    except (NotABody, NotOtlp) as exc:
+        return str(exc)
+    records.extend((record, where) for record in found)
+    return ""
+
+
+def _form_of(name: str, data: Any) -> str:
+    """A file's form, told from its first record."""
+    if isinstance(data, Decoded) or _otlp_like(data):
+        return "otlp"
+    if is_body_line(data):
+        return "bodies"
+    raise UnknownFormat(
+        f"{name}: the first record is neither OTLP/JSON (a line of the OpenTelemetry "
+        "Collector's file exporter, with resourceSpans or resourceLogs) nor a request body "
+        "(messages, input or contents); see 'ctxkit audit --help'"
+    )
 
 
 def read_paths(
@@ -140,48 +187,31 @@ def read_paths(
     records: list[tuple[Record, str]] = []
     arrival: list[Request] = []
     for path in files_of(paths):
-        handle, name = _open(path)
-        skipped_before = len(read.problems)
-        with handle if handle is not sys.stdin else nullcontext():
+        with _entries(path) as (name, entries):
+            skipped_before = len(read.problems)
             kind = None if form == "auto" else form
-            for number, data, error, consumed in _documents(handle):
-                read.lines += 1
-                where = f"{name}:{number}"
-                if progress is not None:
-                    progress(path, consumed)
-                if error:
-                    read.problems.append(Problem(where, error))
-                    continue
-                if kind is None:
-                    kind = "otlp" if _otlp_like(data) else "bodies" if is_body_line(data) else None
-                    if kind is None:
-                        raise UnknownFormat(
-                            f"{name}: the first record is neither OTLP/JSON (a line of the "
-                            "OpenTelemetry Collector's file exporter, with resourceSpans or "
-                            "resourceLogs) nor a request body (messages, input or contents); "
-                            "see 'ctxkit audit --help'"
-                        )
-                if kind == "otlp":
-                    try:
-                        found = decode_json_line(data)
-                    except NotOtlp as exc:
-                        read.problems.append(Problem(where, str(exc)))
-                        continue
-                    read.records += len(found)
-                    records.extend((record, where) for record in found)
-                else:
-                    try:
-                        arrival.append(request_of(data, where, len(arrival)))
-                    except NotABody as exc:
-                        read.problems.append(Problem(where, str(exc)))
+            try:
+                for position, data, error, consumed in entries:
+                    read.lines += 1
+                    if progress is not None:
+                        progress(path, consumed)
+                    where = f"{name}:{position}"
+                    if not error:
+                        kind = kind or _form_of(name, data)
+                        error = _take(data, kind, where, records, arrival)
+                    if error:
+                        read.problems.append(Problem(where, error))
+            except MissingDecompressor as exc:
+                raise UnknownFormat(f"{name}: {exc}") from None
             if kind is None and form == "auto":
                 skipped = read.problems[skipped_before:]
                 if not skipped:
                     raise UnknownFormat(f"{name}: holds no record (an empty file?)")
                 raise UnknownFormat(
-                    f"{name}: no line reads as a record ({len(skipped)} tried; the first, "
-                    f"{skipped[0].where}: {skipped[0].reason})"
+                    f"{name}: nothing in it reads as a record ({len(skipped)} tried; the "
+                    f"first, {skipped[0].where}: {skipped[0].reason})"
                 )
+    read.records = len(records)
     found, problems = requests_of(records)
     arrival.extend(found)
     read.problems.extend(problems)

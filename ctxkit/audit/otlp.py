@@ -27,6 +27,7 @@ from ctxkit.audit.request import parse_json
 __all__ = [
     "NotOtlp",
     "Record",
+    "decode_export",
     "decode_json_line",
     "decode_logs",
     "decode_traces",
@@ -117,6 +118,29 @@ def decode_logs(request: ExportLogsServiceRequest) -> Iterator[Record]:
                     resource,
                     body=any_value(log.body) if log.HasField("body") else None,
                 )
+
+
+def decode_export(payload: bytes) -> list[Record]:
+    """A protobuf export request whose signal nothing says (a frame of a file): traces if it
+    parses as spans that carry trace and span ids, else logs.
+
+    Raises :class:`NotOtlp` when it is neither.
+    """
+    traces = ExportTraceServiceRequest()
+    try:
+        traces.ParseFromString(payload)
+    except DecodeError:
+        pass
+    else:
+        spans = [s for r in traces.resource_spans for ss in r.scope_spans for s in ss.spans]
+        if spans and all(len(s.trace_id) == 16 and len(s.span_id) == 8 for s in spans):
+            return list(decode_traces(traces))
+    logs = ExportLogsServiceRequest()
+    try:
+        logs.ParseFromString(payload)
+    except DecodeError as exc:
+        raise NotOtlp(f"does not decode as OTLP protobuf: {exc}") from None
+    return list(decode_logs(logs))
 
 
 def _hex_ids_to_base64(value: Any) -> Any:

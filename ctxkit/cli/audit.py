@@ -25,10 +25,12 @@ against the model's context window).
 PATH is a file, a directory (every file in it, as the file exporter rotates them), or - for
 stdin; gzip files are read as they are. Each file is in one of two forms, told from its first
 record:
-  OTLP/JSON     what the OpenTelemetry Collector's file exporter writes: one export request
-                of traces or logs per line. GenAI spans and events in every form in use
-                (gen_ai.input.messages, OpenLLMetry's gen_ai.prompt.N, OpenInference's
-                llm.input_messages.N, per-message gen_ai.*.message events).
+  OTLP          what the OpenTelemetry Collector's file exporter writes: one OTLP/JSON
+                export request of traces or logs per line, or, with format: proto or
+                compression: zstd, each export after its length. GenAI spans and
+                events in every form in use (gen_ai.input.messages, OpenLLMetry's
+                gen_ai.prompt.N, OpenInference's llm.input_messages.N, per-message
+                gen_ai.*.message events).
   bodies        JSON Lines of raw request bodies: OpenAI Chat Completions and Responses,
                 Anthropic Messages, Gemini generateContent, Bedrock Converse; a line may wrap
                 its body as {"timestamp", "body", "usage"}.

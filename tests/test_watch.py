@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ctxkit.audit.otlp import _hex_ids_to_base64
+from ctxkit.audit.receiver import MAX_BODY_BYTES
 from tests.audit_fleet import fleet, otlp_lines
 from tests.ports import free_port
 from tests.schemas import valid
@@ -115,14 +117,19 @@ def test_a_fleet_over_json_protobuf_and_gzip_is_judged_exactly(tmp_path: Path):
     with watching(tmp_path) as receiver:
         traces = f"{receiver.url}/v1/traces"
         for number, line in enumerate(lines):
-            if number % 3 == 0:
+            if number % 4 == 0:
                 answer = post(traces, line.encode(), "application/json")
-            elif number % 3 == 1:
+            elif number % 4 == 1:
                 answer = post(traces, protobuf(line), "application/x-protobuf")
-            else:
+            elif number % 4 == 2:
                 answer = post(
                     traces, gzip.compress(protobuf(line)), "application/x-protobuf",
                     **{"content-encoding": "gzip"},
+                )  # fmt: skip
+            else:  # the Python SDK's exporter offers deflate too
+                answer = post(
+                    traces, zlib.compress(line.encode()), "application/json",
+                    **{"content-encoding": "deflate"},
                 )  # fmt: skip
             assert answer[0] == 200, answer
         report = receiver.stop()
@@ -190,6 +197,41 @@ def test_what_does_not_decode_gets_otlp_answers_and_changes_nothing(tmp_path: Pa
         "gen_ai.input.messages is not a JSON list of messages"
     ]
     assert receiver.process.returncode == 0
+
+
+def test_a_bomb_a_chunked_or_a_lying_sender_gets_an_answer_and_the_watch_goes_on(
+    tmp_path: Path,
+):
+    """What a hostile or odd sender does costs it an answer, never the receiver's memory or a
+    thread: a small gzip that inflates past the limit is refused unpacked (413), a body with
+    no usable length is refused (411), an unknown encoding is a 400."""
+    bomb = gzip.compress(b"\0" * (MAX_BODY_BYTES + 1024))
+    assert len(bomb) < 100_000
+    with watching(tmp_path) as receiver:
+        traces = f"{receiver.url}/v1/traces"
+        code, _, _ = post(
+            traces, bomb, "application/x-protobuf", **{"content-encoding": "gzip"}
+        )  # fmt: skip
+        assert code == 413
+        code, _, _ = post(traces, b"x", "application/json", **{"content-encoding": "br"})
+        assert code == 400
+        host, port = urllib.parse.urlsplit(receiver.url).netloc.split(":")
+        for headers in (
+            "Transfer-Encoding: chunked\r\n",
+            "Content-Length: twelve\r\n",
+            "Content-Length: -5\r\n",
+        ):
+            with socket.create_connection((host, int(port)), timeout=10) as raw:
+                raw.sendall(
+                    f"POST /v1/traces HTTP/1.1\r\nHost: x\r\n{headers}"
+                    "Content-Type: application/json\r\n\r\n".encode()
+                )
+                assert raw.recv(200).startswith(b"HTTP/1.1 411"), headers
+        code, _, _ = post(traces, b"{}", "application/json")
+        assert code == 200, "the receiver goes on"
+        report = receiver.stop()
+    assert receiver.process.returncode == 0
+    assert report["requests"] == 0
 
 
 def test_a_full_queue_answers_retryable_503_and_loses_nothing_accepted(tmp_path: Path):

@@ -4,7 +4,9 @@ The HTTP side only decodes and queues: it answers at once and never blocks the s
 export that does not decode gets OTLP's own answer (400 with a ``google.rpc.Status``); when
 the queue is full the answer is 503 with ``Retry-After`` (a status OTLP exporters retry), so
 memory stays bounded and nothing is lost that the sender does not know about. Bodies may be
-gzip-compressed (the Collector's default).
+gzip- or deflate-compressed (gzip is the Collector's default); an export is refused (413)
+past :data:`MAX_BODY_BYTES`, sent or inflated, and a sender that stops mid-request is let go
+after :data:`READ_TIMEOUT_S`.
 
 The audit side takes records off the queue and holds them until nothing has arrived for
 ``settle_s`` (or, under steady traffic, for at most :data:`HOLD_AT_MOST` settle periods), so
@@ -19,7 +21,6 @@ load-balancing exporter): every figure is per conversation or a sum.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import queue
 import threading
 import time
@@ -39,7 +40,13 @@ from ctxkit.events import EventBus
 __all__ = ["MAX_BODY_BYTES", "OtlpReceiver", "Watch"]
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
-"""A larger export is refused (413): the Collector's default batch is far below it."""
+"""A larger export, as sent or once inflated, is refused (413): the Collector's default batch
+is far below it."""
+
+READ_TIMEOUT_S = 30.0
+"""A connection that sends nothing for this long is closed (it holds a thread)."""
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 HOLD_AT_MOST = 6
 """Under steady traffic, what arrived is audited after at most this many settle periods."""
@@ -64,6 +71,7 @@ class OtlpReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = READ_TIMEOUT_S
 
             def do_POST(self) -> None:
                 receiver._handle(self)
@@ -91,19 +99,26 @@ class OtlpReceiver:
         signal = _SIGNALS.get(handler.path.split("?")[0])
         content_type = handler.headers.get("content-type", "application/x-protobuf")
         json_body = "json" in content_type
-        length = int(handler.headers.get("content-length") or 0)
         if signal is None:
             self._answer(handler, 404, json_body, f"no OTLP signal at {handler.path}")
             return
+        length = _content_length(handler)
+        if length is None:
+            self._answer(handler, 411, json_body, "send the export with a Content-Length")
+            handler.close_connection = True  # what was sent cannot be skipped
+            return
         if length > MAX_BODY_BYTES:
             self._answer(handler, 413, json_body, f"export of {length} bytes is too large")
+            handler.close_connection = True
             return
         body = handler.rfile.read(length)
+        encoding = handler.headers.get("content-encoding", "").strip().lower()
         try:
-            if handler.headers.get("content-encoding", "").lower() == "gzip":
-                body = gzip.decompress(body)
-            records = records_of(body, content_type, signal)
-        except (NotOtlp, OSError, EOFError, zlib.error) as exc:
+            records = records_of(_inflated(body, encoding), content_type, signal)
+        except _TooLarge as exc:
+            self._answer(handler, 413, json_body, str(exc))
+            return
+        except (NotOtlp, zlib.error) as exc:
             if self.on_error is not None:
                 self.on_error(str(exc))
             self._answer(handler, 400, json_body, f"the export does not decode: {exc}")
@@ -140,6 +155,37 @@ class OtlpReceiver:
             handler.send_header("retry-after", "1")
         handler.end_headers()
         handler.wfile.write(data)
+
+
+class _TooLarge(ValueError):
+    """An export that inflates past :data:`MAX_BODY_BYTES`."""
+
+
+def _content_length(handler: BaseHTTPRequestHandler) -> int | None:
+    """The body's length as the sender gave it; None when it gave none that can be used
+    (chunked, or not a number)."""
+    if "chunked" in handler.headers.get("transfer-encoding", "").lower():
+        return None
+    text = handler.headers.get("content-length")
+    if text is None:
+        return 0
+    return int(text) if text.strip().isdigit() else None
+
+
+def _inflated(body: bytes, encoding: str) -> bytes:
+    """``body`` as it was before the sender compressed it (``Content-Encoding``), never
+    inflated past :data:`MAX_BODY_BYTES` (a small bomb is refused, not unpacked)."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in _WBITS:
+        raise NotOtlp(f"content-encoding {encoding!r} is none of gzip, deflate, identity")
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    data = inflater.decompress(body, MAX_BODY_BYTES + 1)
+    if len(data) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+        raise _TooLarge(f"the export inflates past {MAX_BODY_BYTES} bytes")
+    if not inflater.eof:
+        raise NotOtlp(f"the {encoding} stream is cut off")
+    return data
 
 
 class Watch:

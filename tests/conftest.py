@@ -38,9 +38,10 @@ SPREAD = {
     "test_forms.py",
     "test_grpc_route.py",
     "test_node_harness.py",
+    "test_newcomer_path.py",
 }
 """Files whose tests go to whichever worker is free, one by one: long, independent runs (the
-zoo's runs are shared through tests/shared_runs.py). Every other file stays whole on one
+zoo's runs are shared through tests/shared_runs.py), started first. Every other file stays whole on one
 worker, since its tests share module fixtures (a server, a survey, a recorded fleet)."""
 
 

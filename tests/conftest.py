@@ -41,7 +41,7 @@ SPREAD = {
     "test_newcomer_path.py",
 }
 """Files whose tests go to whichever worker is free, one by one: long, independent runs (the
-zoo's runs are shared through tests/shared_runs.py), started first. Every other file stays whole on one
+XX
 worker, since its tests share module fixtures (a server, a survey, a recorded fleet)."""
 
 

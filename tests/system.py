@@ -1,9 +1,11 @@
-"""System programs and privileges the tests need (promtool, prometheus, tmux, chromium, node;
-root to mount a filesystem): skipped on a developer's machine that lacks them, a failure under
-CI, where a silent skip would hide an untested feature."""
+"""System programs, libraries and privileges the tests need (promtool, prometheus, tmux,
+chromium, node; an adapter's library; root to mount a filesystem): skipped on a developer's
+machine that lacks them, a failure under CI, where a silent skip would hide an untested
+feature."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -30,6 +32,22 @@ def require_binary(name: str) -> str:
         return path
     package = DEBIAN_PACKAGES.get(name, name)
     missing(f"{name} is not on PATH (Debian: apt-get install {package})")
+
+
+def require_library(module: str, extra: str) -> None:
+    """Skip the calling test module if ``module`` is not installed (fail when ``CI=true``),
+    found without importing it: a module-level ``importorskip`` imports the library in every
+    xdist worker at collection, where only the worker that runs the module needs it."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if found:
+        return
+    reason = f"{module} is not installed (pip install 'ctxkit[{extra}]')"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI=true, so it must be available (.ci/run)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def missing(reason: str) -> NoReturn:

@@ -13,12 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxkit.conformance.judge.comes_from import equivalent
-from ctxkit.conformance.search.conversations import conversations, plain_messages
-from ctxkit.conformance.targets.load import LoadError, load_target
-
-pytest.importorskip("langchain_core", reason="pip install 'ctxkit[langchain]'")
-
 from ctxkit.adapters import ADAPTERS, Adapter, by_name
 from ctxkit.adapters.langchain import (
     TrimMessagesFirst,
@@ -27,10 +21,16 @@ from ctxkit.adapters.langchain import (
     from_langchain,
     to_langchain,
 )
+from ctxkit.conformance.judge.comes_from import equivalent
 from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.search.conversations import conversations, plain_messages
+from ctxkit.conformance.targets.load import LoadError, load_target
 from ctxkit.survey.matrix import row_from_report
 from tests.adapter_runs import SHORT, assert_judged, checked
 from tests.processes import ctxkit
+from tests.system import require_library
+
+require_library("langchain_core", "langchain")
 
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 

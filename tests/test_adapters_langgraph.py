@@ -14,11 +14,6 @@ import sys
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.judge.comes_from import equivalent
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("langgraph.prebuilt", reason="pip install 'ctxkit[langgraph]'")
-
 from ctxkit.adapters import by_name
 from ctxkit.adapters.langchain import from_langchain, to_langchain
 from ctxkit.adapters.langgraph import (
@@ -28,9 +23,14 @@ from ctxkit.adapters.langgraph import (
     bug_report,
     run_agent,
 )
+from ctxkit.conformance.judge.comes_from import equivalent
 from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.survey.matrix import row_from_report
 from tests.adapter_runs import assert_judged
+from tests.system import require_library
+
+require_library("langgraph.prebuilt", "langgraph")
 
 ADAPTER_PART = {"lifecycle", "isolation", "robustness", "concurrency"}
 HISTORIES = conversations(shapes=("openai",)) | conversations(shapes=("anthropic",))

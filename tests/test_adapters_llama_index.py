@@ -10,13 +10,13 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("llama_index.core", reason="pip install 'ctxkit[llama-index]'")
-
 from ctxkit.adapters import by_name
 from ctxkit.adapters.llama_index import ChatMemoryBuffer, from_llama_index, to_llama_index
+from ctxkit.conformance.search.conversations import conversations
 from tests.adapter_runs import assert_judged, checked
+from tests.system import require_library
+
+require_library("llama_index.core", "llama-index")
 
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 ANTHROPIC_RESULTS = {

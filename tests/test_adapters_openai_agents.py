@@ -14,16 +14,16 @@ import sys
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("agents", reason="pip install 'ctxkit[openai-agents]'")
-
 from ctxkit.adapters import by_name
 from ctxkit.adapters.openai_agents import SQLiteSessionAdapter, bug_report
 from ctxkit.conformance.runner import RunOptions, run
+from ctxkit.conformance.search.conversations import conversations
 from ctxkit.messages import InvalidMessage
 from ctxkit.survey.matrix import row_from_report
 from tests.adapter_runs import SHORT, assert_judged
+from tests.system import require_library
+
+require_library("agents", "openai-agents")
 
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 NAME = "openai_agents:sqlite_session"

@@ -11,10 +11,6 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("pydantic_ai", reason="pip install 'ctxkit[pydantic-ai]'")
-
 from ctxkit.adapters import by_name
 from ctxkit.adapters.pydantic_ai import (
     HistoryProcessor,
@@ -22,7 +18,11 @@ from ctxkit.adapters.pydantic_ai import (
     keep_recent_messages,
     to_pydantic_ai,
 )
+from ctxkit.conformance.search.conversations import conversations
 from tests.adapter_runs import assert_judged, checked
+from tests.system import require_library
+
+require_library("pydantic_ai", "pydantic-ai")
 
 ADAPTER_PART = {"non_destructive", "lifecycle", "isolation", "robustness", "concurrency"}
 NAME = "pydantic_ai:history_processor"

@@ -10,17 +10,17 @@ import asyncio
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("semantic_kernel", reason="pip install 'ctxkit[semantic-kernel]'")
-
 from ctxkit.adapters import by_name
 from ctxkit.adapters.semantic_kernel import (
     TruncationReducer,
     from_semantic_kernel,
     to_semantic_kernel,
 )
+from ctxkit.conformance.search.conversations import conversations
 from tests.adapter_runs import assert_judged, checked
+from tests.system import require_library
+
+require_library("semantic_kernel", "semantic-kernel")
 
 ADAPTER_PART = {"lifecycle", "isolation", "robustness", "concurrency"}
 

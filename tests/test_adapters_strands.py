@@ -12,10 +12,6 @@ import functools
 import pytest
 from hypothesis import given, settings
 
-from ctxkit.conformance.search.conversations import conversations
-
-pytest.importorskip("strands", reason="pip install 'ctxkit[strands]'")
-
 from ctxkit.adapters import ADAPTERS, by_name
 from ctxkit.adapters.base import split_system
 from ctxkit.adapters.strands import (
@@ -25,7 +21,11 @@ from ctxkit.adapters.strands import (
     from_strands,
     to_strands,
 )
+from ctxkit.conformance.search.conversations import conversations
 from tests.adapter_runs import assert_judged, checked
+from tests.system import require_library
+
+require_library("strands", "strands")
 
 ADAPTER_PART = {"isolation", "robustness", "concurrency", "tool_pair_integrity", "ordering"}
 

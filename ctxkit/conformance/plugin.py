@@ -91,10 +91,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     target = option(config, "target")
     if target is None:
         return None
+    allow = _allowed(config)
     return (
         f"ctxkit conformance: target {target}, seed {option(config, 'seed') or 0}, "
         f"profile {option(config, 'profile') or 'default'}"
+        + (f", allowing {', '.join(allow)}" if allow else "")
     )
+
+
+def _allowed(config: pytest.Config) -> list[str]:
+    """The relaxations asked for: ``--ctxkit-allow`` repeated or with commas (or the
+    environment's or the ini file's, with commas)."""
+    return [a.strip() for a in (option(config, "allow") or "").split(",") if a.strip()]
 
 
 def pytest_collection_modifyitems(
@@ -156,7 +164,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         raise pytest.UsageError(
             f"ctxkit conformance: form {form!r}: the forms are contract, function and session"
         )
-    allow = [a for a in (option(config, "allow") or "").split(",") if a]
+    allow = _allowed(config)
     key = (
         target,
         command,

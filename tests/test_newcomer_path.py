@@ -4,12 +4,14 @@ plain ``pytest DIR``, which collects them and fails.
 
 The virtualenv sees the machine's packages (tests take nothing from the network) but gets
 ctxkit by ``pip install`` of this checkout, so what runs is the installed package, not the
-worktree.
+worktree. The project folder holds a package named ``conformance`` of its own, as projects
+do: the suite lives in ``ctxkit.conformance``, so it is not shadowed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -44,6 +46,21 @@ class KeepLast:
 '''
 
 
+def _clean_copy(dest: Path) -> Path:
+    """The checkout's files as a fresh clone has them, with the working tree's edits: pip
+    builds in the source folder (``build/``), which another test may be building in."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_symlink() or source.is_file():  # links as links (the packaged spec/)
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    return dest
+
+
 def _run(command: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     # Nothing of the worktree on the path: the newcomer has only what pip installed.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CTXKIT_TARGET")}
@@ -60,14 +77,18 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
     python = str(home / "bin" / "python")
     install = _run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-         "--no-build-isolation", "--quiet", str(ROOT)],
+         "--no-build-isolation", "--quiet", str(_clean_copy(tmp_path / "clone"))],
         cwd=tmp_path,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr
     project = tmp_path / "project"
-    project.mkdir()
-    where = _run([python, "-c", "import ctxkit; print(ctxkit.__file__)"], cwd=project)
-    assert str(home) in where.stdout, "the venv's own ctxkit, not the checkout"
+    (project / "conformance").mkdir(parents=True)
+    (project / "conformance" / "__init__.py").write_text("raise ImportError('the user package')\n")
+    (project / "conformance" / "worker.py").write_text("raise SystemExit('the user worker')\n")
+    where = _run(
+        [python, "-c", "import ctxkit.conformance.worker as w; print(w.__file__)"], cwd=project
+    )
+    assert str(home) in where.stdout, "the venv's own ctxkit, not the checkout nor the user's"
 
     first = _run([str(home / "bin" / "ctxkit"), "conformance"], cwd=project)
     assert first.returncode == 0, first.stdout + first.stderr

@@ -22,6 +22,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 MARKER_VARIABLE = "CTXKIT_TEST_MARKER"
 
+PLUGIN_PYTEST = (
+    sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+    *("-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "no:amplifier_module"),
+    *("-p", "no:platformdirs", "-p", "no:textual-snapshot", "-p", "no:syrupy"),
+)  # fmt: skip
+"""A pytest of its own for tests of ctxkit's plugin, without the machine's other installed
+plugins, which the plugin does not meet and which cost each start-up most of a second
+(reproducers a user pastes run under a plain pytest instead)."""
+
 
 def new_marker() -> str:
     return f"ctxkit-test-{uuid.uuid4().hex}"

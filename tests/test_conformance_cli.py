@@ -15,6 +15,7 @@ import pytest
 from ctxkit.cli import main
 from ctxkit.conformance.targets.load import ContractError, LoadError, load_target
 from ctxkit.prefix import STABILITY_THRESHOLD
+from tests.processes import PLUGIN_PYTEST
 from tests.schemas import valid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -350,7 +351,7 @@ def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
         "    profile = 'quick'\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ctxkit-seed", "4",
+        [*PLUGIN_PYTEST, "-q", "--ctxkit-seed", "4",
          "--ctxkit-max-examples", "8", "--ctxkit-shrink-seconds", "3",
          str(tmp_path / "test_mine.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -365,7 +366,7 @@ def test_pytest_plugin_runs_the_suite_inside_a_test_run(tmp_path: Path):
 
 def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path: Path):
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",
+        [*PLUGIN_PYTEST, "--pyargs",
          "ctxkit.conformance.suite", "--ctxkit-target", "tests.zoo.base:GoodManager",
          "--ctxkit-profile", "quick"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -379,8 +380,7 @@ def test_pytest_plugin_checks_the_packaged_suite_from_the_command_line(tmp_path:
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The plugin in a pytest of its own, shrinking briefly (as FAST does)."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ctxkit-shrink-seconds", "3",
-         *args],
+        [*PLUGIN_PYTEST, "--ctxkit-shrink-seconds", "3", *args],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False,
     )  # fmt: skip

@@ -28,7 +28,7 @@ from ctxkit.forms import (
     session_limit,
 )
 from ctxkit.telemetry import instrument
-from tests.processes import ctxkit
+from tests.processes import PLUGIN_PYTEST, ctxkit
 from tests.system import require_binary
 from tests.zoo.forms import LimitSession, UnitSession, keep_last_units
 
@@ -230,7 +230,7 @@ def test_the_plugin_takes_a_form_from_its_option(tmp_path: Path):
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",
+        [*PLUGIN_PYTEST, "--pyargs",
          "ctxkit.conformance.suite", "--ctxkit-target", "tests.zoo.forms:keep_last_units",
          "--ctxkit-form", "session", "-q"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,

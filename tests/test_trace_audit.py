@@ -21,6 +21,7 @@ from ctxkit.audit.bodies import request_of
 from ctxkit.audit.files import UnknownFormat, read_paths
 from ctxkit.audit.genai import content_hint, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
+from ctxkit.audit.request import Usage
 from ctxkit.audit.windows import context_window
 from tests.audit_fleet import Conversation, body_lines, fleet, otlp_exports, otlp_lines
 from tests.otlp_files import collector_line, framed
@@ -242,6 +243,100 @@ def test_per_message_log_events_join_their_span():
     assert [m["role"] for m in request.messages] == ["user", "assistant", "tool"]
     assert request.messages[2]["tool_call_id"] == "c"
     assert request.provider == "openai"
+
+
+def _ai_sdk_step(prompt: list[dict], span_id: str, start: int) -> Record:
+    """A model call as the Vercel AI SDK records it (its source: ai 6's generateText, a
+    ``doGenerate`` span per step, the provider-level prompt as JSON text)."""
+    return _span(
+        {
+            "operation.name": "ai.generateText.doGenerate weather-agent",
+            "ai.operationId": "ai.generateText.doGenerate",
+            "ai.model.provider": "openai.responses",
+            "gen_ai.system": "openai.responses",
+            "gen_ai.request.model": "gpt-4o",
+            "ai.prompt.messages": json.dumps(prompt),
+            "gen_ai.usage.input_tokens": 40,
+        },
+        name="ai.generateText.doGenerate",
+        span_id=span_id,
+        scope="ai",
+        start=start,
+    )
+
+
+AI_SDK_PROMPT = [
+    {"role": "system", "content": "Be terse."},
+    {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "reasoning", "text": "I should look it up."},
+            {"type": "tool-call", "toolCallId": "call_1", "toolName": "weather",
+             "input": {"city": "Oslo"}},
+            {"type": "tool-call", "toolCallId": "ws_1", "toolName": "web_search",
+             "input": {}, "providerExecuted": True},
+            {"type": "tool-result", "toolCallId": "ws_1", "toolName": "web_search",
+             "output": {"type": "json", "value": []}},
+        ],
+    },
+    {
+        "role": "tool",
+        "content": [
+            {"type": "tool-result", "toolCallId": "call_1", "toolName": "weather",
+             "output": {"type": "json", "value": {"celsius": 4}}},
+        ],
+    },
+]  # fmt: skip
+
+
+def test_the_vercel_ai_sdks_own_spans_are_requests_and_a_lost_result_is_found():
+    outer = _span({"ai.operationId": "ai.generateText", "ai.prompt": "{}"}, scope="ai")
+    steps = [
+        _ai_sdk_step(AI_SDK_PROMPT[:2], "02", 10),
+        _ai_sdk_step(AI_SDK_PROMPT, "03", 20),
+        _ai_sdk_step(AI_SDK_PROMPT[:3], "04", 30),  # the tool result lost
+    ]
+    requests, problems = requests_of([(r, "f") for r in (outer, *steps)])
+    assert problems == []
+    assert [r.source for r in requests] == ["ai.prompt.messages"] * 3
+    assert requests[1].messages == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"celsius": 4}'},
+    ]  # fmt: skip
+    assert requests[1].usage == Usage(input_tokens=40)
+    auditor = Auditor()
+    found = [auditor.add(request)[1] for request in requests]
+    assert found[:2] == [[], []]
+    assert {f.property for f in found[2]} == {"tool_pair_integrity"}
+
+
+def test_ai_sdk_4_prompts_and_a_call_recorded_without_inputs():
+    old = [
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "toolCallId": "c1", "toolName": "ls", "args": {"path": "."}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "c1", "toolName": "ls", "result": "a.py"}]},
+    ]  # fmt: skip
+    step = _ai_sdk_step(old, "02", 10)
+    (request,), _ = requests_of([(step, "f")])
+    assert request.messages[0]["tool_calls"][0]["function"]["arguments"] == '{"path": "."}'
+    assert request.messages[1]["content"] == "a.py"
+    del step.attributes["ai.prompt.messages"]
+    requests, (problem,) = requests_of([(step, "f")])
+    assert requests == []
+    assert "recordInputs: true" in problem.hint
+    broken = _ai_sdk_step([], "05", 10)
+    broken.attributes["ai.prompt.messages"] = '{"not": "a list"}'
+    requests, (problem,) = requests_of([(broken, "f")])
+    assert "ai.prompt.messages is not a JSON list of messages" in problem.reason
 
 
 def test_a_call_without_content_is_named_with_the_setting_that_records_it():

@@ -8,6 +8,7 @@ instrumentations in use record them.
 * ``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*`` / ``.tool_call_id``
   (OpenLLMetry before the structured form);
 * ``llm.input_messages.N.message.*`` (OpenInference);
+* ``ai.prompt.messages`` (the Vercel AI SDK's own spans, :mod:`ctxkit.audit.ai_sdk`);
 * one log record (or span event) per message, ``gen_ai.system.message``,
   ``gen_ai.user.message``, ``gen_ai.assistant.message``, ``gen_ai.tool.message``, with the
   message in its body (the conventions before ``gen_ai.input.messages``).
@@ -23,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxkit.audit import ai_sdk
 from ctxkit.audit.otlp import Record
 from ctxkit.audit.request import Problem, Request, Usage, parse_json
 
@@ -69,6 +71,8 @@ _HINTS = (
 def content_hint(scope: str) -> str:
     """What makes the instrumentation of this scope record message content (or, for an SDK's
     own spans, which never carry it, what to add beside them)."""
+    if scope == ai_sdk.SCOPE:
+        return ai_sdk.CONTENT_HINT
     for prefix, hint in _HINTS:
         if scope.startswith(prefix):
             return hint
@@ -246,6 +250,7 @@ def _is_model_call(record: Record) -> bool:
         attributes.get("gen_ai.operation.name") in CALL_OPERATIONS
         or attributes.get("openinference.span.kind") == "LLM"
         or attributes.get("llm.request.type") in ("chat", "completion")
+        or attributes.get("ai.operationId") in ai_sdk.CALL_OPERATIONS
     )
 
 
@@ -300,6 +305,8 @@ def _messages_of(
     found = _openinference(record.attributes)
     if found is not None:
         return found, "llm.input_messages"
+    if ai_sdk.PROMPT in record.attributes:
+        return ai_sdk.chat_messages(_json_value(record.attributes[ai_sdk.PROMPT])), ai_sdk.PROMPT
     per_message = [(name, attributes) for name, _, attributes in record.events]
     found = _from_message_events(
         [(n, a.get("body", a)) for n, a in per_message]

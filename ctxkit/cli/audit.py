@@ -29,8 +29,8 @@ record:
                 export request of traces or logs per line, or, with format: proto or
                 compression: zstd, each export after its length. GenAI spans and
                 events in every form in use (gen_ai.input.messages, OpenLLMetry's
-                gen_ai.prompt.N, OpenInference's llm.input_messages.N, per-message
-                gen_ai.*.message events).
+                gen_ai.prompt.N, OpenInference's llm.input_messages.N, the Vercel AI
+                SDK's ai.prompt.messages, per-message gen_ai.*.message events).
   bodies        JSON Lines of raw request bodies: OpenAI Chat Completions and Responses,
                 Anthropic Messages, Gemini generateContent, Bedrock Converse; a line may wrap
                 its body as {"timestamp", "body", "usage"}.
@@ -44,7 +44,8 @@ one); the report says which rule keyed each. Requests are checked in time order.
 Recording content: OpenTelemetry's openai-v2 needs
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY and
 OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; OpenLLMetry records by default
-(TRACELOOP_TRACE_CONTENT=true); OpenInference by default (OPENINFERENCE_HIDE_INPUTS unset).
+(TRACELOOP_TRACE_CONTENT=true); OpenInference by default (OPENINFERENCE_HIDE_INPUTS unset);
+the Vercel AI SDK with experimental_telemetry: { isEnabled: true }.
 A call recorded without content is skipped, with the setting that would record it.
 
 exit codes: 0 no conversation fails a required property; 1 one does (or, with --strict, a

@@ -35,12 +35,16 @@ def node() -> str:
 
 
 def judged(report: Report) -> dict[str, tuple[str, str]]:
-    """Each property's status and what kind of fault its message names, positions left out:
-    shrinking is bounded in time, so on a loaded machine the twins' counterexamples may stop
-    at different sizes (``view[4] is history[0]`` against ``view[3] is history[0]``)."""
-    return {
-        p.id: (p.status, re.sub(r"\d+", "N", p.message.split(":")[0])) for p in report.properties
-    }
+    """Each property's status and what kind of fault its message names, positions and call ids
+    left out: shrinking is bounded in time, so on a loaded machine the twins' counterexamples
+    may stop at different sizes (``view[4] is history[0]`` against ``view[3] is history[0]``),
+    or in another shape of the chat family (``call_1`` against ``toolu_1``)."""
+    return {p.id: (p.status, _fault(p.message)) for p in report.properties}
+
+
+def _fault(message: str) -> str:
+    numbered = re.sub(r"\d+", "N", message.split(":")[0])
+    return re.sub(r"\b[a-z]+_N\b", "ID", numbered)
 
 
 def outcome(target: str) -> dict[str, tuple[str, str]]:

@@ -405,6 +405,8 @@ def test_a_plugin_failure_shows_what_the_command_shows(tmp_path: Path):
 
 
 def test_the_strict_flag_fails_recommended_properties_too(tmp_path: Path):
+    # About 20 s on a loaded machine: two whole suite runs in pytests of their own, as a flag
+    # on the command line cannot change within one.
     base = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
             "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q",
             "--ctxkit-max-examples", "8"]  # fmt: skip

@@ -514,6 +514,10 @@ def test_a_directory_stands_for_its_files_and_gzip_is_read_as_it_is(tmp_path: Pa
     done = subprocess.run([*CLI, str(folder)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "3 requests" in done.stdout
+    rotated = (folder / "traces-2026-11-25T10-00-00.000.jsonl").read_bytes()
+    piped = subprocess.run([*CLI, "-"], input=rotated, capture_output=True, check=False)
+    assert piped.returncode == 0, piped.stderr
+    assert b"2 requests" in piped.stdout, "stdin is told gzip by its first bytes too"
 
 
 def _seen(requests: list[Request]) -> list[tuple]:

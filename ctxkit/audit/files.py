@@ -19,7 +19,7 @@ import gzip
 import io
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -122,21 +122,37 @@ def files_of(paths: Sequence[str]) -> list[str]:
 @contextmanager
 def _entries(path: str) -> Iterator[tuple[str, Iterator[tuple[str, Any, str, int]]]]:
     """The file's name, and its entries: (where in it, what it holds, what is wrong, bytes
-    read so far), line by line or frame by frame."""
+    read so far), line by line or frame by frame. Stdin is read the same way, and left open."""
     if path == "-":
-        yield "<stdin>", ((str(n), *rest) for n, *rest in _documents(sys.stdin))
+        stdin = getattr(sys.stdin, "buffer", None)
+        if not hasattr(stdin, "peek"):  # replaced by a text stream
+            yield "<stdin>", ((str(n), *rest) for n, *rest in _documents(sys.stdin))
+            return
+        with closing(_binary_entries(stdin)) as entries:
+            yield "<stdin>", entries
         return
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed below, with what wraps it
     except OSError as exc:
         raise UnknownFormat(f"cannot read {path}: {exc.strerror or exc}") from None
-    with raw:
-        binary: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
-        if is_framed(binary.peek(1)):
-            yield path, ((f"frame {n}", *rest) for n, *rest in frames(binary))
-        else:
-            text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
-            yield path, ((str(n), *rest) for n, *rest in _documents(text))
+    with raw, closing(_binary_entries(raw)) as entries:  # the reader ends before the file
+        yield path, entries
+
+
+def _binary_entries(raw: Any) -> Iterator[tuple[str, Any, str, int]]:
+    """What :func:`_entries` yields, from a binary stream that can peek (gzip or not, framed
+    or lines). The stream is not closed: whoever opened it does."""
+    binary: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
+    if is_framed(binary.peek(1)):
+        for number, *rest in frames(binary):
+            yield (f"frame {number}", *rest)
+        return
+    text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+    try:
+        for number, *rest in _documents(text):
+            yield (str(number), *rest)
+    finally:
+        text.detach()
 
 
 def _take(

@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ctxkit.audit.otlp import _hex_ids_to_base64
 from ctxkit.audit.receiver import MAX_BODY_BYTES
-from tests.audit_fleet import fleet, otlp_lines
+from tests.audit_fleet import fleet, otlp_exports, otlp_lines
 from tests.ports import free_port
 from tests.schemas import valid
 from tests.system import require_binary
@@ -45,6 +45,7 @@ class Receiver:
     metrics_url: str
     report: Path
     log: Path
+    grpc: str | None = None
 
     def stop(self) -> dict:
         self.process.terminate()
@@ -79,6 +80,7 @@ def watching(tmp_path: Path, *args: str) -> Iterator[Receiver]:
         while time.monotonic() < deadline:
             text = log.read_text()
             otlp = re.search(r"receiving OTLP/HTTP on (http://\S+)", text)
+            grpc_at = re.search(r"receiving OTLP/gRPC on (\S+)", text)
             metrics = re.search(r"metrics on (http://\S+)", text)
             if otlp and metrics:
                 break
@@ -86,7 +88,9 @@ def watching(tmp_path: Path, *args: str) -> Iterator[Receiver]:
             time.sleep(0.1)
         else:
             pytest.fail(f"ctxkit watch did not start:\n{log.read_text()}")
-        yield Receiver(process, otlp.group(1), metrics.group(1), report, log)
+        yield Receiver(
+            process, otlp.group(1), metrics.group(1), report, log, grpc_at and grpc_at.group(1)
+        )
     finally:
         if process.poll() is None:
             process.kill()
@@ -139,6 +143,49 @@ def test_a_fleet_over_json_protobuf_and_gzip_is_judged_exactly(tmp_path: Path):
     }
     for conv in conversations:
         assert found.get(conv.key, set()) == conv.expected, (conv.shape, conv.planted)
+
+
+def test_a_fleet_over_otlp_grpc_is_judged_exactly_and_a_taken_port_is_a_sentence(
+    tmp_path: Path,
+):
+    """What a Collector's otlp exporter sends (gRPC): the fleet's traces, and a logs export
+    of a call recorded as the details event, each judged as over HTTP."""
+    grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    conversations = fleet(seed=22, size=24)
+    exports = otlp_exports(conversations, batch=5, seed=4)
+    logs = logs_service_pb2.ExportLogsServiceRequest()
+    record = logs.resource_logs.add().scope_logs.add().log_records.add()
+    record.event_name = "gen_ai.client.inference.operation.details"
+    record.time_unix_nano = 1
+    attribute = record.attributes.add()
+    attribute.key, attribute.value.string_value = "gen_ai.input.messages", "[]"
+    with watching(tmp_path, "--otlp-grpc", "127.0.0.1:0") as receiver:
+        assert receiver.grpc is not None, receiver.log.read_text()
+        with grpc.insecure_channel(receiver.grpc) as channel:
+            traces = trace_service_pb2_grpc.TraceServiceStub(channel)
+            for export in exports:
+                traces.Export(export, timeout=10)
+            logs_service_pb2_grpc.LogsServiceStub(channel).Export(logs, timeout=10)
+        taken = subprocess.run(
+            [sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
+             "--otlp-grpc", receiver.grpc],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        report = receiver.stop()
+    assert taken.returncode == 2
+    assert f"cannot receive OTLP/gRPC on {receiver.grpc}: in use" in taken.stderr
+    assert "Traceback" not in taken.stderr
+    found = {
+        c["key"]: {(f["property"], f["kind"], f["request"]) for f in c["findings"]}
+        for c in report["conversations"]
+    }
+    for conv in conversations:
+        assert found.get(conv.key, set()) == conv.expected, (conv.shape, conv.planted)
+    spans = sum(len(s.spans) for e in exports for r in e.resource_spans for s in r.scope_spans)
+    assert report["requests"] == spans + 1, "every span and the logs export's call"
 
 
 def test_what_does_not_decode_gets_otlp_answers_and_changes_nothing(tmp_path: Path):

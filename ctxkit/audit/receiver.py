@@ -202,6 +202,7 @@ class Watch:
         queue_size: int = 1024,
         settle_s: float = 5.0,
         on_finding: Callable[[Any, Any, list[Any]], None] | None = None,
+        grpc_address: tuple[str, int] | None = None,
     ) -> None:
         self.bus = bus
         self.metrics = metrics
@@ -210,6 +211,18 @@ class Watch:
         self.on_finding = on_finding
         self.queue: queue.Queue[tuple[float, list[Record], str]] = queue.Queue(queue_size)
         self.receiver = OtlpReceiver(self._offer, host=host, port=port, on_error=self._bad)
+        self.grpc_receiver = None
+        if grpc_address is not None:  # grpcio is optional: imported only when asked for
+            from ctxkit.audit.grpc_receiver import OtlpGrpcReceiver
+
+            grpc_host, grpc_port = grpc_address
+            try:
+                self.grpc_receiver = OtlpGrpcReceiver(
+                    self._offer, host=grpc_host, port=grpc_port, max_message_bytes=MAX_BODY_BYTES
+                )
+            except OSError:
+                self.receiver.server.server_close()
+                raise
         self._stopping = threading.Event()
         self.problems: list[Any] = []
 
@@ -236,6 +249,8 @@ class Watch:
         """Audit what arrives until :meth:`stop`; what was received is audited before the
         receiver returns."""
         self.receiver.start()
+        if self.grpc_receiver is not None:
+            self.grpc_receiver.start()
         held: list[tuple[float, list[Record], str]] = []
         try:
             while True:
@@ -254,6 +269,8 @@ class Watch:
                 await asyncio.sleep(0.05)
         finally:
             self.receiver.stop()
+            if self.grpc_receiver is not None:
+                self.grpc_receiver.stop()
 
     def _drain(self) -> list[tuple[float, list[Record], str]]:
         taken = []

@@ -17,8 +17,9 @@ from ctxkit.cli.options import check_writable_file
 __all__ = ["add_parser", "address"]
 
 DESCRIPTION = """\
-Receive OpenTelemetry traces and logs over OTLP/HTTP (as an agent's exporter or a Collector
-sends them) and audit every model request as it arrives, as 'ctxkit audit' audits files:
+Receive OpenTelemetry traces and logs over OTLP/HTTP, and over OTLP/gRPC with --otlp-grpc
+(as an agent's exporter or a Collector sends them), and audit every model request as it
+arrives, as 'ctxkit audit' audits files:
 findings are printed (never message content), counted on /metrics with the same fleet
 figures as the reference manager (views, compactions, prompt-cache prefix kept, conversations
 near their context window, required-property violations) plus the audit's own
@@ -26,14 +27,16 @@ near their context window, required-property violations) plus the audit's own
 --events for 'ctxkit inspect --follow'.
 
 Point an agent at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 (and its
-instrumentation's content setting: see 'ctxkit audit --help').
+instrumentation's content setting: see 'ctxkit audit --help'), or a Collector's otlp
+exporter at --otlp-grpc 127.0.0.1:4317.
 """
 
 EPILOG = """\
 Never slows the agent: exports are queued and answered at once; when the queue is full the
-answer is 503 with Retry-After, which OTLP exporters retry. Several instances can share a
-fleet when each conversation goes to one of them (the Collector's load-balancing exporter,
-routing by trace or by gen_ai.conversation.id); Prometheus sums them.
+answer is 503 with Retry-After (gRPC: UNAVAILABLE), which OTLP exporters retry. Several
+instances can share a fleet when each conversation goes to one of them (the Collector's
+load-balancing exporter, routing by trace or by gen_ai.conversation.id); Prometheus sums
+them.
 
 exit codes: 0 stopped (Ctrl-C or SIGTERM) with no required property failing; 1 stopped after
 a required property failed; 2 bad usage (a port in use, an unwritable file).
@@ -41,6 +44,7 @@ a required property failed; 2 bad usage (a port in use, an unwritable file).
 examples:
   ctxkit watch
   ctxkit watch --otlp-http 127.0.0.1:4318 --metrics-port 9465 --events audit.jsonl
+  ctxkit watch --otlp-grpc 127.0.0.1:4317     # OTLP/gRPC too: pip install 'ctxkit[grpc]'
 """
 
 
@@ -69,6 +73,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default=("127.0.0.1", 4318),
         metavar="HOST:PORT",
         help="where to receive OTLP/HTTP (default 127.0.0.1:4318; port 0: any free port)",
+    )
+    parser.add_argument(
+        "--otlp-grpc",
+        type=address,
+        metavar="HOST:PORT",
+        help="also receive OTLP/gRPC there (4317 by convention; port 0: any free port; "
+        "needs grpcio: pip install 'ctxkit[grpc]')",
     )
     parser.add_argument(
         "--metrics-port",
@@ -143,9 +154,16 @@ def run(args: argparse.Namespace) -> int:
             queue_size=args.queue,
             settle_s=args.settle,
             on_finding=show,
+            grpc_address=args.otlp_grpc,
         )
+    except ImportError as exc:
+        raise UsageError(f"--otlp-grpc needs grpcio ({exc}): pip install 'ctxkit[grpc]'") from None
     except OSError as exc:
-        raise UsageError(f"cannot receive OTLP on {host}:{port}: {exc.strerror or exc}") from None
+        raise UsageError(
+            str(exc)
+            if exc.strerror is None
+            else f"cannot receive OTLP/HTTP on {host}:{port}: {exc.strerror}"
+        ) from None
     metrics_server = None
     if args.metrics_port is not None:
         try:
@@ -153,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
         except (MetricsPortInUse, OSError) as exc:
             raise UsageError(str(exc)) from None
         print(f"metrics on http://127.0.0.1:{metrics_port}/metrics", flush=True)
+    if watch.grpc_receiver is not None:
+        grpc_host = args.otlp_grpc[0]
+        print(f"receiving OTLP/gRPC on {grpc_host}:{watch.grpc_receiver.port}", flush=True)
     print(f"receiving OTLP/HTTP on http://{host}:{watch.port} (Ctrl-C to stop)", flush=True)
 
     async def main() -> None:

@@ -21,6 +21,7 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -186,6 +187,12 @@ class InspectorApp(App[None]):
     # -- drawing ---------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        try:
+            self._tick_once()
+        except NoMatches:  # the app is closing: its screen is gone before its timers stop
+            return
+
+    def _tick_once(self) -> None:
         if self.paused:
             self._draw_status()
         elif (

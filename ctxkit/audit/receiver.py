@@ -212,16 +212,16 @@ class Watch:
         self.queue: queue.Queue[tuple[float, list[Record], str]] = queue.Queue(queue_size)
         self.receiver = OtlpReceiver(self._offer, host=host, port=port, on_error=self._bad)
         self.grpc_receiver = None
-        if grpc_address is not None:  # grpcio is optional: imported only when asked for
-            from ctxkit.audit.grpc_receiver import OtlpGrpcReceiver
-
+        if grpc_address is not None:
             grpc_host, grpc_port = grpc_address
-            try:
+            try:  # grpcio is optional: imported only when asked for
+                from ctxkit.audit.grpc_receiver import OtlpGrpcReceiver
+
                 self.grpc_receiver = OtlpGrpcReceiver(
                     self._offer, host=grpc_host, port=grpc_port, max_message_bytes=MAX_BODY_BYTES
                 )
-            except OSError:
-                self.receiver.server.server_close()
+            except (OSError, ImportError):
+                self.receiver.server.server_close()  # nothing is left listening
                 raise
         self._stopping = threading.Event()
         self.problems: list[Any] = []

@@ -72,10 +72,14 @@ def _documents(handle: IO[str]) -> Iterator[tuple[int, Any, str, int]]:
         consumed += len(line)
         if not line.strip():
             continue
-        if held or (number == 1 and not _parses(line)):
+        if held:
             held.append((number, line, consumed))
             continue
-        yield _line(number, line, consumed)
+        entry = _line(number, line, consumed)
+        if number == 1 and entry[2]:
+            held.append((number, line, consumed))
+            continue
+        yield entry
     if not held:
         return
     try:
@@ -93,14 +97,6 @@ def _line(number: int, line: str, consumed: int) -> tuple[int, Any, str, int]:
         return number, parse_json(line), "", consumed
     except ValueError as exc:
         return number, None, f"not JSON: {exc}", consumed
-
-
-def _parses(line: str) -> bool:
-    try:
-        parse_json(line)
-    except ValueError:
-        return False
-    return True
 
 
 def files_of(paths: Sequence[str]) -> list[str]:

@@ -58,3 +58,17 @@ def framed(messages: Sequence[Any], *, form: str = "proto", zstd: bool = False) 
             payload = zstandard.ZstdCompressor().compress(payload)
         out += len(payload).to_bytes(4, "big") + payload
     return bytes(out)
+
+
+def details_log() -> Any:
+    """A logs export of one model call recorded as the details event, with no span."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    logs = ExportLogsServiceRequest()
+    record = logs.resource_logs.add().scope_logs.add().log_records.add()
+    record.event_name = "gen_ai.client.inference.operation.details"
+    record.time_unix_nano = 1
+    attribute = record.attributes.add()
+    attribute.key = "gen_ai.input.messages"
+    attribute.value.string_value = json.dumps([{"role": "user", "parts": []}])
+    return logs

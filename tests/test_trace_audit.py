@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ctxkit.audit import Auditor, ConversationAudit, Request
 from ctxkit.audit.auditor import in_time_order
@@ -24,7 +23,7 @@ from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Usage
 from ctxkit.audit.windows import context_window
 from tests.audit_fleet import Conversation, body_lines, fleet, otlp_exports, otlp_lines
-from tests.otlp_files import collector_line, framed
+from tests.otlp_files import collector_line, details_log, framed
 from tests.schemas import valid
 
 CLI = [sys.executable, "-m", "ctxkit", "audit"]
@@ -524,18 +523,6 @@ def _seen(requests: list[Request]) -> list[tuple]:
     return [(r.key, r.time_ns, json.dumps(r.messages)) for r in requests]
 
 
-def _details_log() -> ExportLogsServiceRequest:
-    """A logs export: one model call recorded as the details event, with no span."""
-    logs = ExportLogsServiceRequest()
-    record = logs.resource_logs.add().scope_logs.add().log_records.add()
-    record.event_name = "gen_ai.client.inference.operation.details"
-    record.time_unix_nano = 1
-    attribute = record.attributes.add()
-    attribute.key = "gen_ai.input.messages"
-    attribute.value.string_value = json.dumps([{"role": "user", "parts": []}])
-    return logs
-
-
 def test_the_file_exporters_framed_forms_read_as_its_json_lines(tmp_path: Path):
     """``format: proto`` and ``compression: zstd`` (each export behind its length) give the
     requests the default JSON lines give, traces and logs told apart frame by frame; and a
@@ -548,7 +535,7 @@ def test_the_file_exporters_framed_forms_read_as_its_json_lines(tmp_path: Path):
     assert len(expected) > 24
     for form, zstd in (("proto", False), ("proto", True), ("json", True)):
         source = tmp_path / f"traces-{form}-{zstd}.bin"
-        source.write_bytes(framed([*exports, _details_log()], form=form, zstd=zstd))
+        source.write_bytes(framed([*exports, details_log()], form=form, zstd=zstd))
         read = read_paths([str(source)])
         assert read.problems == [], (form, zstd)
         assert _seen(read.requests)[0][1] == 1, "the logs frame's call"

@@ -31,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ctxkit.audit.otlp import _hex_ids_to_base64
 from ctxkit.audit.receiver import MAX_BODY_BYTES
 from tests.audit_fleet import fleet, otlp_exports, otlp_lines
+from tests.otlp_files import details_log
 from tests.ports import free_port
 from tests.schemas import valid
 from tests.system import require_binary
@@ -151,24 +152,18 @@ def test_a_fleet_over_otlp_grpc_is_judged_exactly_and_a_taken_port_is_a_sentence
     """What a Collector's otlp exporter sends (gRPC): the fleet's traces, and a logs export
     of a call recorded as the details event, each judged as over HTTP."""
     grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
-    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
     conversations = fleet(seed=22, size=24)
     exports = otlp_exports(conversations, batch=5, seed=4)
-    logs = logs_service_pb2.ExportLogsServiceRequest()
-    record = logs.resource_logs.add().scope_logs.add().log_records.add()
-    record.event_name = "gen_ai.client.inference.operation.details"
-    record.time_unix_nano = 1
-    attribute = record.attributes.add()
-    attribute.key, attribute.value.string_value = "gen_ai.input.messages", "[]"
     with watching(tmp_path, "--otlp-grpc", "127.0.0.1:0") as receiver:
         assert receiver.grpc is not None, receiver.log.read_text()
         with grpc.insecure_channel(receiver.grpc) as channel:
             traces = trace_service_pb2_grpc.TraceServiceStub(channel)
             for export in exports:
                 traces.Export(export, timeout=10)
-            logs_service_pb2_grpc.LogsServiceStub(channel).Export(logs, timeout=10)
+            logs_service_pb2_grpc.LogsServiceStub(channel).Export(details_log(), timeout=10)
         taken = subprocess.run(
             [sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
              "--otlp-grpc", receiver.grpc],

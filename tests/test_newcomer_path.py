@@ -1,23 +1,32 @@
-"""The path a newcomer takes (issue 23): a fresh virtualenv, the README's first command, then
-their own manager checked from their project's folder and the written reproducers run by a
-plain ``pytest DIR``, which collects them and fails.
+"""The path a newcomer takes (issues 23 and 30): the README's two commands, copied from the
+README itself so that this fails when the README drifts, then their own manager checked from
+their project's folder and the written reproducers run by a plain ``pytest DIR``, which
+collects them and fails.
 
-The virtualenv sees the machine's packages (tests take nothing from the network) but gets
-ctxkit by ``pip install`` of this checkout, so what runs is the installed package, not the
-worktree. The project folder holds a package named ``conformance`` of its own, as projects
-do: the suite lives in ``ctxkit.conformance``, so it is not shadowed.
+The quick start runs in a fresh virtualenv with the pip it ships, ``pip`` and ``ctxkit`` found
+on ``PATH`` as a user's activated environment has them; it sees this environment's packages
+(tests take nothing from the network for it) but gets ctxkit by ``pip install .`` of a clean
+copy of the checkout, so what runs is the installed package, not the worktree. The test
+command's virtualenv is made as the README makes it, and its pip resolves the dev extra from
+the package index (``--dry-run``): what no installed package can stand in for. The project
+folder holds a package named ``conformance`` of its own, as projects do: the suite lives in
+``ctxkit.conformance``, so it is not shadowed.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import shutil
+import site
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
 from tests.processes import ROOT
+from tests.system import missing
 
 KEEP_LAST = '''\
 import copy
@@ -61,26 +70,67 @@ def _clean_copy(dest: Path) -> Path:
     return dest
 
 
-def _run(command: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _readme_commands() -> tuple[str, str]:
+    """The README's quick start: its two shell commands, as a user copies them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)\n```", section, flags=re.DOTALL)
+    assert len(blocks) == 2, f"the quick start has two commands, found {blocks}"
+    return blocks[0].strip(), blocks[1].strip()
+
+
+def _environment(**variables: str) -> dict[str, str]:
     # Nothing of the worktree on the path: the newcomer has only what pip installed.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CTXKIT_TARGET")}
+    return env | variables
+
+
+def _run(
+    command: list[str] | str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """A command list, or a line as a user pastes it into bash."""
+    argv = ["bash", "-c", command] if isinstance(command, str) else command
     return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+        argv, cwd=cwd, env=env or _environment(), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def _virtualenv_over_this_one(home: Path) -> Path:
+    """A fresh virtualenv with the pip it ships that also sees this environment's packages (a
+    ``.pth`` naming its site-packages, after the virtualenv's own), so installing ctxkit there
+    needs no network. The setuptools a Python 3.11 virtualenv ships (65) is too old to build
+    ctxkit; pip's build isolation would fetch a newer one, which this environment's stands
+    for here."""
+    venv.EnvBuilder(with_pip=True).create(home)
+    (own,) = home.glob("lib/python*/site-packages")
+    (own / "this_environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    python = str(home / "bin" / "python")
+    removed = _run([python, "-m", "pip", "uninstall", "--yes", "--quiet", "setuptools"], home)
+    assert removed.returncode == 0, removed.stderr
+    return home
 
 
 def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_path: Path):
     # One test: the steps follow each other, as the newcomer takes them. It takes about 40 s:
-    # the quick start is the default profile's whole run, as the README promises.
-    home = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(home)
+    # the quick start is the default profile's whole run, as the README promises. The user's
+    # own manager is then checked from their project folder, whose `conformance` package would
+    # break the run (the worker starts there) if it shadowed ctxkit's.
+    quick_start, _ = _readme_commands()
+    home = _virtualenv_over_this_one(tmp_path / "venv")
     python = str(home / "bin" / "python")
-    install = _run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-         "--no-build-isolation", "--quiet", str(_clean_copy(tmp_path / "clone"))],
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr
+    clone = _clean_copy(tmp_path / "clone")
+    activated = _environment(
+        PATH=f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        VIRTUAL_ENV=str(home),
+        PIP_NO_INDEX="1",  # everything ctxkit needs is installed here already
+        PIP_NO_BUILD_ISOLATION="0",  # pip's spelling of --no-build-isolation
+    )
+    first = _run(quick_start, cwd=clone, env=activated)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "PASS" in first.stdout, first.stdout
+    assert "tool_pair_integrity" in first.stdout, "the README's verdict: one line per property"
+
     project = tmp_path / "project"
     (project / "conformance").mkdir(parents=True)
     (project / "conformance" / "__init__.py").write_text("raise ImportError('the user package')\n")
@@ -90,11 +140,6 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
     )
     assert str(home) in where.stdout, "the venv's own ctxkit, not the checkout nor the user's"
 
-    first = _run([str(home / "bin" / "ctxkit"), "conformance"], cwd=project)
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert "PASS" in first.stdout
-    assert not (project / ".hypothesis").exists(), "nothing left in the user's folder"
-
     (project / "mine.py").write_text(KEEP_LAST)
     checked = _run(
         [str(home / "bin" / "ctxkit"), "conformance", "mine:KeepLast", "--profile", "quick",
@@ -102,8 +147,54 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
         cwd=project,
     )  # fmt: skip
     assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert not (project / ".hypothesis").exists(), "nothing left in the user's folder"
     written = sorted(p.name for p in (project / "repro").glob("test_*.py"))
     assert "test_tool_pair_integrity_mine_KeepLast.py" in written, written
     pasted = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "repro"], cwd=project)
     assert pasted.returncode == 1, pasted.stdout + pasted.stderr
     assert f"{len(written)} failed" in pasted.stdout, pasted.stdout
+
+
+UNREACHABLE = (
+    "NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
+    "ConnectTimeoutError", "ProxyError", "No route to host",
+)  # fmt: skip
+"""What pip says when the package index cannot be reached (rather than a requirement that
+cannot be met)."""
+
+
+def test_the_readme_test_command_resolves_from_nothing_with_the_pip_a_virtualenv_ships(
+    tmp_path: Path,
+):
+    # About 45 s, nearly all of it pip 23's resolver reading the index pages of the dev
+    # extra's 180 packages: what the README promises a newcomer, so it is checked whole.
+    _, test_command = _readme_commands()
+    steps = [step.strip() for step in test_command.split("&&")]
+    assert len(steps) == 3, f"make a virtualenv, install into it, run the tests: {steps}"
+    make, install, run_tests = (shlex.split(step) for step in steps)
+    assert make[:3] == ["python3", "-m", "venv"], steps[0]
+    home = make[3]
+    assert install[:2] == [f"{home}/bin/pip", "install"], steps[1]
+    assert run_tests == [f"{home}/bin/python", "-m", "pytest"], steps[2]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"{home}/bin/python -m pytest" in ci, "CI runs the README's test command"
+
+    checkout = _clean_copy(tmp_path / "clone")
+    made = _run(steps[0], cwd=checkout)
+    assert made.returncode == 0, made.stderr
+    report = tmp_path / "resolved.json"
+    resolved = _run(
+        [*install, "--dry-run", "--quiet", "--progress-bar", "off", "--report", str(report)],
+        cwd=checkout,
+    )  # fmt: skip
+    if resolved.returncode != 0 and any(sign in resolved.stderr for sign in UNREACHABLE):
+        missing(f"the package index cannot be reached: {resolved.stderr.strip()[-300:]}")
+    said = [line for line in resolved.stderr.splitlines() if not line.startswith("WARNING")]
+    assert resolved.returncode == 0, "\n".join(said)[-3000:]
+    versions = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert "ctxkit" in versions, sorted(versions)
+    assert versions["pytest"].startswith("8."), "pytest-textual-snapshot needs pytest 8"
+    assert "opentelemetry-util-genai" in versions, "a pre-release-only range, read by every pip"

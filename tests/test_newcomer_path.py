@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import site
@@ -26,6 +25,7 @@ import venv
 from pathlib import Path
 
 from tests.processes import ROOT
+from tests.readme import quick_start_commands
 from tests.system import missing
 
 KEEP_LAST = '''\
@@ -70,15 +70,6 @@ def _clean_copy(dest: Path) -> Path:
     return dest
 
 
-def _readme_commands() -> tuple[str, str]:
-    """The README's quick start: its two shell commands, as a user copies them."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sh\n(.*?)\n```", section, flags=re.DOTALL)
-    assert len(blocks) == 2, f"the quick start has two commands, found {blocks}"
-    return blocks[0].strip(), blocks[1].strip()
-
-
 def _environment(**variables: str) -> dict[str, str]:
     # Nothing of the worktree on the path: the newcomer has only what pip installed.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CTXKIT_TARGET")}
@@ -116,7 +107,7 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
     # the quick start is the default profile's whole run, as the README promises. The user's
     # own manager is then checked from their project folder, whose `conformance` package would
     # break the run (the worker starts there) if it shadowed ctxkit's.
-    quick_start, _ = _readme_commands()
+    quick_start, _ = quick_start_commands()
     home = _virtualenv_over_this_one(tmp_path / "venv")
     python = str(home / "bin" / "python")
     clone = _clean_copy(tmp_path / "clone")
@@ -168,7 +159,7 @@ def test_the_readme_test_command_resolves_from_nothing_with_the_pip_a_virtualenv
 ):
     # About 45 s, nearly all of it pip 23's resolver reading the index pages of the dev
     # extra's 180 packages: what the README promises a newcomer, so it is checked whole.
-    _, test_command = _readme_commands()
+    _, test_command = quick_start_commands()
     steps = [step.strip() for step in test_command.split("&&")]
     assert len(steps) == 3, f"make a virtualenv, install into it, run the tests: {steps}"
     make, install, run_tests = (shlex.split(step) for step in steps)

@@ -68,7 +68,7 @@ class SQLiteSessionAdapter(LibraryAdapter):
     ``Runner`` reads it (see the module)."""
 
     name = "openai_agents:sqlite_session"
-    SHAPES = ("responses",)
+    ctxkit_shapes = ("responses",)
     OPTIONS = ("limit",)
 
     def __init__(

@@ -124,6 +124,7 @@ class Worker:
             "target": self.target.spec,
             "events": self.target.observes_events,
             "build": self.target.import_form(),  # how a reproducer imports and builds it
+            **({"speaks": spoken.to_json()} if (spoken := self.target.spoken) else {}),
         }
 
     async def reset(self) -> None:

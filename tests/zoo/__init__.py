@@ -24,8 +24,12 @@ class Member:
         or ``"load_error"`` (the target cannot be loaded: exit status 2).
     shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"``, ``"both"`` (the
         two mixed), another shape (``"responses"``, ``"gemini"`` ...) or several, comma-separated.
+        The member's class declares the shapes it speaks (``ctxkit_shapes``), or declares
+        nothing and is judged as Chat Completions: the default run judges it so.
     note: one line on the fault, and what a conversation needs to show it.
     config: the ``--config`` the member is checked with.
+    format: the ``--format`` it is checked with, for a class checked in several shapes one at a
+        time or one that declares nothing; None: the default run.
     """
 
     target: str
@@ -34,13 +38,27 @@ class Member:
     shape: str
     note: str
     config: tuple[tuple[str, object], ...] = ()
+    format: str | None = None
 
 
 def _m(
-    target: str, expect: set[str], outcome: str, shape: str, note: str, **config: object
+    target: str,
+    expect: set[str],
+    outcome: str,
+    shape: str,
+    note: str,
+    *,
+    format: str | None = None,
+    **config: object,
 ) -> Member:
     return Member(
-        f"tests.zoo.{target}", frozenset(expect), outcome, shape, note, tuple(config.items())
+        f"tests.zoo.{target}",
+        frozenset(expect),
+        outcome,
+        shape,
+        note,
+        tuple(config.items()),
+        format,
     )
 
 
@@ -166,17 +184,43 @@ ZOO: list[Member] = [
     _m("shapes:HoistsServerResults", PAIRS, "fail", "anthropic",
        "server tool results moved before the server_tool_use they answer"),
     _m("shapes:LastItems", PAIRS, "fail", "responses",
-       "the newest 3 items: a function_call_output leads the view (openai-agents-python #4322)"),
+       "the newest 3 items: a function_call_output leads the view (openai-agents-python #4322)",
+       format="responses"),
     _m("shapes:LastItems", PAIRS, "fail", "bedrock",
-       "the newest 3 messages: a toolResult message leads the view"),
+       "the newest 3 messages: a toolResult message leads the view", format="bedrock"),
     _m("shapes:LastItems", PAIRS, "fail", "genai",
-       "the newest 3 messages: a tool message with a tool_call_response leads the view"),
+       "the newest 3 messages: a tool message with a tool_call_response leads the view",
+       format="genai"),
     _m("shapes:LastItems", PAIRS, "fail", "gemini",
-       "the newest 3 contents: a functionResponse turn leads the view"),
+       "the newest 3 contents: a functionResponse turn leads the view", format="gemini"),
     _m("shapes:ThinkingOnLastTurnOnly", set(), "pass", "anthropic",
        "thinking stripped from every turn but the one the last message answers"),
     _m("shapes:ResponsesById", set(), "pass", "gemini",
        "function responses answered by id, in another order than the calls"),
     _m("shapes:GeminiOnly", set(), "pass", "gemini",
        "takes Gemini contents only, refusing other shapes: concurrent adds come in its shape"),
+    # permissive (tests/zoo/permissive.py): any dict stored, one shape read, judged by default
+    _m("permissive:PermissiveChat", set(), "pass", "openai",
+       "stores any dict, reads Chat Completions only, declares nothing: the default shape"),
+    _m("permissive:PermissiveAnthropic", set(), "pass", "anthropic",
+       "stores any dict, reads Anthropic blocks only, declares anthropic"),
+    _m("permissive:PermissiveResponses", set(), "pass", "responses",
+       "stores any dict, reads Responses items only, declares responses"),
+    _m("permissive:PermissiveGemini", set(), "pass", "gemini",
+       "stores any dict, reads Gemini parts only, declares gemini"),
+    _m("permissive:PermissiveBedrock", set(), "pass", "bedrock",
+       "stores any dict, reads Bedrock blocks only, declares bedrock"),
+    _m("permissive:PermissiveGenai", set(), "pass", "genai",
+       "stores any dict, reads GenAI parts only, declares genai"),
+    _m("permissive:NewestChat", PAIRS, "fail", "openai",
+       "PermissiveChat's twin: the newest 4 messages, a tool message can lead the view"),
+    _m("permissive:NewestGemini", PAIRS, "fail", "gemini",
+       "PermissiveGemini's twin: the newest 4 contents, a functionResponse turn can lead"),
+    _m("permissive:NewestResponses", PAIRS, "fail", "responses",
+       "PermissiveResponses' twin: the newest 4 items, an output can lead the view"),
+    _m("permissive:GeminiContents", set(), "pass", "gemini",
+       "Gemini contents only, no system role either (it lives beside them): --format gemini",
+       format="gemini"),
+    _m("permissive:TextPartsAsStrings", set(), "pass", "both",
+       "stores a single text part as its string (llama-index Memory): provider equality"),
 ]  # fmt: skip

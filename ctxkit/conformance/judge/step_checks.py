@@ -25,6 +25,7 @@ from ctxkit.conformance.judge.invariants import (
     check_preservation,
     check_tool_pairs,
     relaxed,
+    same_message,
 )
 
 __all__ = [
@@ -157,16 +158,16 @@ def stored_all(
     if problems:
         return problems
 
-    def canonical(message: Any) -> str:
-        if isinstance(message, Mapping):
-            message = {k: v for k, v in message.items() if k not in keys}
-        return json.dumps(message, sort_keys=True, default=repr)
-
-    wanted = sorted(canonical(m) for m in added)
-    got = sorted(canonical(m) for m in tail)
-    if got == wanted:
+    unmatched = list(tail)
+    lost = 0
+    for message in added:  # each added message once, compared as a provider reads them
+        found = next((k for k, m in enumerate(unmatched) if same_message(message, m, keys)), None)
+        if found is None:
+            lost += 1
+        else:
+            del unmatched[found]
+    if not lost and not unmatched:
         return []
-    lost = len(set(wanted) - set(got))
     return [
         Violation(
             "concurrency",

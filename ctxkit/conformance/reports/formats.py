@@ -34,11 +34,15 @@ def summary(report: Report) -> str:
                 else ""
             )
         )
-        if depth.get("shapes"):
-            lines.append(f"  shapes: {', '.join(depth['shapes'])}")
-        for shape, why in (depth.get("shapes_refused") or {}).items():
+        if report.shapes is not None:
+            lines.append(f"  shapes: {', '.join(report.shapes.shapes)} ({report.shapes.why})")
+            for line in (report.shapes.left_out(), report.shapes.hint):
+                if line:
+                    lines.append(f"  {line}")
+        if depth.get("normalized"):
             lines.append(
-                f"  not checked in {shape}: the target refused it on the first add ({why})"
+                "  stored in an equivalent form (providers read them as the same, so no "
+                f"failure): {depth['normalized']}"
             )
         for reason, count in (depth.get("not_sent") or {}).items():
             lines.append(f"  {count} call(s) could not be made, their examples dropped: {reason}")

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxkit.conformance.targets.coordinator import (
     CoordinatorUnavailable,
@@ -61,6 +61,14 @@ from ctxkit.forms import (
     is_session,
     refused_options,
 )
+from ctxkit.shapes.spoken import (
+    CHAT_FAMILY,
+    DECLARATION,
+    ShapeError,
+    Spoken,
+    declared_by,
+    split_config,
+)
 
 __all__ = [
     "CONTRACT_METHODS",
@@ -72,6 +80,9 @@ __all__ = [
     "Target",
     "load_target",
 ]
+
+if TYPE_CHECKING:
+    from ctxkit.adapters import Adapter
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +146,36 @@ class Target:
     is not imported by name (a gRPC address)."""
     folder: str | None = None
     """For a file target: the folder that holds the file."""
+    adapter: str | None = None
+    """For a target named by an adapter: which, and the library it speaks for."""
+    amplifier: bool = False
+    """An Amplifier module: mounted, or served through Amplifier's gRPC ContextService."""
+
+    @property
+    def spoken(self) -> Spoken | None:
+        """The shapes the target says it speaks (:mod:`ctxkit.shapes.spoken`): its own
+        declaration, its adapter's, Amplifier's message model for an Amplifier module, Responses
+        items for a session; None when nothing says (the runner then judges Chat Completions)."""
+        try:
+            declared = declared_by(self.obj)
+        except ShapeError as exc:
+            raise LoadError(f"{self.spec}: {exc}") from None
+        if declared is not None and self.adapter is not None:
+            return Spoken(declared[0], "adapter", self.adapter)
+        if declared is not None:
+            return Spoken(declared[0], "declared", f"{declared[1]} declares {DECLARATION}")
+        if self.amplifier or self.kind == "mount":
+            return Spoken(
+                CHAT_FAMILY,
+                "amplifier",
+                "an Amplifier module: Amplifier's message model (Chat Completions messages, "
+                "Anthropic content blocks)",
+            )
+        if self.kind == "session":
+            return Spoken(
+                ("responses",), "form", "an OpenAI Agents SDK Session holds Responses items"
+            )
+        return None
 
     @property
     def form(self) -> str:
@@ -543,7 +584,10 @@ def load_target(
     """Resolve a TARGET string (see the module docstring); ``form`` (``contract``,
     ``function`` or ``session``) overrides the detected form. Raises :class:`LoadError`."""
     spec = spec or DEFAULT_TARGET
-    config = dict(config or {})
+    try:  # the declaration is the suite's, never a keyword of the target's
+        config, _ = split_config(config or {})
+    except ShapeError as exc:
+        raise LoadError(str(exc)) from None
     if form is not None and form not in FORMS:
         raise LoadError(f"--form {form!r}: the forms are {', '.join(FORMS)}")
     if spec.startswith("grpc://"):
@@ -552,9 +596,11 @@ def load_target(
         return _grpc(spec, config)
     adapted = _adapter(spec)
     if adapted is not None:
-        module_name, attr = adapted.split(":")
+        module_name, attr = adapted.factory.split(":")
         obj = _attribute(_import(module_name, spec), attr, spec)
-        return _target(spec, obj, config, form, (module_name, attr))
+        target = _target(spec, obj, config, form, (module_name, attr))
+        target.adapter = f"the {spec} adapter: the shapes {adapted.distribution} takes"
+        return target
     try:
         return _python_target(spec, config, form)
     except _NotFound as exc:
@@ -624,7 +670,9 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
         address = address_of(spec)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
-    return Target(spec, functools.partial(GrpcContextManager, address), "factory", config)
+    return Target(
+        spec, functools.partial(GrpcContextManager, address), "factory", config, amplifier=True
+    )
 
 
 def _adapter_meant(spec: str) -> str | None:
@@ -645,9 +693,8 @@ def _adapter_meant(spec: str) -> str | None:
     )
 
 
-def _adapter(spec: str) -> str | None:
-    """The factory of the adapter named ``spec``, if one is; a LoadError if its library is
-    not installed."""
+def _adapter(spec: str) -> Adapter | None:
+    """The adapter named ``spec``, if one is; a LoadError if its library is not installed."""
     from ctxkit.adapters import by_name, installed_version
 
     adapter = by_name(spec)
@@ -655,7 +702,7 @@ def _adapter(spec: str) -> str | None:
         return None
     if installed_version(adapter) is None:
         raise LoadError(f"{spec} needs {adapter.distribution}: {adapter.install}")
-    return adapter.factory
+    return adapter
 
 
 def _target(

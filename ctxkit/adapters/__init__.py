@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ctxkit.survey.matrix import Finding
+from ctxkit.adapters.finding import Finding
 
 __all__ = [
     "ADAPTERS",

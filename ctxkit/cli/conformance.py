@@ -351,7 +351,7 @@ def _run(options: Any, args: argparse.Namespace) -> int:
     _line("", ticker)
     if args.strict:
         report.make_strict()
-    print(summary(report))
+    print(summary(report, reproducers=args.reproducers))
     _write_reports(report, args)
     if args.reproducers:
         _write_reproducers(report, args.reproducers)

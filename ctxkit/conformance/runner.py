@@ -93,6 +93,14 @@ LOAD_TIMEOUT = 60.0
 bounds it."""
 
 
+WRAPPER_ONLY = {
+    "robustness": "it validates each message before it is stored",
+    "isolation": "it passes the function a copy of the history",
+}
+"""Properties that, for a function target, only exercise ctxkit's own wrapper
+(:class:`ctxkit.forms.FunctionManager`), with what the wrapper does."""
+
+
 class SetupError(Exception):
     """The target could not be loaded, or the options are wrong: exit code 2."""
 
@@ -252,6 +260,13 @@ def _run(
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
+        if worker.form == "function":
+            for property_id, what in WRAPPER_ONLY.items():
+                checking.discard(property_id)
+                results[property_id].message = (
+                    f"n/a: a function target never holds the history: ctxkit's wrapper does, "
+                    f"and {what}, so this would judge ctxkit, not the function"
+                )
         if not observes_events:
             checking.discard("events")
             results["events"].message = (
@@ -344,6 +359,8 @@ class _Worker:
         """How a reproducer imports and builds the target (``hello``'s ``build``), if known."""
         self.speaks: Any = None
         """The shapes the target speaks and why (``hello``'s ``speaks``), if it says."""
+        self.form: Any = None
+        """The form the target takes (``hello``'s ``form``), if it says."""
 
     def _allowance(self) -> float:
         """Loading imports the target and its libraries: ``--load-timeout``, else the rest of
@@ -387,6 +404,7 @@ class _Worker:
         if isinstance(loaded.value, dict):
             self.build = loaded.value.get("build")
             self.speaks = loaded.value.get("speaks")
+            self.form = loaded.value.get("form")
         return loaded.value
 
     def start(self) -> tuple[str, bool, tuple[Status, str] | None]:

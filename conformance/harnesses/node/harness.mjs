@@ -277,6 +277,7 @@ class Worker {
       implementation: { name: "ctxkit-node-harness", version: VERSION, language: "javascript" },
       target: this.target.spec,
       events: true,
+      form: this.target.form,
       ...speaks(this.target),
     };
   }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ctxkit.conformance.judge.allow import Relaxations
@@ -92,7 +93,15 @@ def ordering(
 ) -> list[Violation]:
     if allow.hoisted_system:
         history, view = _without_system(history), _without_system(view)
-    return check_ordering(history, view, _keys(ignore))
+        return check_ordering(history, view, _keys(ignore))
+    found = check_ordering(history, view, _keys(ignore))
+    if found and not check_ordering(_without_system(history), _without_system(view), _keys(ignore)):
+        found[0] = replace(
+            found[0],
+            message=f"{found[0].message}; only system messages moved (--allow hoisted-system "
+            "accepts that, for providers that take the system prompt apart)",
+        )
+    return found
 
 
 def preserved(
@@ -172,7 +181,11 @@ def stored_all(
         Violation(
             "concurrency",
             f"{len(added)} concurrent add_message calls stored {len(tail)} messages"
-            + (f"; {lost} were lost" if lost else "; some were stored twice"),
+            + (
+                f"; {lost} {'was' if lost == 1 else 'were'} lost"
+                if lost
+                else "; some were stored twice"
+            ),
         )
     ]
 

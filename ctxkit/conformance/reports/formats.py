@@ -8,6 +8,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ctxkit.conformance.judge.catalogue import RELAXATIONS, by_id
+from ctxkit.conformance.reports.reproducer import file_name
 from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD
 
@@ -16,8 +17,9 @@ __all__ = ["summary", "write_json", "write_junit"]
 _MARK = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "below": "below"}
 
 
-def summary(report: Report) -> str:
-    """The table printed at the end of a run, then one paragraph per failure."""
+def summary(report: Report, reproducers: Path | None = None) -> str:
+    """The table printed at the end of a run, then one paragraph per failure; with
+    ``reproducers`` (``--reproducers DIR``), each failure names its script's file there."""
     width = max(len(p.id) for p in report.properties)
     lines = [
         f"ctxkit conformance: {report.target}  (seed {report.seed}, profile {report.profile}, "
@@ -51,7 +53,7 @@ def summary(report: Report) -> str:
         f"  {'property':<{width}}  {'level':<11}  result",
     ]
     for p in report.properties:
-        note = ""
+        note, mark = "", _MARK[p.status]
         if p.status == "failed":
             size = (p.counterexample or {}).get("messages")
             note = (
@@ -59,11 +61,13 @@ def summary(report: Report) -> str:
                 if size is not None and p.time_to_failure_s is not None
                 else ""
             )
+        elif p.status == "skipped" and p.message.startswith("n/a:"):
+            mark, note = "n/a", "  (" + p.message.removeprefix("n/a: ").split(":")[0] + ")"
         elif p.status == "skipped" and p.message:
             note = f"  ({p.message.split(':')[0]})"
         if p.figure is not None:
             note = f"  {p.figure:.1%} of view tokens cacheable (bar: {STABILITY_THRESHOLD:.0%})"
-        lines.append(f"  {p.id:<{width}}  {p.level:<11}  {_MARK[p.status]}{note}")
+        lines.append(f"  {p.id:<{width}}  {p.level:<11}  {mark}{note}")
     for item in report.allow:
         relaxation = RELAXATIONS.get(item.split("=")[0])
         if relaxation is not None:
@@ -76,10 +80,12 @@ def summary(report: Report) -> str:
             if p.status == "failed":
                 lines.append(f"  what must hold: {by_id(p.id).holds}")
             if p.reproducer and p.counterexample:
-                lines.append(
-                    f"  the steps ({p.verification or 'not verified'}; the whole script is "
-                    "in --report-json, or run with --reproducers DIR):"
+                where = (
+                    f"the whole script: {reproducers / file_name(p.id, report.target)}"
+                    if reproducers is not None
+                    else "the whole script is in --report-json, or run with --reproducers DIR"
                 )
+                lines.append(f"  the steps ({p.verification or 'not verified'}; {where}):")
                 lines += [textwrap.indent(_steps_only(p.counterexample["steps"]), "    ")]
     verdicts = {
         "pass": "PASS: every required property holds",

@@ -157,10 +157,13 @@ def render_script(repro: Reproduction) -> str:
         main = "    asyncio.run(reproduce())"
     else:
         run, main = ["    asyncio.run(reproduce())"], f"    {test}()"
+    local = _local_folder(repro.build)
     imports = ["import asyncio"] + (["import json"] if "json.loads(" in "".join(body.lines) else [])
+    imports += ["import sys"] if local else []
     froms = list(body.imports)
     if body.names:
         froms.append(("ctxkit.conformance.replay", ", ".join(sorted(body.names))))
+    after_path = "  # noqa: E402" if local else ""
     how = (
         "Run it with pytest, or with python: it fails (a non-zero exit) while the bug is "
         f"there. pytest collects it as {test}."
@@ -175,10 +178,10 @@ def render_script(repro: Reproduction) -> str:
             *_docstring_lines(how),
             '"""',
             "",
-            *_pythonpath_comment(repro.build),
             *imports,
             "",
-            *(f"from {module} import {names}" for module, names in sorted(froms)),
+            *local,
+            *(f"from {module} import {names}{after_path}" for module, names in sorted(froms)),
             "",
             *_constants(repro),
             "",
@@ -198,20 +201,17 @@ def render_script(repro: Reproduction) -> str:
     )
 
 
-def _pythonpath_comment(build: Build | None) -> list[str]:
-    """What to put on PYTHONPATH, when the target's module imports only from one folder."""
+def _local_folder(build: Build | None) -> list[str]:
+    """When the target's module imports only from one folder (the one the run was started in,
+    a file's folder, ``PYTHONPATH``): that folder put first on ``sys.path``, so that a plain
+    ``pytest DIR`` and ``python FILE`` import the target from wherever they run."""
     if build is None or not build.pythonpath:
         return []
-    folder = build.pythonpath
     return [
-        f"# {build.module} imports from {_comment_text(folder)}: run pytest there, or put that",
-        f"# folder on PYTHONPATH (PYTHONPATH={_comment_text(folder)} pytest ...).",
+        f"# {build.module} is imported from the folder the run found it in:",
+        f"sys.path.insert(0, {literal(build.pythonpath)})",
+        "",
     ]
-
-
-def _comment_text(text: str) -> str:
-    """Text that stays within one comment line."""
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _constants(repro: Reproduction) -> list[str]:
@@ -353,8 +353,8 @@ class _Body:
             head = "await manager.add_concurrently("
             self.add(f"{head}{self.value(call.value, head)})")
         elif op == "add_concurrently":
-            head = "await asyncio.gather(*(manager.add_message(m) for m in "
-            self.add(f"{head}{self.value(call.value, head)}))")
+            head = f"await {self.use('add_concurrently')}(manager, "
+            self.add(f"{head}{self.value(call.value, head)})")
         elif op == "add_bad":
             self.add(
                 f"await {self.use('check')}.refuses(manager.add_message("

@@ -607,9 +607,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         messages = [self._text("user", f"{w} #{k}") for k, w in enumerate(words)]
         reply = self._do(Call("add_concurrently", messages), "concurrency")
         if not reply.ok:
-            self._fail(
-                "concurrency", f"concurrent add_message calls raised {reply.error}", "raises"
+            said = (  # the sentence that counts what raised, or what the single failure was
+                reply.message
+                if reply.type == "ConcurrentAddsFailed"
+                else f"concurrent add_message calls raised {reply.error}"
             )
+            self._fail("concurrency", said, "raises")
         stored = self._call("get", "lifecycle")
         if not stored.ok:
             self._fail("non_destructive", f"get_messages() raised {stored.error}", "raises")

@@ -190,7 +190,7 @@ class Target:
             return False
         if self.kind == "function":
             return _named(self.obj, "hooks")
-        return self.kind == "mount" or _accepts(self.obj, "hooks")
+        return self.kind == "mount" or _named(self.obj, "hooks")
 
     def import_form(self) -> dict[str, Any] | None:
         """How a script builds this target by import, as plain data (the Python worker's
@@ -231,7 +231,7 @@ class Target:
             await manager.clear()  # one long-lived store: each example starts empty
             return manager
         kwargs = dict(self.config)
-        if self.kind != "session" and _accepts(self.obj, "hooks"):
+        if self.kind != "session" and _named(self.obj, "hooks"):
             kwargs["hooks"] = recorder
         manager = self.obj(**kwargs)
         if inspect.isawaitable(manager):
@@ -332,16 +332,6 @@ def _named(obj: Callable[..., Any], name: str) -> bool:
         return name in inspect.signature(obj).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _accepts(obj: Callable[..., Any], name: str) -> bool:
-    try:
-        parameters = inspect.signature(obj).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
 
 
 def check_protocol(manager: Any) -> None:

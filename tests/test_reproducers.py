@@ -78,7 +78,7 @@ def test_pytest_collects_the_written_reproducers_and_they_fail(written, tmp_path
 
 def test_the_manager_is_imported_and_built_as_a_test_of_ones_own_builds_it(written):
     script = (written["folder"] / NAME).read_text()
-    assert "from tests.zoo.pairs import SplitsPairsOpenAI\n" in script
+    assert "from tests.zoo.pairs import SplitsPairsOpenAI  # noqa: E402\n" in script
     assert "manager = SplitsPairsOpenAI(**CONFIG, hooks=hooks)\n" in script
     assert "open_manager" not in script
     assert "TARGET" not in script

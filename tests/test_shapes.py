@@ -63,7 +63,7 @@ def test_every_rule_the_checks_cite_exists():
 def test_the_rule_files_are_plain_json_with_the_documented_keys():
     for path in RULES.glob("*.json"):
         data = json.loads(path.read_text())
-        assert set(data) == {"$comment", "shape", "api", "pairing", "rules"}
+        assert set(data) == {"$comment", "shape", "api", "system", "pairing", "rules"}
         for item in data["rules"]:
             assert set(item) == {"id", "property", "holds", "error"}
 

@@ -30,6 +30,8 @@ class Member:
     config: the ``--config`` the member is checked with.
     format: the ``--format`` it is checked with, for a class checked in several shapes one at a
         time or one that declares nothing; None: the default run.
+    also: for outcome ``"fail"``, other required properties the fault may show as too, each
+        with why; any other required failure is a false accusation.
     """
 
     target: str
@@ -39,6 +41,7 @@ class Member:
     note: str
     config: tuple[tuple[str, object], ...] = ()
     format: str | None = None
+    also: tuple[tuple[str, str], ...] = ()
 
 
 def _m(
@@ -49,6 +52,7 @@ def _m(
     note: str,
     *,
     format: str | None = None,
+    also: dict[str, str] | None = None,
     **config: object,
 ) -> Member:
     return Member(
@@ -59,6 +63,7 @@ def _m(
         note,
         tuple(config.items()),
         format,
+        tuple((also or {}).items()),
     )
 
 
@@ -94,7 +99,8 @@ ZOO: list[Member] = [
     _m("history:LeaksReferences", {"isolation"}, "fail", "both",
        "stores the caller's dicts; get_messages() returns the internal list"),
     _m("history:DropsThenRefuses", {"non_destructive"}, "fail", "both",
-       "needs a refused view: it deletes the oldest message first"),
+       "needs a refused view: it deletes the oldest message first",
+       also={"lifecycle": "it refuses some views a fitting one exists for, a fault of its own"}),
     _m("history:LosesConcurrentAdds", {"concurrency"}, "fail", "both",
        "needs 2+ concurrent add_message calls: snapshot, await, write back"),
     # what the view holds (tests/zoo/views.py)
@@ -151,7 +157,7 @@ ZOO: list[Member] = [
     _m("misc:NeverEmits", set(), "pass", "both",
        "takes hooks, never emits: events is skipped (nothing observed), not passed"),
     _m("misc:OpenAIOnly", set(), "pass", "openai",
-       "refuses Anthropic blocks: passes only if --format openai reaches every call"),
+       "refuses Anthropic blocks, declares nothing: the default run must reach no other shape"),
     # Amplifier-style mount() (tests/zoo/amplifier.py): on amplifier-core's coordinator if installed
     _m("amplifier:mount", set(), "pass", "both",
        "context-simple's mount: hooks.register, capabilities, a cleanup; emits context:budget"),
@@ -168,7 +174,7 @@ ZOO: list[Member] = [
        "session: its limit counts items, but it returns whole units only"),
     _m("forms:keep_last_messages", PAIRS, "fail", "both",
        "function: the newest 5 messages, a tool result can lead the view"),
-    _m("forms:reverses", {"ordering"}, "fail", "both",
+    _m("forms:reverses", {*PAIRS, "ordering"}, "fail", "both",
        "function: the history newest first"),
     _m("forms:LimitSession", PAIRS, "fail", "both",
        "session with limit=3: get_items(3) splits pairs (openai-agents-python #4322)"),
@@ -180,7 +186,9 @@ ZOO: list[Member] = [
     _m("shapes:DropsThinking", PAIRS, "fail", "anthropic",
        "thinking stripped from the turn the last message answers (needs a thinking round)"),
     _m("shapes:FirstResponseOnly", PAIRS, "fail", "gemini",
-       "one functionResponse part kept for several functionCall parts (needs parallel calls)"),
+       "one functionResponse part kept for several functionCall parts (needs parallel calls)",
+       also={"ordering": "the cut turn can equal an earlier one word for word, and parts "
+                         "without ids carry no identity: it then reads as that turn, moved"}),
     _m("shapes:HoistsServerResults", PAIRS, "fail", "anthropic",
        "server tool results moved before the server_tool_use they answer"),
     _m("shapes:LastItems", PAIRS, "fail", "responses",

@@ -379,7 +379,7 @@ def _import(module_name: str, spec: str) -> Any:
         if exc.name and module_name.startswith(exc.name):
             advice = (
                 _dotted_hint(module_name, spec)
-                or _close_module(module_name, exc.name)
+                or _close_module(module_name, exc.name, spec)
                 or (
                     "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
                     "its package"
@@ -405,7 +405,7 @@ def _import_here(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
-def _close_module(module_name: str, missing: str) -> str:
+def _close_module(module_name: str, missing: str, spec: str = "") -> str:
     """``Did you mean ctxkit.reference?`` for ``ctxkit.refrence``: ``missing`` (the part of
     ``module_name`` not found) replaced by the closest module beside it, in its package or
     at the top level, if one is close."""
@@ -417,7 +417,7 @@ def _close_module(module_name: str, missing: str) -> str:
     close = _closest(name, {m.name for m in pkgutil.iter_modules(path)})
     if not close:
         return ""
-    rest = module_name[len(missing) :]
+    rest = module_name[len(missing) :] + spec.partition(module_name)[2]
     return f"Did you mean {f'{parent}.' if parent else ''}{close[0]}{rest}?"
 
 
@@ -460,8 +460,10 @@ def _import_file(path: Path, spec: str) -> Any:
     return module
 
 
-def _attribute(module: Any, attr: str, spec: str) -> Any:
-    obj, owner = module, module.__name__
+def _attribute(module: Any, attr: str, spec: str, owner: str | None = None) -> Any:
+    """``attr`` (dotted) of ``module``, named ``owner`` in what is said (a file by its path,
+    not the name ctxkit imported it under)."""
+    obj, owner = module, owner or module.__name__
     for part in attr.split("."):
         if not hasattr(obj, part):
             names = sorted(n for n in dir(obj) if not n.startswith("_"))
@@ -594,7 +596,7 @@ def load_target(
     try:
         return _python_target(spec, config, form)
     except _NotFound as exc:
-        meant = _adapter_meant(spec)
+        meant = _adapter_meant(spec, str(exc))
         if meant is None:
             raise
         raise LoadError(meant) from exc
@@ -608,8 +610,15 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
     path_part, _, attr = spec.partition(":")
     if path_part.endswith(".py"):
         path = Path(path_part)
+        module = _import_file(path, spec)
+        if not attr and not hasattr(module, "mount"):
+            raise LoadError(
+                f"{spec}: {path_part} has no mount(); name the class or factory"
+                + "".join(f", e.g. {path_part}:{n}" for n in _contract_classes(module)[:1])
+            )
+        found = _attribute(module, attr or "mount", spec, owner=path_part)
         attr = attr or "mount"
-        target = _target(spec, _attribute(_import_file(path, spec), attr, spec), config, form)
+        target = _target(spec, found, config, form)
         if path.stem.isidentifier():  # importable by its name from its folder
             target.origin = (path.stem, attr)
             target.folder = str(path.resolve().parent)
@@ -629,6 +638,17 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
             attr = "mount"
     obj = _attribute(module, attr, spec)
     return _target(spec, obj, config, form, (path_part, attr))
+
+
+def _contract_classes(module: Any) -> list[str]:
+    """The classes a module defines that have the contract's methods, by name."""
+    return sorted(
+        name
+        for name, obj in vars(module).items()
+        if inspect.isclass(obj)
+        and obj.__module__ == module.__name__
+        and all(callable(getattr(obj, m, None)) for m in CONTRACT_METHODS)
+    )
 
 
 def _named_by(obj: Any) -> tuple[str, str] | None:
@@ -665,22 +685,31 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
     )
 
 
-def _adapter_meant(spec: str) -> str | None:
-    """For a target that is not found and reads like an adapter's name (its library's prefix,
-    or close to a name): the sentence saying no adapter has it, and the name meant."""
+def _adapter_meant(spec: str, said: str) -> str | None:
+    """For a target that is not found: the sentence naming the adapter meant, when the
+    target names an adapter's library (``langchain:trim_mesages``); or, when what was said
+    of the module suggests nothing and an adapter's name is close, the module's sentence with
+    that name. A target that reads as a module path gets the module's suggestions alone."""
     from ctxkit.adapters import ADAPTERS, JS_ADAPTERS
 
     names = [a.name for a in (*ADAPTERS, *JS_ADAPTERS)]
     family = spec.partition(":")[0]
     close = _closest(spec, names)
+    families = {name.partition(":")[0] for name in names}
+    if family not in families and _closest(family, families):  # langchian: for langchain:
+        family = _closest(family, families)[0]
     kin = [name for name in names if name.partition(":")[0] == family]
-    if not close and not kin:
-        return None
-    meant = f"did you mean {close[0]}?" if close else f"the {family} adapters: {', '.join(kin)}."
-    return (
-        f"{spec}: there is no adapter {spec!r}; {meant} "
-        "(`ctxkit conformance --list-adapters` lists them all)"
-    )
+    if kin:
+        meant = (
+            f"did you mean {close[0]}?" if close else f"the {family} adapters: {', '.join(kin)}."
+        )
+        return (
+            f"{spec}: there is no adapter {spec!r}; {meant} "
+            "(`ctxkit conformance --list-adapters` lists them all)"
+        )
+    if close and "did you mean" not in said.lower():
+        return f"{said} (or the adapter {close[0]}?)"
+    return None
 
 
 def _adapter(spec: str) -> Adapter | None:

@@ -85,13 +85,32 @@ def test_a_bad_target_gets_an_error_that_says_the_fix(spec, fragment):
         ("tests.zoo.base:GoodManagr", "has no attribute 'GoodManagr'; did you mean GoodManager?"),
         ("tests.zoo.base:goodmanager", "did you mean GoodManager?"),
         ("tests.zoo.base:GoodManager.clearr", "'tests.zoo.base.GoodManager' has no attribute"),
-        ("ctxkit.refrence:mount", "Did you mean ctxkit.reference?"),
-        ("tets.zoo.base:GoodManager", "Did you mean tests.zoo.base?"),
+        ("ctxkit.refrence:mount", "Did you mean ctxkit.reference:mount?"),
+        ("tets.zoo.base:GoodManager", "Did you mean tests.zoo.base:GoodManager?"),
+        ("tests.zoo.base.GoodManager", "Did you mean tests.zoo.base:GoodManager?"),
+        ("langchian:trim_messages", "did you mean langchain:trim_messages?"),
+        ("tests/zoo/base.py", "tests/zoo/base.py has no mount(); name the class or factory, "
+         "e.g. tests/zoo/base.py:GoodManager"),
+        ("tests/zoo/base.py:GoodManagr", "'tests/zoo/base.py' has no attribute 'GoodManagr'"),
     ],
-)
+)  # fmt: skip
 def test_a_mistyped_target_gets_the_name_meant(spec, fragment):
     with pytest.raises(LoadError, match=re.escape(fragment)):
         load_target(spec)
+
+
+@pytest.mark.parametrize(
+    "spec", ["windw:SlidingWindow", "sliding_window:SlidingWindow", "tests.zoo.bse:GoodManager"]
+)
+def test_a_target_that_reads_as_a_module_path_is_never_told_of_an_adapter(spec):
+    """A module path close to an adapter's name (strands:sliding_window) is the user's own
+    module mistyped: what is said is about modules, never an adapter they did not name."""
+    with pytest.raises(LoadError) as raised:
+        load_target(spec)
+    said = str(raised.value)
+    assert "no module named" in said
+    assert "adapter" not in said
+    assert "ctxkit_target" not in said
 
 
 def test_an_adapter_typo_is_no_missing_module():

@@ -596,7 +596,7 @@ def load_target(
     try:
         return _python_target(spec, config, form)
     except _NotFound as exc:
-        meant = _adapter_meant(spec, str(exc))
+        meant = _adapter_meant(spec)
         if meant is None:
             raise
         raise LoadError(meant) from exc
@@ -685,11 +685,11 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
     )
 
 
-def _adapter_meant(spec: str, said: str) -> str | None:
+def _adapter_meant(spec: str) -> str | None:
     """For a target that is not found: the sentence naming the adapter meant, when the
-    target names an adapter's library (``langchain:trim_mesages``); or, when what was said
-    of the module suggests nothing and an adapter's name is close, the module's sentence with
-    that name. A target that reads as a module path gets the module's suggestions alone."""
+    target names an adapter's library, or one close to it (``langchain:trim_mesages``,
+    ``langchian:trim_messages``). A target that reads as a module path gets what was said of
+    its module, never an adapter it did not name."""
     from ctxkit.adapters import ADAPTERS, JS_ADAPTERS
 
     names = [a.name for a in (*ADAPTERS, *JS_ADAPTERS)]
@@ -707,8 +707,6 @@ def _adapter_meant(spec: str, said: str) -> str | None:
             f"{spec}: there is no adapter {spec!r}; {meant} "
             "(`ctxkit conformance --list-adapters` lists them all)"
         )
-    if close and "did you mean" not in said.lower():
-        return f"{said} (or the adapter {close[0]}?)"
     return None
 
 

@@ -53,6 +53,8 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     problem: str | None = None
     """Why the target could not be checked at all (its setup error), if it could not."""
+    shapes: list[str] = field(default_factory=list)
+    """The message shapes it was judged in (the report's ``shapes``: ctxkit.shapes.spoken)."""
 
     @property
     def name(self) -> str:
@@ -126,4 +128,5 @@ def row_from_report(
         verdict=report.get("verdict", "error"),
         duration_s=float(report.get("duration_s") or 0.0),
         cells=cells,
+        shapes=list((report.get("shapes") or {}).get("judged") or []),
     )

@@ -473,6 +473,33 @@ def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path):
     assert done.returncode == 0, done.stdout
 
 
+def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path: Path):
+    """A Gemini-contents store that declares nothing refuses everything but Gemini contents:
+    by default (Chat Completions) lifecycle fails; a suite's `format`, or --ctxkit-format,
+    judges it in its shape, where it passes, and the header says which shapes."""
+    (tmp_path / "test_gemini.py").write_text(
+        "from ctxkit.conformance.plugin import ConformanceSuite\n\n\n"
+        "class TestGemini(ConformanceSuite):\n"
+        "    target = 'tests.zoo.permissive:GeminiContents'\n"
+        "    format = 'gemini'\n"
+        "    profile = 'quick'\n"
+    )
+    declared = _pytest(tmp_path, "-q", "--ctxkit-max-examples", "8", "test_gemini.py")
+    assert declared.returncode == 0, declared.stdout
+    suite = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
+             "tests.zoo.permissive:GeminiContents", "--ctxkit-profile", "quick",
+             "--ctxkit-max-examples", "8"]  # fmt: skip
+    header = _pytest(tmp_path, *suite, "--collect-only", "--ctxkit-format", "gemini")
+    assert "shapes gemini" in header.stdout, header.stdout
+    assert _pytest(tmp_path, *suite, "--ctxkit-format", "gemini").returncode == 0
+    default = _pytest(tmp_path, *suite)
+    assert default.returncode == 1, default.stdout
+    assert "judged in openai: nothing declares the shapes the target speaks" in default.stdout
+    bad = _pytest(tmp_path, *suite, "--ctxkit-format", "gemni")
+    assert bad.returncode == 4
+    assert "unknown shape gemni (did you mean gemini?)" in bad.stderr
+
+
 def test_a_keyboard_interrupt_is_not_called_sys_exit(tmp_path: Path):
     target = tmp_path / "interrupted.py"
     target.write_text(

@@ -114,11 +114,13 @@ def _allowed(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """A suite with nothing to check is a mistake, not a skip: silently green in CI."""
+    """A suite with nothing to check is a mistake, not a skip: silently green in CI; so is a
+    shape no one knows (said before anything runs)."""
     for item in items:
         suite = getattr(item, "cls", None)
         if suite is None or not issubclass(suite, ConformanceSuite):
             continue
+        _shapes(getattr(suite, "format", None) or option(config, "format"))
         if not (
             getattr(suite, "target", None)
             or getattr(suite, "command", None)

@@ -85,13 +85,32 @@ def test_a_bad_target_gets_an_error_that_says_the_fix(spec, fragment):
         ("tests.zoo.base:GoodManagr", "has no attribute 'GoodManagr'; did you mean GoodManager?"),
         ("tests.zoo.base:goodmanager", "did you mean GoodManager?"),
         ("tests.zoo.base:GoodManager.clearr", "'tests.zoo.base.GoodManager' has no attribute"),
-        ("ctxkit.refrence:mount", "Did you mean ctxkit.reference?"),
-        ("tets.zoo.base:GoodManager", "Did you mean tests.zoo.base?"),
+        ("ctxkit.refrence:mount", "Did you mean ctxkit.reference:mount?"),
+        ("tets.zoo.base:GoodManager", "Did you mean tests.zoo.base:GoodManager?"),
+        ("tests.zoo.base.GoodManager", "Did you mean tests.zoo.base:GoodManager?"),
+        ("langchian:trim_messages", "did you mean langchain:trim_messages?"),
+        ("tests/zoo/base.py", "tests/zoo/base.py has no mount(); name the class or factory, "
+         "e.g. tests/zoo/base.py:GoodManager"),
+        ("tests/zoo/base.py:GoodManagr", "'tests/zoo/base.py' has no attribute 'GoodManagr'"),
     ],
-)
+)  # fmt: skip
 def test_a_mistyped_target_gets_the_name_meant(spec, fragment):
     with pytest.raises(LoadError, match=re.escape(fragment)):
         load_target(spec)
+
+
+@pytest.mark.parametrize(
+    "spec", ["windw:SlidingWindow", "sliding_window:SlidingWindow", "tests.zoo.bse:GoodManager"]
+)
+def test_a_target_that_reads_as_a_module_path_is_never_told_of_an_adapter(spec):
+    """A module path close to an adapter's name (strands:sliding_window) is the user's own
+    module mistyped: what is said is about modules, never an adapter they did not name."""
+    with pytest.raises(LoadError) as raised:
+        load_target(spec)
+    said = str(raised.value)
+    assert "no module named" in said
+    assert "adapter" not in said
+    assert "ctxkit_target" not in said
 
 
 def test_an_adapter_typo_is_no_missing_module():
@@ -452,6 +471,33 @@ def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path):
         "--ctxkit-allow", "dropped-system", "--ctxkit-allow", "hoisted-system",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout
+
+
+def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path: Path):
+    """A Gemini-contents store that declares nothing refuses everything but Gemini contents:
+    by default (Chat Completions) lifecycle fails; a suite's `format`, or --ctxkit-format,
+    judges it in its shape, where it passes, and the header says which shapes."""
+    (tmp_path / "test_gemini.py").write_text(
+        "from ctxkit.conformance.plugin import ConformanceSuite\n\n\n"
+        "class TestGemini(ConformanceSuite):\n"
+        "    target = 'tests.zoo.permissive:GeminiContents'\n"
+        "    format = 'gemini'\n"
+        "    profile = 'quick'\n"
+    )
+    declared = _pytest(tmp_path, "-q", "--ctxkit-max-examples", "8", "test_gemini.py")
+    assert declared.returncode == 0, declared.stdout
+    suite = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
+             "tests.zoo.permissive:GeminiContents", "--ctxkit-profile", "quick",
+             "--ctxkit-max-examples", "8"]  # fmt: skip
+    header = _pytest(tmp_path, *suite, "--collect-only", "--ctxkit-format", "gemini")
+    assert "shapes gemini" in header.stdout, header.stdout
+    assert _pytest(tmp_path, *suite, "--ctxkit-format", "gemini").returncode == 0
+    default = _pytest(tmp_path, *suite)
+    assert default.returncode == 1, default.stdout
+    assert "judged in openai: nothing declares the shapes the target speaks" in default.stdout
+    bad = _pytest(tmp_path, *suite, "--ctxkit-format", "gemni")
+    assert bad.returncode == 4
+    assert "unknown shape gemni (did you mean gemini?)" in bad.stderr
 
 
 def test_a_keyboard_interrupt_is_not_called_sys_exit(tmp_path: Path):

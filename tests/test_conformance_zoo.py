@@ -24,21 +24,12 @@ REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
 
 
 def check(member: Member, **overrides: Any) -> dict[str, Any]:
-    """The run's outcome for a member, with its config (and, for a correct member checked in
-    one shape, that shape only)."""
+    """The run's outcome for a member, with its config: the default run, judged in the shapes
+    the member declares (or Chat Completions), unless the member names a --format."""
     overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
-    overrides.setdefault("shapes", shapes_of(member))
+    if member.format is not None:
+        overrides.setdefault("shapes", tuple(member.format.split(",")))
     return _check(member.target, tuple(sorted(overrides.items(), key=str)))
-
-
-def shapes_of(member: Member) -> tuple[str, ...]:
-    """The shapes a member is checked in: its own, or for members of the chat family, the
-    family (where the fault shows in either), except a correct member named for one shape."""
-    if member.shape in ("openai", "anthropic") and member.outcome == "pass":
-        return (member.shape,)
-    if member.shape in ("both", "openai", "anthropic"):
-        return ("openai", "anthropic")
-    return tuple(member.shape.split(","))
 
 
 def deep(member: Member) -> dict[str, Any]:
@@ -63,6 +54,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
     report = run(options)
     return {
         "verdict": report.verdict,
+        "shapes": report.shapes,
         "failed": {p.id for p in report.properties if p.status == "failed"},
         "errors": {p.id: p.message for p in report.properties if p.status == "error"},
         "messages": " ".join(p.message for p in report.properties),
@@ -72,9 +64,8 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
 
 
 def _id(member: Member) -> str:
-    """A member's target, with its shape where one target is checked in several."""
-    plain = member.shape in ("both", "openai", "anthropic") or "," in member.shape
-    return member.target if plain else f"{member.target}[{member.shape}]"
+    """A member's target, with its --format where one target is checked in several."""
+    return member.target if member.format is None else f"{member.target}[{member.format}]"
 
 
 @pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "fail"], ids=_id)
@@ -83,6 +74,8 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
     # profile's long runs (deep()); the run is shared with the test that shows it whole.
     outcome = check(member, **deep(member))
     assert member.expect <= outcome["failed"], (member.note, outcome["depth"], outcome["messages"])
+    others = (outcome["failed"] & REQUIRED) - member.expect - {p for p, _ in member.also}
+    assert not others, f"{member.target} fails no other required property: {outcome['messages']}"
     for property_id in member.expect:
         result = outcome["properties"][property_id]
         assert result.counterexample["steps"], "a failure comes with the steps that show it"
@@ -97,6 +90,16 @@ def test_broken_manager_is_caught_under_its_property(member: Member):
 def test_correct_but_unusual_manager_passes_every_required_property(member: Member):
     outcome = check(member)
     assert not outcome["failed"] & REQUIRED, outcome["messages"]
+    # for the right reason: judged in the shapes it speaks, said as the report says it
+    declared = outcome["shapes"]
+    if member.format is not None:
+        assert declared.source == "format"
+    elif member.target.startswith("tests.zoo.amplifier:"):
+        assert declared.source == "amplifier"
+    elif member.target.startswith("tests.zoo.forms:") and "Session" not in member.target:
+        assert (declared.source, declared.shapes) == ("default", ("openai",))
+    else:
+        assert declared.source in ("declared", "default"), declared
     assert outcome["verdict"] == "pass"
     assert exit_code(outcome["verdict"]) == 0
 
@@ -130,6 +133,28 @@ def test_cache_stability_is_an_advisory_figure_that_fails_no_run():
     assert "below the 70% threshold" in stability.message
     assert outcome["verdict"] == "pass"
     assert exit_code(outcome["verdict"]) == 0
+
+
+def test_a_permissive_manager_passes_by_default_because_it_is_judged_in_its_own_shape():
+    """The Chat Completions manager that stores any dict is correct where it is judged by
+    default; judged in every shape (--format all) it misreads the ones it was never written for
+    and splits their pairs. The default is what keeps a correct manager from being accused."""
+    member = _member("PermissiveChat")
+    default = check(member)
+    assert (default["shapes"].source, default["shapes"].shapes) == ("default", ("openai",))
+    assert "--format all" in default["shapes"].hint
+    everything = check(
+        member, shapes=("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
+    )
+    assert "tool_pair_integrity" in everything["failed"], everything["messages"]
+
+
+def test_a_store_that_normalizes_text_parts_passes_and_the_report_says_so():
+    outcome = check(_member("TextPartsAsStrings"))
+    assert not outcome["failed"] & REQUIRED, outcome["messages"]
+    said = outcome["depth"]["normalized"]
+    assert "'content': [{'type': 'text'" in said, said
+    assert said.endswith("was given"), said
 
 
 def test_a_refusal_that_edits_history_is_charged_to_non_destructive_alone():
@@ -280,7 +305,10 @@ def test_every_reproducer_imports_its_target_and_the_public_api_and_fails_under_
             for n in ast.walk(tree)
             if isinstance(n, ast.Import | ast.ImportFrom)
         }
-        public = {"asyncio", "json", "ctxkit.conformance.replay", "ctxkit.forms", "ctxkit.messages"}
+        public = {
+            *("asyncio", "json", "sys"),
+            *("ctxkit.conformance.replay", "ctxkit.forms", "ctxkit.messages"),
+        }
         targets = modules - public  # the manager is imported as a test of one's own imports it
         assert len(targets) == 1, (name, modules)
         assert next(iter(targets)).startswith("tests.zoo."), name

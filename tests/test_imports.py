@@ -145,3 +145,32 @@ def test_the_suites_jobs_import_one_way(job: str):
             if other.startswith(SUITE) and other != SUITE and _job(other) not in allowed
         }
         assert not wrong, f"{module} ({job}) imports {sorted(wrong)}"
+
+
+# The layers beneath the suite, the survey and the command line (issue 31, item 9): the shapes
+# know only themselves; the adapters build on the shapes, messages, tokens and forms, never on
+# what judges or shows them (the suite, the survey, the CLI), so that importing an adapter
+# loads none of those.
+BENEATH = {
+    "ctxkit.shapes": {"ctxkit.shapes"},
+    "ctxkit.adapters": {
+        "ctxkit.adapters",
+        "ctxkit.shapes",
+        "ctxkit.messages",
+        "ctxkit.tokens",
+        "ctxkit.forms",
+        "ctxkit.literal",
+    },
+}
+
+
+@pytest.mark.parametrize("package", sorted(BENEATH))
+def test_the_lower_layers_import_nothing_above_them(package: str):
+    allowed = BENEATH[package]
+    for module in (m for m in MODULES if m == package or m.startswith(package + ".")):
+        wrong = {
+            other
+            for other in GRAPH[module]
+            if not any(other == a or other.startswith(a + ".") for a in allowed)
+        }
+        assert not wrong, f"{module} imports {sorted(wrong)}, above {package}"

@@ -140,10 +140,32 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert not (project / ".hypothesis").exists(), "nothing left in the user's folder"
     written = sorted(p.name for p in (project / "repro").glob("test_*.py"))
-    assert "test_tool_pair_integrity_mine_KeepLast.py" in written, written
-    pasted = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "repro"], cwd=project)
+    pairs = "test_tool_pair_integrity_mine_KeepLast.py"
+    assert pairs in written, written
+    # A plain `pytest DIR` (its console script: the folder is not on sys.path, as it is for
+    # `python -m pytest`) and `python FILE` import mine.py all the same, and fail.
+    pytest = _console_script(home, "pytest", "from pytest import console_main as main")
+    plain = [pytest, "-q", "-p", "no:cacheprovider"]
+    pasted = _run([*plain, "repro"], cwd=project)
     assert pasted.returncode == 1, pasted.stdout + pasted.stderr
     assert f"{len(written)} failed" in pasted.stdout, pasted.stdout
+    assert "ModuleNotFoundError" not in pasted.stdout
+    alone = _run([python, f"repro/{pairs}"], cwd=project)
+    assert alone.returncode == 1, alone.stdout + alone.stderr
+    assert "tool_pair_integrity: view[" in alone.stderr, alone.stderr
+    # fixed, the same reproducer passes, from another folder too
+    (project / "mine.py").write_text(KEEP_LAST.replace("self.history[-4:]", "self.history"))
+    fixed = _run([*plain, str(project / "repro" / pairs)], cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+def _console_script(home: Path, name: str, entry: str) -> str:
+    """A console script in the virtualenv as pip writes one (``bin/pytest``): run by path,
+    its ``sys.path[0]`` is ``bin``, not the folder it is started in."""
+    path = home / "bin" / name
+    path.write_text(f"#!{home / 'bin' / 'python'}\nimport sys\n{entry}\nsys.exit(main())\n")
+    path.chmod(0o755)
+    return str(path)
 
 
 UNREACHABLE = (

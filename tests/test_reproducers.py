@@ -78,13 +78,12 @@ def test_pytest_collects_the_written_reproducers_and_they_fail(written, tmp_path
 
 def test_the_manager_is_imported_and_built_as_a_test_of_ones_own_builds_it(written):
     script = (written["folder"] / NAME).read_text()
-    assert "from tests.zoo.pairs import SplitsPairsOpenAI\n" in script
+    assert "from tests.zoo.pairs import SplitsPairsOpenAI  # noqa: E402\n" in script
     assert "manager = SplitsPairsOpenAI(**CONFIG, hooks=hooks)\n" in script
     assert "open_manager" not in script
     assert "TARGET" not in script
-    # tests.zoo imports from the checkout only (the run's folder): the comment says so
-    assert f"# tests.zoo.pairs imports from {ROOT}: run pytest there" in script
-    assert f"(PYTHONPATH={ROOT} pytest ...)" in script
+    # tests.zoo imports from the checkout only (the run's folder): the script puts it first
+    assert f'sys.path.insert(0, "{ROOT}")' in script
     ast.parse(script)
     (pairs,) = [p for p in written["report"]["properties"] if p["status"] == "failed"]
     assert pairs["verified"], pairs["verification"]

@@ -257,8 +257,15 @@ def test_every_script_built_by_import_is_valid_python(
     assert bound not in {"check", "manager", "reproduce", "CONFIG"}  # renamed, not shadowed
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not names & {"open_manager", "TARGET"}  # built by import, not by a target string
-    comment = [line for line in script.splitlines() if line.startswith("# ")]
-    assert bool(comment) == bool(build.pythonpath)
+    put_first = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "sys.path.insert"
+    ]
+    assert bool(put_first) == bool(build.pythonpath)
+    if put_first:  # the folder exactly as given, before the target is imported
+        assert ast.literal_eval(put_first[0].args[1]) == build.pythonpath
+        assert put_first[0].lineno < imported[build.module].lineno
 
 
 MODULE = """

@@ -63,7 +63,9 @@ def test_a_survey_writes_the_matrix_in_three_formats(surveyed):
     assert "no module named 'no_such_mod'" in rows["no_such_mod:X"]["problem"]
     markdown = (out / "matrix.md").read_text()
     assert f"**[FAIL]({split['reproducer_path']})**" in markdown
-    assert "| `no_such_mod:X` | - | not checked |" in markdown
+    assert "| `no_such_mod:X` | - | - | not checked |" in markdown
+    assert rows["tests.zoo.base:GoodManager"]["shapes"] == ["openai", "anthropic"]  # declared
+    assert "| `tests.zoo.base:GoodManager` | - | openai, anthropic | pass |" in markdown
     assert "<dialog" in (out / "matrix.html").read_text()
 
 
@@ -86,7 +88,7 @@ def test_the_page_loads_sorts_and_opens_a_reproducer_in_chromium(surveyed):
         verdict = browser.find_element(By.CSS_SELECTOR, 'th[data-key="verdict"]')
         verdict.click()
         rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
-        assert [r.find_elements(By.TAG_NAME, "td")[2].text for r in rows] == sorted(
+        assert [r.find_elements(By.TAG_NAME, "td")[3].text for r in rows] == sorted(
             ["pass", "fail", "not checked"]
         )
         verdict.click()

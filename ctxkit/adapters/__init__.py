@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ctxkit.survey.matrix import Finding
+from ctxkit.adapters.finding import Finding
 
 __all__ = [
     "ADAPTERS",
@@ -230,13 +230,6 @@ _COUNTS_INVOCATIONS = Finding(
     "request's budget plays no part, and without num_invocations_to_keep (the plugin's default) "
     "nothing is trimmed",
 )
-_REMINDERS_START_INVOCATIONS = Finding(
-    "adapter",
-    "Gemini contents have no system role: the adapter passes a mid-conversation system message "
-    "as a user text content, which ContextFilterPlugin counts as a user's turn, so it is cut "
-    "with its invocation, and one after the newest question can push that question out",
-    allow="dropped-system",
-)
 _COMPACTS_BY_ITS_TRIGGERS = Finding(
     "design",
     "compacts when compaction_interval invocations have finished, or when ADK's own estimate "
@@ -403,7 +396,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         "google-adk",
         "google.adk ContextFilterPlugin (num_invocations_to_keep 3) in a real App and Runner "
         "over an in-memory session of Gemini contents; the view is what the agent's model is sent",
-        findings={"budget": _COUNTS_INVOCATIONS, "preservation": _REMINDERS_START_INVOCATIONS},
+        findings={"budget": _COUNTS_INVOCATIONS},
         apart=True,
     ),
     Adapter(

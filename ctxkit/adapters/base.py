@@ -87,9 +87,10 @@ class LibraryAdapter:
     none: the libraries have no compaction events).
     """
 
-    SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
+    ctxkit_shapes: tuple[Shape, ...] = ("openai", "anthropic")
     """The message shapes the adapter carries into its library's types; a message in another
-    is refused on add, so the suite checks the adapter in these only."""
+    is refused on add. It is the declaration ctxkit.shapes.spoken reads: the suite judges the
+    adapter in these shapes."""
 
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
@@ -118,8 +119,8 @@ class StoredHistory(LibraryAdapter):
 
     def check(self, message: Any, index: int | None = None) -> None:
         """Refuse (``InvalidMessage``) a message the library cannot take: by default, one
-        in none of :attr:`SHAPES`."""
-        inspect_message(message, index, shapes=self.SHAPES)
+        in none of :attr:`ctxkit_shapes`."""
+        inspect_message(message, index, shapes=self.ctxkit_shapes)
 
     async def add_message(self, message: dict[str, Any]) -> None:
         self.check(message)

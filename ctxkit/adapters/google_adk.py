@@ -307,7 +307,7 @@ class _AdkAdapter(StoredHistory):
     in-memory session of the history for each request (see the module)."""
 
     name = "google_adk"
-    SHAPES = ("gemini",)
+    ctxkit_shapes = ("gemini",)
 
     def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, hooks: Any = None) -> None:
         super().__init__(max_tokens, hooks)

@@ -312,7 +312,7 @@ def _split_pairs(view: list[Any]) -> bool:
 
 
 def _constructor(message: Any) -> str:
-    from ctxkit.conformance.reports.reproducer import literal
+    from ctxkit.literal import literal
 
     content = message.content  # with token_counter=len only the message count matters
     fields = {"content": content[:40] if isinstance(content, str) else content}

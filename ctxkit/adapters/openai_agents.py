@@ -68,7 +68,7 @@ class SQLiteSessionAdapter(LibraryAdapter):
     ``Runner`` reads it (see the module)."""
 
     name = "openai_agents:sqlite_session"
-    SHAPES = ("responses",)
+    ctxkit_shapes = ("responses",)
     OPTIONS = ("limit",)
 
     def __init__(
@@ -138,7 +138,7 @@ def bug_report(property_id: str, cell: Any) -> str:
     from agents.run_internal.session_persistence import prepare_input_with_session
 
     from ctxkit.adapters.reports import history_before_view
-    from ctxkit.conformance.reports.reproducer import literal
+    from ctxkit.literal import literal
 
     if property_id != "tool_pair_integrity" or not cell.trace:
         return ""

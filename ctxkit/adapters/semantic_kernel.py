@@ -125,14 +125,14 @@ class TruncationReducer(LibraryAdapter):
         )
 
     async def add_message(self, message: dict[str, Any]) -> None:
-        inspect_message(message, shapes=self.SHAPES)
+        inspect_message(message, shapes=self.ctxkit_shapes)
         self.reducer.messages.extend(to_semantic_kernel([message]))
 
     async def get_messages(self) -> list[dict[str, Any]]:
         return from_semantic_kernel(self.reducer.messages)
 
     async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
-        validate_history(list(messages), shapes=self.SHAPES)
+        validate_history(list(messages), shapes=self.ctxkit_shapes)
         self.reducer.messages = to_semantic_kernel(messages)
 
     async def clear(self) -> None:

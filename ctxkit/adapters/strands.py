@@ -262,7 +262,7 @@ class _StrandsAdapter(LibraryAdapter):
         self.agent.messages[:] = to_strands(rest)
 
     async def add_message(self, message: dict[str, Any]) -> None:
-        inspect_message(message, shapes=self.SHAPES)
+        inspect_message(message, shapes=self.ctxkit_shapes)
         message = copy_message(message)
         if not self.agent.messages and message["role"] in ("system", "developer"):
             self._load([*self._system, message])
@@ -273,7 +273,7 @@ class _StrandsAdapter(LibraryAdapter):
         return [*copy_message(self._system), *from_strands(self.agent.messages)]
 
     async def set_messages(self, messages: Sequence[dict[str, Any]]) -> None:
-        validate_history(list(messages), shapes=self.SHAPES)
+        validate_history(list(messages), shapes=self.ctxkit_shapes)
         self._load([copy_message(m) for m in messages])
 
     async def clear(self) -> None:

@@ -185,9 +185,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=shape_list,
         default=None,
         metavar="SHAPES",
-        help="message shapes to generate, comma-separated: openai (Chat Completions), "
-        "anthropic, responses, gemini, bedrock, genai (OpenTelemetry parts), or all; "
-        "default: every shape the target takes on its first add",
+        help="the message shapes to judge the target in, comma-separated: openai (Chat "
+        "Completions), anthropic, responses, gemini, bedrock, genai (OpenTelemetry parts), or "
+        "all; default: the shapes the target declares (ctxkit_shapes), its adapter's, an "
+        "Amplifier module's, else openai alone",
     )
     parser.add_argument(
         "--allow", action="append", default=[], metavar="RELAXATION", help="see below"
@@ -350,7 +351,7 @@ def _run(options: Any, args: argparse.Namespace) -> int:
     _line("", ticker)
     if args.strict:
         report.make_strict()
-    print(summary(report))
+    print(summary(report, reproducers=args.reproducers))
     _write_reports(report, args)
     if args.reproducers:
         _write_reproducers(report, args.reproducers)

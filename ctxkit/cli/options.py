@@ -35,10 +35,6 @@ survey), so that the same command shows the same conversation. ``conformance`` a
 random seed unless given one, and prints it: each run explores further."""
 
 
-SHAPE_NAMES = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
-"""``--format`` names, as :data:`ctxkit.shapes.SHAPES` (a test keeps the two equal)."""
-
-
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser that names a mistyped option and the one meant, under the usage of
     the command it was given to, exit 2: ``ctxkit conformance --profle quick`` says "unknown
@@ -84,20 +80,12 @@ them)."""
 
 def shape_list(text: str) -> tuple[str, ...]:
     """``--format``: shapes, comma-separated, or ``all``; ``both`` is openai,anthropic."""
-    words = [w.strip().lower() for w in text.split(",") if w.strip()]
-    if words == ["all"]:
-        return SHAPE_NAMES
-    if words == ["both"]:
-        return ("openai", "anthropic")
-    unknown = [w for w in words if w not in SHAPE_NAMES]
-    if unknown or not words:
-        close = difflib.get_close_matches(unknown[0], SHAPE_NAMES, n=1) if unknown else []
-        raise argparse.ArgumentTypeError(
-            f"unknown shape {', '.join(unknown) or repr(text)}"
-            + (f" (did you mean {close[0]}?)" if close else "")
-            + f"; choose from {', '.join(SHAPE_NAMES)}, or all"
-        )
-    return tuple(dict.fromkeys(words))
+    from ctxkit.shapes.spoken import ShapeError, parse_shapes  # at parse time: --help stays fast
+
+    try:
+        return parse_shapes(text, "--format")
+    except ShapeError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--format: ")) from None
 
 
 def config_from_json(text: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ Four jobs, one sub-package each; imports run one way, from the bottom of this li
   Amplifier coordinator it is mounted with, the wire protocol, the worker process seen from
   the parent, the sandbox that contains it, routes to other languages and gRPC.
 - ``search/``: the Hypothesis search that drives a target and judges every step: generated
-  conversations, the state machine, the shape probe, cache stability, minimizing a failure.
+  conversations, the state machine, cache stability, minimizing a failure.
 - ``reports/``: what a run shows: text, JSON and JUnit formats, reproducer scripts and their
   verification.
 

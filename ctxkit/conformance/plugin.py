@@ -17,7 +17,9 @@ sentence, what must hold, the seed, the steps and the verified reproducer script
 
 Options (command line over environment over ini): ``--ctxkit-target`` / ``CTXKIT_TARGET`` /
 ``ctxkit_target``, and likewise ``config`` (JSON), ``form`` (``contract``, ``function`` or
-``session``; detected by default), ``profile``, ``seed``, ``allow`` (repeat
+``session``; detected by default), ``format`` (the shapes to judge the target in, as
+``ctxkit conformance --format`` takes them; by default the shapes it speaks, decided as the
+command decides them: :mod:`ctxkit.shapes.spoken`), ``profile``, ``seed``, ``allow`` (repeat
 it or separate with commas), ``timeout``, ``deadline`` and ``strict`` (a flag; ``1``/``true``
 in the environment or ini).
 """
@@ -39,6 +41,8 @@ OPTIONS = {
     "target": "the context manager to check (module:attr, module, ep:NAME, file.py)",
     "config": "JSON object: the target's keyword arguments or mount() config",
     "form": "the form the target takes: contract, function or session (default: detected)",
+    "format": "the message shapes to judge it in, comma-separated, or all (default: the shapes "
+    "the target declares as ctxkit_shapes, its adapter's, an Amplifier module's, else openai)",
     "command": "a program that speaks the conformance protocol and holds the manager (any "
     "language; see PROTOCOL.md)",
     "profile": "how hard to search: quick, default or thorough",
@@ -92,9 +96,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if target is None:
         return None
     allow = _allowed(config)
+    shapes = option(config, "format")
     return (
         f"ctxkit conformance: target {target}, seed {option(config, 'seed') or 0}, "
-        f"profile {option(config, 'profile') or 'default'}"
+        f"profile {option(config, 'profile') or 'default'}, "
+        + (f"shapes {shapes}" if shapes else "shapes as the target speaks them")
         + (f", allowing {', '.join(allow)}" if allow else "")
     )
 
@@ -108,11 +114,13 @@ def _allowed(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """A suite with nothing to check is a mistake, not a skip: silently green in CI."""
+    """A suite with nothing to check is a mistake, not a skip: silently green in CI; so is a
+    shape no one knows (said before anything runs)."""
     for item in items:
         suite = getattr(item, "cls", None)
         if suite is None or not issubclass(suite, ConformanceSuite):
             continue
+        _shapes(getattr(suite, "format", None) or option(config, "format"))
         if not (
             getattr(suite, "target", None)
             or getattr(suite, "command", None)
@@ -165,8 +173,10 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
             f"ctxkit conformance: form {form!r}: the forms are contract, function and session"
         )
     allow = _allowed(config)
+    shapes = _shapes(getattr(suite, "format", None) or option(config, "format"))
     key = (
         target,
+        shapes,
         command,
         json.dumps(settings, sort_keys=True),
         seed,
@@ -191,6 +201,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
             shrink_seconds=shrink_seconds,
             max_examples=max_examples,
             form=form,
+            shapes=shapes,
         )
         try:
             _REPORTS[key] = run(options)
@@ -200,6 +211,18 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     return _REPORTS[key]
 
 
+def _shapes(value: Any) -> tuple[str, ...] | None:
+    """``--ctxkit-format`` or the suite's ``format``: None for the shapes the target speaks."""
+    if value is None:
+        return None
+    from ctxkit.shapes.spoken import ShapeError, parse_shapes
+
+    try:
+        return parse_shapes(value, "ctxkit format")
+    except ShapeError as exc:
+        raise pytest.UsageError(f"ctxkit conformance: {exc}") from None
+
+
 def _detail(report: Any, result: Any) -> str:
     """What ``ctxkit conformance`` prints for one failed property."""
     lines = [
@@ -207,6 +230,8 @@ def _detail(report: Any, result: Any) -> str:
         f"what must hold: {by_id(result.id).holds}",
         f"target {report.target}, seed {report.seed}, profile {report.profile}",
     ]
+    if report.shapes is not None:
+        lines.append(f"judged in {', '.join(report.shapes.shapes)}: {report.shapes.why}")
     if result.reproducer:
         lines += [
             f"reproducer ({result.verification or 'not verified'}):",
@@ -217,11 +242,12 @@ def _detail(report: Any, result: Any) -> str:
 
 
 class ConformanceSuite:
-    """Subclass with ``target`` (and optionally ``config``, ``profile``, ``form``, and
-    ``command`` for a manager in another language) set."""
+    """Subclass with ``target`` (and optionally ``config``, ``profile``, ``form``, ``format``:
+    the shapes to judge it in, and ``command`` for a manager in another language) set."""
 
     target: ClassVar[str | None] = None
     form: ClassVar[str | None] = None
+    format: ClassVar[str | tuple[str, ...] | list[str] | None] = None
     command: ClassVar[str | None] = None
     config: ClassVar[dict[str, Any] | None] = None
     profile: ClassVar[str | None] = None

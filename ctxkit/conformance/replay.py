@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -35,10 +36,13 @@ from ctxkit.conformance.judge import step_checks as checks
 from ctxkit.conformance.judge.allow import parse_allow
 from ctxkit.conformance.judge.invariants import Violation
 from ctxkit.conformance.targets.load import EventRecorder
+from ctxkit.conformance.targets.worker_client import first_line
 
 __all__ = [
+    "ConcurrentAddsFailed",
     "EventRecorder",
     "Provider",
+    "add_concurrently",
     "check",
     "edit_in_place",
     "may_refuse",
@@ -132,6 +136,34 @@ def run_apart(path: str, timeout: float = 600.0) -> None:
         f"the calls end the process ({how_it_ended(done.returncode)})"
         + (f"; it printed:\n{tail}" if tail else "")
     )
+
+
+class ConcurrentAddsFailed(Exception):
+    """Some of the concurrent ``add_message`` calls raised: the message says how many raised
+    what, and how many returned."""
+
+
+async def add_concurrently(manager: Any, messages: Sequence[Any]) -> None:
+    """``add_message`` for every message at once, as concurrent agents call it; raises
+    :class:`ConcurrentAddsFailed` when any call raised (from the first that did)."""
+    outcomes = await asyncio.gather(
+        *(manager.add_message(m) for m in messages), return_exceptions=True
+    )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome  # an interrupt or an exit is not the manager's answer
+    raised = [o for o in outcomes if isinstance(o, Exception)]
+    if not raised:
+        return
+    said = Counter(
+        f"{type(exc).__name__}: {line}" if (line := first_line(str(exc))) else type(exc).__name__
+        for exc in raised
+    )
+    what = "; ".join(f"{count} raised {kind}" for kind, count in said.items())
+    returned = len(outcomes) - len(raised)
+    raise ConcurrentAddsFailed(
+        f"{len(outcomes)} concurrent add_message calls: {what}; {returned} returned"
+    ) from raised[0]
 
 
 def edit_in_place(value: Any) -> None:

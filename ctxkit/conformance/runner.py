@@ -60,7 +60,6 @@ from ctxkit.conformance.reports.reproducer import (
 from ctxkit.conformance.reports.results import PropertyResult, Report, Status
 from ctxkit.conformance.reports.verify import verify
 from ctxkit.conformance.search.cache_stability import measure_stability
-from ctxkit.conformance.search.conversations import SHAPES
 from ctxkit.conformance.search.machine import (
     ConformanceMachine,
     DeadlineReached,
@@ -69,11 +68,11 @@ from ctxkit.conformance.search.machine import (
     TargetStopped,
 )
 from ctxkit.conformance.search.minimize import CallShrinker, minimize
-from ctxkit.conformance.search.probe import ShapeProbe, probe_shapes
 from ctxkit.conformance.targets.load import DEFAULT_TARGET
 from ctxkit.conformance.targets.routes import RouteError, route_for
 from ctxkit.conformance.targets.worker_client import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
 from ctxkit.prefix import AGENT_LOOP_STEPS
+from ctxkit.shapes.spoken import ShapeError, Spoken, decide, format_name, parse_shapes, split_config
 
 __all__ = ["PROFILES", "PropertyResult", "Report", "RunOptions", "SetupError", "run", "stopped"]
 
@@ -94,6 +93,14 @@ LOAD_TIMEOUT = 60.0
 bounds it."""
 
 
+WRAPPER_ONLY = {
+    "robustness": "it validates each message before it is stored",
+    "isolation": "it passes the function a copy of the history",
+}
+"""Properties that, for a function target, only exercise ctxkit's own wrapper
+(:class:`ctxkit.forms.FunctionManager`), with what the wrapper does."""
+
+
 class SetupError(Exception):
     """The target could not be loaded, or the options are wrong: exit code 2."""
 
@@ -110,8 +117,8 @@ class RunOptions:
     deadline: float = DEFAULT_DEADLINE
     """Seconds the whole run may take; it always ends by then, with a report."""
     shapes: tuple[str, ...] | None = None
-    """Message shapes to generate (:data:`~ctxkit.conformance.search.conversations.SHAPES`);
-    None: every shape the target takes (:mod:`ctxkit.conformance.search.probe`)."""
+    """``--format``: the message shapes to judge the target in; None: the shapes it speaks,
+    as :mod:`ctxkit.shapes.spoken` decides them."""
     allow: list[str] = field(default_factory=list)
     fallback_budget: int | None = None
     """The budget a request without one should fit, if known; by default the config's
@@ -237,14 +244,15 @@ def _run(
         spec, observes_events, probe = worker.start()
         if probe is not None:
             return _not_built(spec, options, results, probe, started)
-        shapes = _shapes(options, worker, say)
+        shapes = _shapes(options, worker.speaks)
+        say(f"judged in {', '.join(shapes.shapes)}: {shapes.why}")
         session = Session(
             child=worker.child,
             count_message=_cached(TokenCounter().count_message),
             relax=relax,
             ignore=ANNOTATION_KEYS,
             observes_events=observes_events,
-            shapes=shapes.accepted,
+            shapes=shapes.shapes,
             fallback_budget=fallback,
             timeout=options.timeout,
             started=started,
@@ -252,6 +260,13 @@ def _run(
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
+        if worker.form == "function":
+            for property_id, what in WRAPPER_ONLY.items():
+                checking.discard(property_id)
+                results[property_id].message = (
+                    f"n/a: a function target never holds the history: ctxkit's wrapper does, "
+                    f"and {what}, so this would judge ctxkit, not the function"
+                )
         if not observes_events:
             checking.discard("events")
             results["events"].message = (
@@ -278,7 +293,7 @@ def _run(
                 worker.child,
                 results["cache_stability"],
                 steps=options.stability_steps,
-                shapes=shapes.accepted,
+                shapes=shapes.shapes,
                 deadline=deadline,
                 count_message=session.count_message,
                 say=say,
@@ -298,30 +313,34 @@ def _run(
         "timeout_s": session.timeout,
         "deadline_s": options.deadline,
         "not_sent": dict(session.unsupported),
-        "shapes": list(shapes.accepted),
-        "shapes_refused": dict(shapes.refused),
+        "shapes": list(shapes.shapes),
+        **({"normalized": session.normalized} if session.normalized else {}),
     }
+    report.shapes = shapes
     return report
 
 
-def format_name(shapes: tuple[str, ...]) -> str:
-    """How ``--format`` writes these shapes."""
-    if set(shapes) == set(SHAPES):
-        return "all"
-    return ",".join(shapes)
+def _shapes(options: RunOptions, speaks: Any) -> Spoken:
+    """The shapes the run judges (:func:`ctxkit.shapes.spoken.decide`): ``--format``, the
+    ``--config`` declaration, or what the worker said the target speaks."""
+    _, configured = target_config(options.config)
+    spoken = None
+    if isinstance(speaks, dict):
+        try:
+            judged = parse_shapes(speaks.get("judged"), "the shapes the target speaks")
+        except ShapeError as exc:
+            raise SetupError(f"{options.target}: {exc}") from None
+        spoken = Spoken(judged, speaks.get("source") or "declared", str(speaks.get("why") or ""))
+    asked = tuple(options.shapes) if options.shapes is not None else None
+    return decide(asked, configured=configured, spoken=spoken)  # type: ignore[arg-type]
 
 
-def _shapes(options: RunOptions, worker: _Worker, say: Callable[[str], None]) -> ShapeProbe:
-    """The shapes of the run: those asked for, or those the target takes."""
-    if options.shapes is not None:
-        return ShapeProbe(tuple(options.shapes))  # type: ignore[arg-type]
-    assert worker.child is not None
-    found = probe_shapes(worker.child, SHAPES, options.timeout)
-    if not worker.child.alive:
-        worker.restart()  # the target broke while asked: the search meets and reports that
-    if found.refused:
-        say(found.note())
-    return found
+def target_config(config: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...] | None]:
+    """The target's keywords, without the suite's shape declaration; and that declaration."""
+    try:
+        return split_config(config)
+    except ShapeError as exc:
+        raise SetupError(str(exc)) from None
 
 
 class _Worker:
@@ -338,6 +357,10 @@ class _Worker:
         self.spec = options.target or options.implementation or DEFAULT_TARGET
         self.build: Any = None
         """How a reproducer imports and builds the target (``hello``'s ``build``), if known."""
+        self.speaks: Any = None
+        """The shapes the target speaks and why (``hello``'s ``speaks``), if it says."""
+        self.form: Any = None
+        """The form the target takes (``hello``'s ``form``), if it says."""
 
     def _allowance(self) -> float:
         """Loading imports the target and its libraries: ``--load-timeout``, else the rest of
@@ -362,7 +385,7 @@ class _Worker:
         try:
             loaded = self.child.hello(
                 self.route.target,
-                self.options.config,
+                target_config(self.options.config)[0],
                 ANNOTATION_KEYS,
                 timeout=allowance,
                 form=self.options.form,
@@ -380,6 +403,8 @@ class _Worker:
             raise SetupError(loaded.message or loaded.error)
         if isinstance(loaded.value, dict):
             self.build = loaded.value.get("build")
+            self.speaks = loaded.value.get("speaks")
+            self.form = loaded.value.get("form")
         return loaded.value
 
     def start(self) -> tuple[str, bool, tuple[Status, str] | None]:
@@ -691,7 +716,7 @@ class _Search:
             route = self.worker.route
             repro = Reproduction(
                 target=spec if route.kind == "python" else route.target,
-                config=self.options.config,
+                config=target_config(self.options.config)[0],
                 property_id=property_id,
                 level=result.level,
                 message=failure.message,

@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
-from ctxkit.conformance.replay import edit_in_place
+from ctxkit.conformance.replay import add_concurrently, edit_in_place
 from ctxkit.conformance.targets.grpc_messages import CannotCross
 from ctxkit.conformance.targets.load import (
     ContractError,
@@ -123,7 +123,9 @@ class Worker:
             },
             "target": self.target.spec,
             "events": self.target.observes_events,
+            "form": self.target.form,
             "build": self.target.import_form(),  # how a reproducer imports and builds it
+            **({"speaks": spoken.to_json()} if (spoken := self.target.spoken) else {}),
         }
 
     async def reset(self) -> None:
@@ -148,7 +150,7 @@ class Worker:
         await self._edited(message, edit_after)
 
     async def op_add_many(self, messages: list[Any]) -> None:
-        await asyncio.gather(*(self.manager.add_message(m) for m in messages))
+        await add_concurrently(self.manager, messages)
 
     async def op_view(
         self,

@@ -256,6 +256,9 @@ class ReferenceContextManager:
         view = await manager.get_messages_for_request()
     """
 
+    ctxkit_shapes = "all"
+    """It takes every message shape (:mod:`ctxkit.shapes.spoken`)."""
+
     def __init__(
         self,
         *,

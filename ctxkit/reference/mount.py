@@ -10,6 +10,10 @@ from ctxkit.reference.manager import ReferenceContextManager
 
 __all__ = ["mount"]
 
+ctxkit_shapes = "all"
+"""The reference manager takes every message shape: ``ctxkit conformance`` judges it in all
+of them (:mod:`ctxkit.shapes.spoken`)."""
+
 
 async def mount(coordinator: Any, config: Mapping[str, Any] | None = None) -> None:
     """Build a :class:`ReferenceContextManager` from ``config`` and mount it as ``context``.

@@ -26,9 +26,14 @@ __all__ = ["scratch_manager"]
 _directory: Path | None = None
 
 
-def scratch_manager(**config: Any) -> ReferenceContextManager:
+ctxkit_shapes = "all"
+"""Like the reference manager it builds, it takes every message shape."""
+
+
+def scratch_manager(hooks: Any = None, **config: Any) -> ReferenceContextManager:
     """A :class:`ReferenceContextManager` with ``storage_path`` on a new throwaway file.
 
+    ``hooks``: where its events go (named, so ``ctxkit conformance`` observes them);
     ``config``: any other manager keyword (``fsync``, ``max_tokens``...).
     """
     global _directory
@@ -36,6 +41,6 @@ def scratch_manager(**config: Any) -> ReferenceContextManager:
         _directory = Path(tempfile.mkdtemp(prefix="ctxkit-scratch-"))
         atexit.register(shutil.rmtree, _directory, ignore_errors=True)
     path = _directory / f"{uuid.uuid4().hex}.jsonl"
-    manager = ReferenceContextManager(storage_path=path, **config)
+    manager = ReferenceContextManager(storage_path=path, hooks=hooks, **config)
     weakref.finalize(manager, path.unlink, missing_ok=True)
     return manager

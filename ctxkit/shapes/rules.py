@@ -1,7 +1,9 @@
 """The rules each provider enforces on a request, read from the language-neutral data in the
 top-level ``conformance/rules/`` folder (shipped inside the package as ``ctxkit/shapes/spec``).
 
-Each file names its shape, how results answer calls (``pairing``), and its rules: an id, the
+Each file names its shape, where its API keeps a system prompt (``system``: ``messages`` when a
+message of the list carries it, else the request field beside the list), how results answer
+calls (``pairing``), and its rules: an id, the
 property a break of it fails, what must hold, and the error text the provider answers with.
 Checks cite a rule by id, so a finding can say what the provider would have said.
 """
@@ -15,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-__all__ = ["PAIR_RULES", "Rule", "RuleSet", "rule", "rule_set"]
+__all__ = ["PAIR_RULES", "Rule", "RuleSet", "rule", "rule_set", "system_in_messages"]
 
 Pairing = Literal["next", "following"]
 
@@ -32,6 +34,8 @@ class Rule:
 class RuleSet:
     shape: str
     api: str
+    system: str
+    """``messages``, or the request field beside the list that holds the system prompt."""
     pairing: Pairing
     rules: tuple[Rule, ...]
 
@@ -48,9 +52,17 @@ def rule_set(shape: str) -> RuleSet:
     return RuleSet(
         data["shape"],
         data["api"],
+        data["system"],
         data["pairing"],
         tuple(Rule(r["id"], r["property"], r["holds"], r["error"]) for r in data["rules"]),
     )
+
+
+def system_in_messages(shape: str) -> bool:
+    """Whether a message of the list may carry the system prompt in this shape (Chat
+    Completions, Responses, GenAI), rather than a field beside the list (Anthropic ``system``,
+    Gemini ``systemInstruction``, Bedrock ``system``)."""
+    return rule_set(shape).system == "messages"
 
 
 def rule(rule_id: str) -> Rule:

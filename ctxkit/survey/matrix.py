@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxkit.adapters.finding import Finding
 from ctxkit.conformance.judge.catalogue import PROPERTIES
 
 __all__ = ["MATRIX_VERSION", "Cell", "Finding", "Matrix", "Row", "row_from_report", "slug"]
@@ -18,16 +19,6 @@ __all__ = ["MATRIX_VERSION", "Cell", "Finding", "Matrix", "Row", "row_from_repor
 MATRIX_VERSION = 1
 """The matrix JSON's ``version`` (schema: ``conformance/matrix.schema.json``): raised when a
 field changes meaning or goes away; new fields may appear without it."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What a failure of a library is: ``bug`` (a real bug), ``design`` (an arguable design
-    choice, accepted by ``allow``) or ``adapter`` (a limitation of ctxkit's adapter)."""
-
-    kind: str
-    reason: str
-    allow: str | None = None
 
 
 @dataclass
@@ -62,6 +53,8 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     problem: str | None = None
     """Why the target could not be checked at all (its setup error), if it could not."""
+    shapes: list[str] = field(default_factory=list)
+    """The message shapes it was judged in (the report's ``shapes``: ctxkit.shapes.spoken)."""
 
     @property
     def name(self) -> str:
@@ -135,4 +128,5 @@ def row_from_report(
         verdict=report.get("verdict", "error"),
         duration_s=float(report.get("duration_s") or 0.0),
         cells=cells,
+        shapes=list((report.get("shapes") or {}).get("judged") or []),
     )

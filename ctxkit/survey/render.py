@@ -54,7 +54,7 @@ def to_markdown(matrix: Matrix) -> str:
     """A table (library x property) and, under it, one line per failure: what it says and
     what it is (bug, design choice with its ``--allow``, adapter limitation)."""
     ids = [i for i, _ in matrix.properties]
-    head = ["target", "version", "verdict", *ids]
+    head = ["target", "version", "shapes", "verdict", *ids]
     lines = [
         f"ctxkit {matrix.ctxkit_version} survey, {matrix.created}, profile {matrix.profile}, "
         f"seed {matrix.seed}, {matrix.machine}",
@@ -67,7 +67,15 @@ def to_markdown(matrix: Matrix) -> str:
         verdict = row.verdict if row.problem is None else "not checked"
         lines.append(
             "| "
-            + " | ".join([f"`{_md(row.target)}`", _md(row.version or "-"), verdict, *cells])
+            + " | ".join(
+                [
+                    f"`{_md(row.target)}`",
+                    _md(row.version or "-"),
+                    _md(", ".join(row.shapes) or "-"),
+                    verdict,
+                    *cells,
+                ]
+            )
             + " |"
         )
     notes = []
@@ -147,6 +155,7 @@ def to_html(matrix: Matrix) -> str:
                 "target": row.target,
                 "title": row.problem or row.name,
                 "version": row.version or "-",
+                "shapes": ", ".join(row.shapes) or "-",
                 "verdict": verdict,
                 "verdict_class": _VERDICT_CLASS.get(verdict, "not-checked"),
                 "cells": cells,

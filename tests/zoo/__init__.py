@@ -24,8 +24,14 @@ class Member:
         or ``"load_error"`` (the target cannot be loaded: exit status 2).
     shape: the message shape that shows the fault: ``"openai"``, ``"anthropic"``, ``"both"`` (the
         two mixed), another shape (``"responses"``, ``"gemini"`` ...) or several, comma-separated.
+        The member's class declares the shapes it speaks (``ctxkit_shapes``), or declares
+        nothing and is judged as Chat Completions: the default run judges it so.
     note: one line on the fault, and what a conversation needs to show it.
     config: the ``--config`` the member is checked with.
+    format: the ``--format`` it is checked with, for a class checked in several shapes one at a
+        time or one that declares nothing; None: the default run.
+    also: for outcome ``"fail"``, other required properties the fault may show as too, each
+        with why; any other required failure is a false accusation.
     """
 
     target: str
@@ -34,13 +40,30 @@ class Member:
     shape: str
     note: str
     config: tuple[tuple[str, object], ...] = ()
+    format: str | None = None
+    also: tuple[tuple[str, str], ...] = ()
 
 
 def _m(
-    target: str, expect: set[str], outcome: str, shape: str, note: str, **config: object
+    target: str,
+    expect: set[str],
+    outcome: str,
+    shape: str,
+    note: str,
+    *,
+    format: str | None = None,
+    also: dict[str, str] | None = None,
+    **config: object,
 ) -> Member:
     return Member(
-        f"tests.zoo.{target}", frozenset(expect), outcome, shape, note, tuple(config.items())
+        f"tests.zoo.{target}",
+        frozenset(expect),
+        outcome,
+        shape,
+        note,
+        tuple(config.items()),
+        format,
+        tuple((also or {}).items()),
     )
 
 
@@ -76,7 +99,8 @@ ZOO: list[Member] = [
     _m("history:LeaksReferences", {"isolation"}, "fail", "both",
        "stores the caller's dicts; get_messages() returns the internal list"),
     _m("history:DropsThenRefuses", {"non_destructive"}, "fail", "both",
-       "needs a refused view: it deletes the oldest message first"),
+       "needs a refused view: it deletes the oldest message first",
+       also={"lifecycle": "it refuses some views a fitting one exists for, a fault of its own"}),
     _m("history:LosesConcurrentAdds", {"concurrency"}, "fail", "both",
        "needs 2+ concurrent add_message calls: snapshot, await, write back"),
     # what the view holds (tests/zoo/views.py)
@@ -133,7 +157,7 @@ ZOO: list[Member] = [
     _m("misc:NeverEmits", set(), "pass", "both",
        "takes hooks, never emits: events is skipped (nothing observed), not passed"),
     _m("misc:OpenAIOnly", set(), "pass", "openai",
-       "refuses Anthropic blocks: passes only if --format openai reaches every call"),
+       "refuses Anthropic blocks, declares nothing: the default run must reach no other shape"),
     # Amplifier-style mount() (tests/zoo/amplifier.py): on amplifier-core's coordinator if installed
     _m("amplifier:mount", set(), "pass", "both",
        "context-simple's mount: hooks.register, capabilities, a cleanup; emits context:budget"),
@@ -150,7 +174,7 @@ ZOO: list[Member] = [
        "session: its limit counts items, but it returns whole units only"),
     _m("forms:keep_last_messages", PAIRS, "fail", "both",
        "function: the newest 5 messages, a tool result can lead the view"),
-    _m("forms:reverses", {"ordering"}, "fail", "both",
+    _m("forms:reverses", {*PAIRS, "ordering"}, "fail", "both",
        "function: the history newest first"),
     _m("forms:LimitSession", PAIRS, "fail", "both",
        "session with limit=3: get_items(3) splits pairs (openai-agents-python #4322)"),
@@ -162,21 +186,49 @@ ZOO: list[Member] = [
     _m("shapes:DropsThinking", PAIRS, "fail", "anthropic",
        "thinking stripped from the turn the last message answers (needs a thinking round)"),
     _m("shapes:FirstResponseOnly", PAIRS, "fail", "gemini",
-       "one functionResponse part kept for several functionCall parts (needs parallel calls)"),
+       "one functionResponse part kept for several functionCall parts (needs parallel calls)",
+       also={"ordering": "the cut turn can equal an earlier one word for word, and parts "
+                         "without ids carry no identity: it then reads as that turn, moved"}),
     _m("shapes:HoistsServerResults", PAIRS, "fail", "anthropic",
        "server tool results moved before the server_tool_use they answer"),
     _m("shapes:LastItems", PAIRS, "fail", "responses",
-       "the newest 3 items: a function_call_output leads the view (openai-agents-python #4322)"),
+       "the newest 3 items: a function_call_output leads the view (openai-agents-python #4322)",
+       format="responses"),
     _m("shapes:LastItems", PAIRS, "fail", "bedrock",
-       "the newest 3 messages: a toolResult message leads the view"),
+       "the newest 3 messages: a toolResult message leads the view", format="bedrock"),
     _m("shapes:LastItems", PAIRS, "fail", "genai",
-       "the newest 3 messages: a tool message with a tool_call_response leads the view"),
+       "the newest 3 messages: a tool message with a tool_call_response leads the view",
+       format="genai"),
     _m("shapes:LastItems", PAIRS, "fail", "gemini",
-       "the newest 3 contents: a functionResponse turn leads the view"),
+       "the newest 3 contents: a functionResponse turn leads the view", format="gemini"),
     _m("shapes:ThinkingOnLastTurnOnly", set(), "pass", "anthropic",
        "thinking stripped from every turn but the one the last message answers"),
     _m("shapes:ResponsesById", set(), "pass", "gemini",
        "function responses answered by id, in another order than the calls"),
     _m("shapes:GeminiOnly", set(), "pass", "gemini",
        "takes Gemini contents only, refusing other shapes: concurrent adds come in its shape"),
+    # permissive (tests/zoo/permissive.py): any dict stored, one shape read, judged by default
+    _m("permissive:PermissiveChat", set(), "pass", "openai",
+       "stores any dict, reads Chat Completions only, declares nothing: the default shape"),
+    _m("permissive:PermissiveAnthropic", set(), "pass", "anthropic",
+       "stores any dict, reads Anthropic blocks only, declares anthropic"),
+    _m("permissive:PermissiveResponses", set(), "pass", "responses",
+       "stores any dict, reads Responses items only, declares responses"),
+    _m("permissive:PermissiveGemini", set(), "pass", "gemini",
+       "stores any dict, reads Gemini parts only, declares gemini"),
+    _m("permissive:PermissiveBedrock", set(), "pass", "bedrock",
+       "stores any dict, reads Bedrock blocks only, declares bedrock"),
+    _m("permissive:PermissiveGenai", set(), "pass", "genai",
+       "stores any dict, reads GenAI parts only, declares genai"),
+    _m("permissive:NewestChat", PAIRS, "fail", "openai",
+       "PermissiveChat's twin: the newest 4 messages, a tool message can lead the view"),
+    _m("permissive:NewestGemini", PAIRS, "fail", "gemini",
+       "PermissiveGemini's twin: the newest 4 contents, a functionResponse turn can lead"),
+    _m("permissive:NewestResponses", PAIRS, "fail", "responses",
+       "PermissiveResponses' twin: the newest 4 items, an output can lead the view"),
+    _m("permissive:GeminiContents", set(), "pass", "gemini",
+       "Gemini contents only, no system role either (it lives beside them): --format gemini",
+       format="gemini"),
+    _m("permissive:TextPartsAsStrings", set(), "pass", "both",
+       "stores a single text part as its string (llama-index Memory): provider equality"),
 ]  # fmt: skip

@@ -81,7 +81,10 @@ def validate(message: Any) -> None:
 
 class GoodManager:
     """Correct: stores deep copies; a view is every system message, the newest user message
-    and the newest whole units that fit 90% of the budget, in history order."""
+    and the newest whole units that fit 90% of the budget, in history order. It reads Chat
+    Completions and Anthropic messages, and says so (the suite judges it in these)."""
+
+    ctxkit_shapes = ("openai", "anthropic")
 
     def __init__(self, *, max_tokens: int = 4000, hooks: Any = None) -> None:
         self.max_tokens = max_tokens

@@ -93,7 +93,10 @@ def reverses(messages: list[dict]) -> list[dict]:
 
 class LimitSession:
     """The Session protocol in memory; ``get_items()`` resolves no limit to the configured one,
-    as the SDK's sessions do."""
+    as the SDK's sessions do. Its units are Chat Completions and Anthropic ones, and it says
+    so (a session is otherwise judged in Responses items, the SDK's own)."""
+
+    ctxkit_shapes = ("openai", "anthropic")
 
     def __init__(self, limit: int | None = 3, session_id: str = "zoo") -> None:
         self.session_id = session_id

@@ -116,8 +116,11 @@ class SlowViews(GoodManager):
 
 class OpenAIOnly(GoodManager):
     """Correct for the OpenAI shape; refuses any message with Anthropic content blocks other
-    than text. Checked with ``--format openai`` it must pass: nothing the run sends, not even
-    a whole history given to set_messages, may be in the other shape."""
+    than text. It declares nothing, so the default run judges it in Chat Completions alone,
+    where it must pass: nothing the run sends, not even a whole history given to
+    set_messages, may be in another shape."""
+
+    ctxkit_shapes = None
 
     def _validate(self, message: Any) -> None:
         super()._validate(message)

@@ -99,6 +99,8 @@ class ShapesManager(GoodManager):
     """Correct in all six shapes: plans whole units (a Responses reasoning item with the item
     it preceded, parallel call items with their outputs, next-message answers as one)."""
 
+    ctxkit_shapes = "all"
+
     def _validate(self, message: Any) -> None:
         if not isinstance(message, dict):
             raise ValueError(f"a message must be a dict, not {type(message).__name__}")
@@ -173,6 +175,8 @@ class DropsReasoning(ShapesManager):
     """Leaves Responses reasoning items out of every view to save tokens: the provider
     refuses a function_call sent without the reasoning item that preceded it."""
 
+    ctxkit_shapes = ("responses",)
+
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         return [m for m in super()._render(history, kept) if kind_of(m) != "reasoning"]
 
@@ -180,6 +184,8 @@ class DropsReasoning(ShapesManager):
 class DropsThinking(ShapesManager):
     """Strips thinking blocks from every assistant message: with thinking on, the turn
     whose tool calls the request answers must start with its thinking."""
+
+    ctxkit_shapes = ("anthropic",)
 
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         view = super()._render(history, kept)
@@ -199,6 +205,8 @@ class FirstResponseOnly(ShapesManager):
     """Keeps only the first functionResponse part of each Gemini response turn ("the number
     of function response parts must equal the number of function call parts")."""
 
+    ctxkit_shapes = ("gemini",)
+
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         view = super()._render(history, kept)
         for message in view:
@@ -211,6 +219,8 @@ class FirstResponseOnly(ShapesManager):
 class HoistsServerResults(ShapesManager):
     """Moves server tool result blocks to the start of their message (as a block sorter
     might): each now comes before the server_tool_use it answers."""
+
+    ctxkit_shapes = ("anthropic",)
 
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         view = super()._render(history, kept)
@@ -246,6 +256,8 @@ class ThinkingOnLastTurnOnly(ShapesManager):
     """Strips thinking from every assistant turn but the one the view's last message
     answers: what Anthropic itself does to earlier turns, so it must pass."""
 
+    ctxkit_shapes = ("anthropic",)
+
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         view = super()._render(history, kept)
         for message in view[:-2]:
@@ -264,6 +276,8 @@ class ResponsesById(ShapesManager):
     """Sorts each Gemini response turn's parts by call id: answers by id need no order, so
     it must pass; responses without ids keep their places."""
 
+    ctxkit_shapes = ("gemini",)
+
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
         view = super()._render(history, kept)
         for message in view:
@@ -277,6 +291,8 @@ class GeminiOnly(ShapesManager):
     """Takes Gemini contents only (and the system prompt, which Gemini carries beside them),
     refusing every other shape with a sentence, as a Gemini-native store does: it must pass
     every property in its shape, concurrent adds included."""
+
+    ctxkit_shapes = ("gemini",)
 
     def _validate(self, message: Any) -> None:
         if isinstance(message, dict) and message.get("role") == "system":

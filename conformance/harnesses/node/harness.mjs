@@ -139,7 +139,19 @@ async function loadTarget(spec) {
   if (typeof found !== "function") {
     throw new LoadError(`${spec}: ${name} is a ${typeof found}, not a class or a factory function`);
   }
-  return { spec: short ?? `${file}:${name}`, make: found };
+  return { spec: short ?? `${file}:${name}`, make: found, adapter: short !== undefined };
+}
+
+/** What `hello` says of the shapes the target speaks: its `ctxkit_shapes` (a class's static
+ * field, a function's property: "all", "openai,anthropic" or a list), or nothing. */
+function speaks(target) {
+  const declared = target.make.ctxkit_shapes;
+  if (declared === undefined || declared === null) return {};
+  const judged = typeof declared === "string" ? declared.split(",").map((s) => s.trim()) : declared;
+  const why = target.adapter
+    ? `the ${target.spec} adapter: the shapes its library takes`
+    : `${target.make.name || target.spec} declares ctxkit_shapes`;
+  return { speaks: { judged, source: target.adapter ? "adapter" : "declared", why } };
 }
 
 // -- the function form: a function over the message list --------------------------------------------
@@ -265,6 +277,8 @@ class Worker {
       implementation: { name: "ctxkit-node-harness", version: VERSION, language: "javascript" },
       target: this.target.spec,
       events: true,
+      form: this.target.form,
+      ...speaks(this.target),
     };
   }
 

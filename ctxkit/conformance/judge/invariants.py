@@ -20,6 +20,7 @@ from ctxkit.conformance.judge.comes_from import (
     Semantic,
     comes_from,
     derives,
+    equivalent,
     match_view,
     semantic,
 )
@@ -530,7 +531,11 @@ def check_non_destructive(
     stored: Sequence[Any],
     ignore: frozenset[str] = frozenset(),
 ) -> list[Violation]:
-    """``get_messages()`` equals everything added, in order, unchanged."""
+    """``get_messages()`` equals everything added, in order, unchanged: equal as a provider
+    reads messages (:func:`~ctxkit.conformance.judge.comes_from.equivalent`: a string is the
+    content ``[{"type": "text", "text": X}]``, key order does not count, ...), not as Python
+    compares dicts. A store that keeps messages in an equivalent form changes nothing a
+    provider would see (:func:`normalized` says where it did)."""
     return _compare("non_destructive", added, stored, ignore, "added")
 
 
@@ -539,8 +544,30 @@ def check_lifecycle(
     stored: Sequence[Any],
     ignore: frozenset[str] = frozenset(),
 ) -> list[Violation]:
-    """After ``set_messages(x)``, ``get_messages() == x``; after ``clear()``, empty."""
+    """After ``set_messages(x)``, ``get_messages()`` equals ``x`` (as
+    :func:`check_non_destructive` compares); after ``clear()``, empty."""
     return _compare("lifecycle", expected, stored, ignore, "expected")
+
+
+def same_message(want: Any, got: Any, ignore: frozenset[str]) -> bool:
+    """``got`` is ``want`` as a provider reads messages, annotation keys aside."""
+    if not isinstance(got, Mapping) or not isinstance(want, Mapping):
+        return got == want
+    stripped_want, stripped_got = _strip(want, ignore), _strip(got, ignore)
+    return stripped_got == stripped_want or equivalent(stripped_want, stripped_got, ignore)
+
+
+def normalized(
+    expected: Sequence[Mapping[str, Any]], stored: Any, ignore: frozenset[str] = frozenset()
+) -> str:
+    """Where a store kept a message in another, equivalent form rather than as it was given
+    (the first such message), for the report; empty when it kept every message as given."""
+    if not isinstance(stored, list):
+        return ""
+    for index, (want, got) in enumerate(zip(expected, stored, strict=False)):
+        if isinstance(got, Mapping) and _strip(got, ignore) != _strip(want, ignore):
+            return f"get_messages()[{index}] is {_short(got)} where {_short(want)} was given"
+    return ""
 
 
 def _compare(
@@ -553,7 +580,7 @@ def _compare(
     if not isinstance(stored, list):
         return [Violation(prop, f"get_messages() returned a {type(stored).__name__}, not a list")]
     for index, (want, got) in enumerate(zip(expected, stored, strict=False)):
-        if not isinstance(got, Mapping) or _strip(got, ignore) != _strip(want, ignore):
+        if not isinstance(got, Mapping) or not same_message(want, got, ignore):
             return [
                 Violation(
                     prop,

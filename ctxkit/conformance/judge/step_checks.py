@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ctxkit.conformance.judge.allow import Relaxations
@@ -25,6 +26,7 @@ from ctxkit.conformance.judge.invariants import (
     check_preservation,
     check_tool_pairs,
     relaxed,
+    same_message,
 )
 
 __all__ = [
@@ -91,7 +93,15 @@ def ordering(
 ) -> list[Violation]:
     if allow.hoisted_system:
         history, view = _without_system(history), _without_system(view)
-    return check_ordering(history, view, _keys(ignore))
+        return check_ordering(history, view, _keys(ignore))
+    found = check_ordering(history, view, _keys(ignore))
+    if found and not check_ordering(_without_system(history), _without_system(view), _keys(ignore)):
+        found[0] = replace(
+            found[0],
+            message=f"{found[0].message}; only system messages moved (--allow hoisted-system "
+            "accepts that, for providers that take the system prompt apart)",
+        )
+    return found
 
 
 def preserved(
@@ -157,21 +167,25 @@ def stored_all(
     if problems:
         return problems
 
-    def canonical(message: Any) -> str:
-        if isinstance(message, Mapping):
-            message = {k: v for k, v in message.items() if k not in keys}
-        return json.dumps(message, sort_keys=True, default=repr)
-
-    wanted = sorted(canonical(m) for m in added)
-    got = sorted(canonical(m) for m in tail)
-    if got == wanted:
+    unmatched = list(tail)
+    lost = 0
+    for message in added:  # each added message once, compared as a provider reads them
+        found = next((k for k, m in enumerate(unmatched) if same_message(message, m, keys)), None)
+        if found is None:
+            lost += 1
+        else:
+            del unmatched[found]
+    if not lost and not unmatched:
         return []
-    lost = len(set(wanted) - set(got))
     return [
         Violation(
             "concurrency",
             f"{len(added)} concurrent add_message calls stored {len(tail)} messages"
-            + (f"; {lost} were lost" if lost else "; some were stored twice"),
+            + (
+                f"; {lost} {'was' if lost == 1 else 'were'} lost"
+                if lost
+                else "; some were stored twice"
+            ),
         )
     ]
 

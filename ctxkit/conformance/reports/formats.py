@@ -8,6 +8,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ctxkit.conformance.judge.catalogue import RELAXATIONS, by_id
+from ctxkit.conformance.reports.reproducer import file_name
 from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD
 
@@ -16,8 +17,9 @@ __all__ = ["summary", "write_json", "write_junit"]
 _MARK = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "below": "below"}
 
 
-def summary(report: Report) -> str:
-    """The table printed at the end of a run, then one paragraph per failure."""
+def summary(report: Report, reproducers: Path | None = None) -> str:
+    """The table printed at the end of a run, then one paragraph per failure; with
+    ``reproducers`` (``--reproducers DIR``), each failure names its script's file there."""
     width = max(len(p.id) for p in report.properties)
     lines = [
         f"ctxkit conformance: {report.target}  (seed {report.seed}, profile {report.profile}, "
@@ -34,11 +36,15 @@ def summary(report: Report) -> str:
                 else ""
             )
         )
-        if depth.get("shapes"):
-            lines.append(f"  shapes: {', '.join(depth['shapes'])}")
-        for shape, why in (depth.get("shapes_refused") or {}).items():
+        if report.shapes is not None:
+            lines.append(f"  shapes: {', '.join(report.shapes.shapes)} ({report.shapes.why})")
+            for line in (report.shapes.left_out(), report.shapes.hint):
+                if line:
+                    lines.append(f"  {line}")
+        if depth.get("normalized"):
             lines.append(
-                f"  not checked in {shape}: the target refused it on the first add ({why})"
+                "  stored in an equivalent form (providers read them as the same, so no "
+                f"failure): {depth['normalized']}"
             )
         for reason, count in (depth.get("not_sent") or {}).items():
             lines.append(f"  {count} call(s) could not be made, their examples dropped: {reason}")
@@ -47,7 +53,7 @@ def summary(report: Report) -> str:
         f"  {'property':<{width}}  {'level':<11}  result",
     ]
     for p in report.properties:
-        note = ""
+        note, mark = "", _MARK[p.status]
         if p.status == "failed":
             size = (p.counterexample or {}).get("messages")
             note = (
@@ -55,11 +61,13 @@ def summary(report: Report) -> str:
                 if size is not None and p.time_to_failure_s is not None
                 else ""
             )
+        elif p.status == "skipped" and p.message.startswith("n/a:"):
+            mark, note = "n/a", "  (" + p.message.removeprefix("n/a: ").split(":")[0] + ")"
         elif p.status == "skipped" and p.message:
             note = f"  ({p.message.split(':')[0]})"
         if p.figure is not None:
             note = f"  {p.figure:.1%} of view tokens cacheable (bar: {STABILITY_THRESHOLD:.0%})"
-        lines.append(f"  {p.id:<{width}}  {p.level:<11}  {_MARK[p.status]}{note}")
+        lines.append(f"  {p.id:<{width}}  {p.level:<11}  {mark}{note}")
     for item in report.allow:
         relaxation = RELAXATIONS.get(item.split("=")[0])
         if relaxation is not None:
@@ -72,10 +80,12 @@ def summary(report: Report) -> str:
             if p.status == "failed":
                 lines.append(f"  what must hold: {by_id(p.id).holds}")
             if p.reproducer and p.counterexample:
-                lines.append(
-                    f"  the steps ({p.verification or 'not verified'}; the whole script is "
-                    "in --report-json, or run with --reproducers DIR):"
+                where = (
+                    f"the whole script: {reproducers / file_name(p.id, report.target)}"
+                    if reproducers is not None
+                    else "the whole script is in --report-json, or run with --reproducers DIR"
                 )
+                lines.append(f"  the steps ({p.verification or 'not verified'}; {where}):")
                 lines += [textwrap.indent(_steps_only(p.counterexample["steps"]), "    ")]
     verdicts = {
         "pass": "PASS: every required property holds",

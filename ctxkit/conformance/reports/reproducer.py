@@ -18,115 +18,17 @@ dying with them.
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.conformance.judge.allow import Relaxations
 from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.judge.steps import Call, Check, Request
+from ctxkit.literal import literal
 
 __all__ = ["Build", "Reproduction", "file_name", "literal", "render_script", "render_steps"]
-
-WIDTH = 96
-"""Lines are kept to about this width where a value allows it."""
-
-_NESTING = 40
-"""Deeper than this, a value is written as ``json.loads("...")``: Python's parser refuses
-too many nested brackets."""
-
-
-def literal(value: Any, indent: int = 0, column: int | None = None) -> str:
-    """``value`` as Python source that evaluates to an equal value; spread over lines indented
-    by ``indent`` spaces when it does not fit on one starting at ``column`` (by default, the
-    indentation)."""
-    if _depth(value) > _NESTING:
-        return f"json.loads({_string(json.dumps(value, ensure_ascii=True))})"
-    flat = _flat(value)
-    start = indent if column is None else column
-    if len(flat) + start <= WIDTH or not isinstance(value, dict | list | tuple | str):
-        return flat
-    inner = " " * (indent + 4)
-    if isinstance(value, str):
-        pieces = "\n".join(inner + _string(piece) for piece in _pieces(value))
-        return f"(\n{pieces}\n{' ' * indent})"
-    if isinstance(value, dict):
-        items = [f"{_flat(k)}: {literal(v, indent + 4)}" for k, v in value.items()]
-        open_, close = "{", "}"
-    else:
-        items = [literal(v, indent + 4) for v in value]
-        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
-    body = "".join(f"{inner}{item},\n" for item in items)
-    return f"{open_}\n{body}{' ' * indent}{close}"
-
-
-def _flat(value: Any) -> str:
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, int):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f'float("{value!r}")'
-    if isinstance(value, str):
-        return _repeated(value) or _string(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_flat(k)}: {_flat(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_flat(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        inner = ", ".join(_flat(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    raise TypeError(f"no literal for a {type(value).__name__}: {value!r:.80}")
-
-
-def _string(text: str) -> str:
-    """A string literal; double-quoted unless the text holds a double quote."""
-    quoted = repr(text)
-    if quoted.startswith("'") and '"' not in text:
-        return f'"{quoted[1:-1]}"'
-    return quoted
-
-
-def _repeated(text: str) -> str:
-    """A long run of one short unit as ``"unit" * n``: a 24 kB output stays one line."""
-    if len(text) < 200:
-        return ""
-    for size in range(1, 9):
-        unit = text[:size]
-        count, rest = divmod(len(text), size)
-        if not rest and unit * count == text:
-            return f"{_string(unit)} * {count}"
-    return ""
-
-
-def _pieces(text: str, size: int = 72) -> Iterator[str]:
-    """A long string in pieces, broken after newlines where it has them."""
-    start = 0
-    while start < len(text):
-        end = min(len(text), start + size)
-        newline = text.rfind("\n", start, end)
-        if end < len(text) and newline >= start:
-            end = newline + 1
-        yield text[start:end]
-        start = end
-
-
-def _depth(value: Any, limit: int = _NESTING + 1) -> int:
-    """Nesting depth of containers, counted without recursion and only up to ``limit``."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            deepest = max(deepest, depth)
-            if depth >= limit:
-                return depth
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def file_name(property_id: str, target: str | None) -> str:
@@ -255,10 +157,13 @@ def render_script(repro: Reproduction) -> str:
         main = "    asyncio.run(reproduce())"
     else:
         run, main = ["    asyncio.run(reproduce())"], f"    {test}()"
+    local = _local_folder(repro.build)
     imports = ["import asyncio"] + (["import json"] if "json.loads(" in "".join(body.lines) else [])
+    imports += ["import sys"] if local else []
     froms = list(body.imports)
     if body.names:
         froms.append(("ctxkit.conformance.replay", ", ".join(sorted(body.names))))
+    after_path = "  # noqa: E402" if local else ""
     how = (
         "Run it with pytest, or with python: it fails (a non-zero exit) while the bug is "
         f"there. pytest collects it as {test}."
@@ -273,10 +178,10 @@ def render_script(repro: Reproduction) -> str:
             *_docstring_lines(how),
             '"""',
             "",
-            *_pythonpath_comment(repro.build),
             *imports,
             "",
-            *(f"from {module} import {names}" for module, names in sorted(froms)),
+            *local,
+            *(f"from {module} import {names}{after_path}" for module, names in sorted(froms)),
             "",
             *_constants(repro),
             "",
@@ -296,20 +201,17 @@ def render_script(repro: Reproduction) -> str:
     )
 
 
-def _pythonpath_comment(build: Build | None) -> list[str]:
-    """What to put on PYTHONPATH, when the target's module imports only from one folder."""
+def _local_folder(build: Build | None) -> list[str]:
+    """When the target's module imports only from one folder (the one the run was started in,
+    a file's folder, ``PYTHONPATH``): that folder put first on ``sys.path``, so that a plain
+    ``pytest DIR`` and ``python FILE`` import the target from wherever they run."""
     if build is None or not build.pythonpath:
         return []
-    folder = build.pythonpath
     return [
-        f"# {build.module} imports from {_comment_text(folder)}: run pytest there, or put that",
-        f"# folder on PYTHONPATH (PYTHONPATH={_comment_text(folder)} pytest ...).",
+        f"# {build.module} is imported from the folder the run found it in:",
+        f"sys.path.insert(0, {literal(build.pythonpath)})",
+        "",
     ]
-
-
-def _comment_text(text: str) -> str:
-    """Text that stays within one comment line."""
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _constants(repro: Reproduction) -> list[str]:
@@ -451,8 +353,8 @@ class _Body:
             head = "await manager.add_concurrently("
             self.add(f"{head}{self.value(call.value, head)})")
         elif op == "add_concurrently":
-            head = "await asyncio.gather(*(manager.add_message(m) for m in "
-            self.add(f"{head}{self.value(call.value, head)}))")
+            head = f"await {self.use('add_concurrently')}(manager, "
+            self.add(f"{head}{self.value(call.value, head)})")
         elif op == "add_bad":
             self.add(
                 f"await {self.use('check')}.refuses(manager.add_message("

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxkit.shapes.spoken import Spoken
+
 REPORT_VERSION = 1
 """The JSON report's ``version``: raised when a field changes meaning or goes away; new fields
 may appear without it."""
@@ -45,6 +47,8 @@ class Report:
     """How far the run got: examples, steps, the largest history, searches, how it ended."""
     strict: bool = False
     """Recommended properties count like required ones (``--strict``)."""
+    shapes: Spoken | None = None
+    """The shapes the target was judged in, and why (None: it was never judged)."""
 
     def make_strict(self) -> None:
         """Count recommended failures too: the verdict fails when one failed."""
@@ -65,6 +69,7 @@ class Report:
             "duration_s": round(self.duration_s, 3),
             "profile": self.profile,
             "allow": self.allow,
+            **({"shapes": self.shapes.to_json()} if self.shapes else {}),
             "depth": self.depth,
             "properties": [
                 {

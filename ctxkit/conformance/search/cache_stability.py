@@ -23,6 +23,7 @@ from ctxkit.prefix import (
     agent_loop_stability,
     agent_steps,
 )
+from ctxkit.shapes.rules import system_in_messages
 
 __all__ = ["MIN_VIEWS", "measure_stability"]
 
@@ -55,7 +56,7 @@ def measure_stability(
         measured = asyncio.run(
             agent_loop_stability(
                 manager,
-                _until(deadline, agent_steps(steps, shape=shape)),
+                _until(deadline, _sendable(agent_steps(steps, shape=shape), shape)),
                 count_message=count_message,
             )
         )
@@ -83,6 +84,16 @@ def _judge(result: Any, measured: Stability) -> None:
 def _skip(result: Any, why: str) -> None:
     result.status = "skipped"
     result.message = why
+
+
+def _sendable(steps: Iterator[list[dict[str, Any]]], shape: str) -> Iterator[Any]:
+    """The loop's steps without system messages where the shape's API keeps the system prompt
+    beside the messages (as the search does: :func:`.conversations.holds_system`)."""
+    if shape == "mixed" or system_in_messages(shape):
+        yield from steps
+        return
+    for step in steps:
+        yield [m for m in step if m.get("role") != "system"]
 
 
 def _until(deadline: float, steps: Iterator[list[dict[str, Any]]]) -> Iterator[Any]:

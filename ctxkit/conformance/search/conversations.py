@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
+from ctxkit.shapes.rules import system_in_messages
+
 __all__ = [
     "CHAT_FAMILY",
     "SHAPES",
@@ -26,6 +28,7 @@ __all__ = [
     "conversation_plans",
     "conversations",
     "example_shapes",
+    "holds_system",
     "in_shape",
     "plain_messages",
     "round_templates",
@@ -77,6 +80,15 @@ def example_shapes(drawn: Shape, allowed: tuple[Shape, ...]) -> tuple[Shape, ...
     if shape in CHAT_FAMILY:
         return tuple(s for s in allowed if s in CHAT_FAMILY)
     return (shape,)
+
+
+def holds_system(shapes: tuple[Shape, ...]) -> bool:
+    """Whether an example written in ``shapes`` carries system messages: only where a message
+    of the first shape's list may hold the system prompt (Chat Completions, Responses, GenAI;
+    the chat family's texts are written as Chat Completions). Anthropic alone, Gemini and
+    Bedrock keep it in a field beside the list, so their histories get none: a manager written
+    for them may rightly refuse one."""
+    return system_in_messages(shapes[0])
 
 
 def in_shape(message: dict[str, Any], shape: Shape) -> dict[str, Any]:
@@ -331,13 +343,14 @@ class Conversation:
 
     def messages(self, shapes: tuple[Shape, ...] = CHAT_FAMILY) -> list[dict[str, Any]]:
         """The messages, each round in its own shape where ``shapes`` allows it, else in the
-        first shape allowed; texts as the first shape writes them."""
+        first shape allowed; texts as the first shape writes them, system messages only where
+        it holds them (:func:`holds_system`)."""
         ids = itertools.count(10_000)
         found: list[dict[str, Any]] = []
         for part in self.parts:
             if isinstance(part, RoundTemplate):
                 found.extend(part.in_shapes(shapes).messages(ids))
-            else:
+            elif part[0] != "system" or holds_system(shapes):
                 found.append(in_shape({"role": part[0], "content": part[1]}, shapes[0]))
         return found
 

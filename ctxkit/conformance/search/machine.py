@@ -31,7 +31,12 @@ from ctxkit.conformance.judge import step_checks as checks
 from ctxkit.conformance.judge.allow import Relaxations
 from ctxkit.conformance.judge.catalogue import PROPERTIES
 from ctxkit.conformance.judge.comes_from import semantic
-from ctxkit.conformance.judge.invariants import Violation, is_result, newest_user_message
+from ctxkit.conformance.judge.invariants import (
+    Violation,
+    is_result,
+    newest_user_message,
+    normalized,
+)
 from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
 from ctxkit.conformance.judge.steps import Call, Check, Request
 from ctxkit.conformance.search.conversations import (
@@ -45,6 +50,7 @@ from ctxkit.conformance.search.conversations import (
     budgets,
     conversation_plans,
     example_shapes,
+    holds_system,
     in_shape,
     plain_messages,
     round_templates,
@@ -162,6 +168,9 @@ class Session:
     compaction_events: int = 0
     slow_calls: int = 0
     """Calls that timed out and then finished when repeated with a longer timeout."""
+    normalized: str = ""
+    """The first stored message kept in another form than given, equivalent for a provider
+    (a text block kept as a string, say): no failure, but the report says so."""
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
         """One operation in the worker, within its timeout and the deadline."""
@@ -345,6 +354,10 @@ class ConformanceMachine(RuleBasedStateMachine):
         """``stored`` (what ``get_messages()`` returned) must equal the model."""
         found = checks.history(stored, self.model, property_id, self.session.ignore)
         if not found:
+            if not self.session.normalized:
+                self.session.normalized = normalized(
+                    self.model, stored, frozenset(self.session.ignore)
+                )
             return
         self._fail(
             property_id,
@@ -495,10 +508,16 @@ class ConformanceMachine(RuleBasedStateMachine):
     def _text(self, role: str, content: Any) -> dict[str, Any]:
         return in_shape({"role": role, "content": content}, self.shapes[0])
 
+    def _sendable(self, message: dict[str, Any]) -> bool:
+        """A system message goes only into histories whose shape holds one
+        (:func:`~ctxkit.conformance.search.conversations.holds_system`)."""
+        return message.get("role") != "system" or holds_system(self.shapes)
+
     @rule(message=plain_messages())
     @_recorded
     def add_message(self, message: dict[str, Any]) -> None:
-        self._add(in_shape(message, self.shapes[0]))
+        if self._sendable(message):
+            self._add(in_shape(message, self.shapes[0]))
 
     @rule(template=round_templates(), budget=budgets())
     @_recorded
@@ -588,9 +607,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         messages = [self._text("user", f"{w} #{k}") for k, w in enumerate(words)]
         reply = self._do(Call("add_concurrently", messages), "concurrency")
         if not reply.ok:
-            self._fail(
-                "concurrency", f"concurrent add_message calls raised {reply.error}", "raises"
+            said = (  # the sentence that counts what raised, or what the single failure was
+                reply.message
+                if reply.type == "ConcurrentAddsFailed"
+                else f"concurrent add_message calls raised {reply.error}"
             )
+            self._fail("concurrency", said, "raises")
         stored = self._call("get", "lifecycle")
         if not stored.ok:
             self._fail("non_destructive", f"get_messages() raised {stored.error}", "raises")
@@ -631,6 +653,8 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(message=plain_messages())
     @_recorded
     def add_message_then_edit(self, message: dict[str, Any]) -> None:
+        if not self._sendable(message):
+            return
         message = in_shape(message, self.shapes[0])
         reply = self._do(Call("add_then_edit", message), "isolation")
         if not reply.ok:

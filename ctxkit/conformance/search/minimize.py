@@ -11,7 +11,9 @@ messages added at once) lose what they can the same way.
 
 Last, :class:`CallShrinker` works on what the reproducer shows, its calls: each call is
 deleted while the calls left, replayed in the worker and followed by the failed check, still
-fail it (one at a time at the end, so no call of the result can go); then each view's budget
+fail it (one at a time at the end, so no call of the result can go); then each call that
+edits what it passed or got back is made a plain call where the edit is not needed; then each
+view's budget
 is raised by a binary search to the largest that still fails. A view asked with two tokens
 reads as an unrealistic corner; the same bug at the largest budget that shows it reads as
 the bug it is. Each replay is bounded by the operation timeout and the run's deadline.
@@ -190,6 +192,14 @@ def _with(args: dict[str, Any], key: str, items: list[Any]) -> dict[str, Any]:
     return {**args, key: items}
 
 
+PLAIN: dict[str, Any] = {
+    "add_then_edit": "add",
+    "set_then_edit": "set",
+    "request_then_edit": "request",
+}
+"""The plain call each editing call stands for."""
+
+
 class CallShrinker:
     """A failure's calls made as few as they can be, then its views' budgets as large (see
     the module docstring). ``best`` is the smallest failure found so far: what stands when the
@@ -221,8 +231,21 @@ class CallShrinker:
         if self.best.message.startswith(message):  # the check's sentence, then the run's words
             self._suffix = _suffix_of(check.kind, self.best.message[len(message) :])
         _delete(list(self.best.calls), self._keeps_failing)
+        self._plain_calls()
         self._raise_budgets()
         return self.best
+
+    def _plain_calls(self) -> None:
+        """Each call that edits what it passed or got back (``add_then_edit``, ...) made a
+        plain call, where the failure does not need the edit: a reorder's reproducer shows
+        no ``edit_in_place`` after each add."""
+        for index in range(len(self.best.calls)):
+            call = self.best.calls[index]
+            plain = PLAIN.get(call.op)
+            if plain is not None:
+                calls = list(self.best.calls)
+                calls[index] = replace(call, op=plain)
+                self._keeps_failing(calls)
 
     # -- deleting calls -------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxkit.conformance.targets.coordinator import (
     CoordinatorUnavailable,
@@ -61,6 +61,14 @@ from ctxkit.forms import (
     is_session,
     refused_options,
 )
+from ctxkit.shapes.spoken import (
+    CHAT_FAMILY,
+    DECLARATION,
+    ShapeError,
+    Spoken,
+    declared_by,
+    split_config,
+)
 
 __all__ = [
     "CONTRACT_METHODS",
@@ -72,6 +80,9 @@ __all__ = [
     "Target",
     "load_target",
 ]
+
+if TYPE_CHECKING:
+    from ctxkit.adapters import Adapter
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +146,36 @@ class Target:
     is not imported by name (a gRPC address)."""
     folder: str | None = None
     """For a file target: the folder that holds the file."""
+    adapter: str | None = None
+    """For a target named by an adapter: which, and the library it speaks for."""
+    amplifier: bool = False
+    """An Amplifier module: mounted, or served through Amplifier's gRPC ContextService."""
+
+    @property
+    def spoken(self) -> Spoken | None:
+        """The shapes the target says it speaks (:mod:`ctxkit.shapes.spoken`): its own
+        declaration, its adapter's, Amplifier's message model for an Amplifier module, Responses
+        items for a session; None when nothing says (the runner then judges Chat Completions)."""
+        try:
+            declared = declared_by(self.obj)
+        except ShapeError as exc:
+            raise LoadError(f"{self.spec}: {exc}") from None
+        if declared is not None and self.adapter is not None:
+            return Spoken(declared[0], "adapter", self.adapter)
+        if declared is not None:
+            return Spoken(declared[0], "declared", f"{declared[1]} declares {DECLARATION}")
+        if self.amplifier or self.kind == "mount":
+            return Spoken(
+                CHAT_FAMILY,
+                "amplifier",
+                "an Amplifier module: Amplifier's message model (Chat Completions messages, "
+                "Anthropic content blocks)",
+            )
+        if self.kind == "session":
+            return Spoken(
+                ("responses",), "form", "an OpenAI Agents SDK Session holds Responses items"
+            )
+        return None
 
     @property
     def form(self) -> str:
@@ -149,7 +190,7 @@ class Target:
             return False
         if self.kind == "function":
             return _named(self.obj, "hooks")
-        return self.kind == "mount" or _accepts(self.obj, "hooks")
+        return self.kind == "mount" or _named(self.obj, "hooks")
 
     def import_form(self) -> dict[str, Any] | None:
         """How a script builds this target by import, as plain data (the Python worker's
@@ -190,7 +231,7 @@ class Target:
             await manager.clear()  # one long-lived store: each example starts empty
             return manager
         kwargs = dict(self.config)
-        if self.kind != "session" and _accepts(self.obj, "hooks"):
+        if self.kind != "session" and _named(self.obj, "hooks"):
             kwargs["hooks"] = recorder
         manager = self.obj(**kwargs)
         if inspect.isawaitable(manager):
@@ -293,16 +334,6 @@ def _named(obj: Callable[..., Any], name: str) -> bool:
         return False
 
 
-def _accepts(obj: Callable[..., Any], name: str) -> bool:
-    try:
-        parameters = inspect.signature(obj).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
-
-
 def check_protocol(manager: Any) -> None:
     """Raise :class:`ContractError` naming missing methods and plain (non-async) ones."""
     missing = [m for m in CONTRACT_METHODS if not callable(getattr(manager, m, None))]
@@ -348,7 +379,7 @@ def _import(module_name: str, spec: str) -> Any:
         if exc.name and module_name.startswith(exc.name):
             advice = (
                 _dotted_hint(module_name, spec)
-                or _close_module(module_name, exc.name)
+                or _close_module(module_name, exc.name, spec)
                 or (
                     "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
                     "its package"
@@ -374,7 +405,7 @@ def _import_here(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
-def _close_module(module_name: str, missing: str) -> str:
+def _close_module(module_name: str, missing: str, spec: str = "") -> str:
     """``Did you mean ctxkit.reference?`` for ``ctxkit.refrence``: ``missing`` (the part of
     ``module_name`` not found) replaced by the closest module beside it, in its package or
     at the top level, if one is close."""
@@ -386,7 +417,7 @@ def _close_module(module_name: str, missing: str) -> str:
     close = _closest(name, {m.name for m in pkgutil.iter_modules(path)})
     if not close:
         return ""
-    rest = module_name[len(missing) :]
+    rest = module_name[len(missing) :] + spec.partition(module_name)[2]
     return f"Did you mean {f'{parent}.' if parent else ''}{close[0]}{rest}?"
 
 
@@ -429,8 +460,10 @@ def _import_file(path: Path, spec: str) -> Any:
     return module
 
 
-def _attribute(module: Any, attr: str, spec: str) -> Any:
-    obj, owner = module, module.__name__
+def _attribute(module: Any, attr: str, spec: str, owner: str | None = None) -> Any:
+    """``attr`` (dotted) of ``module``, named ``owner`` in what is said (a file by its path,
+    not the name ctxkit imported it under)."""
+    obj, owner = module, owner or module.__name__
     for part in attr.split("."):
         if not hasattr(obj, part):
             names = sorted(n for n in dir(obj) if not n.startswith("_"))
@@ -543,7 +576,10 @@ def load_target(
     """Resolve a TARGET string (see the module docstring); ``form`` (``contract``,
     ``function`` or ``session``) overrides the detected form. Raises :class:`LoadError`."""
     spec = spec or DEFAULT_TARGET
-    config = dict(config or {})
+    try:  # the declaration is the suite's, never a keyword of the target's
+        config, _ = split_config(config or {})
+    except ShapeError as exc:
+        raise LoadError(str(exc)) from None
     if form is not None and form not in FORMS:
         raise LoadError(f"--form {form!r}: the forms are {', '.join(FORMS)}")
     if spec.startswith("grpc://"):
@@ -552,9 +588,11 @@ def load_target(
         return _grpc(spec, config)
     adapted = _adapter(spec)
     if adapted is not None:
-        module_name, attr = adapted.split(":")
+        module_name, attr = adapted.factory.split(":")
         obj = _attribute(_import(module_name, spec), attr, spec)
-        return _target(spec, obj, config, form, (module_name, attr))
+        target = _target(spec, obj, config, form, (module_name, attr))
+        target.adapter = f"the {spec} adapter: the shapes {adapted.distribution} takes"
+        return target
     try:
         return _python_target(spec, config, form)
     except _NotFound as exc:
@@ -572,8 +610,15 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
     path_part, _, attr = spec.partition(":")
     if path_part.endswith(".py"):
         path = Path(path_part)
+        module = _import_file(path, spec)
+        if not attr and not hasattr(module, "mount"):
+            raise LoadError(
+                f"{spec}: {path_part} has no mount(); name the class or factory"
+                + "".join(f", e.g. {path_part}:{n}" for n in _contract_classes(module)[:1])
+            )
+        found = _attribute(module, attr or "mount", spec, owner=path_part)
         attr = attr or "mount"
-        target = _target(spec, _attribute(_import_file(path, spec), attr, spec), config, form)
+        target = _target(spec, found, config, form)
         if path.stem.isidentifier():  # importable by its name from its folder
             target.origin = (path.stem, attr)
             target.folder = str(path.resolve().parent)
@@ -593,6 +638,17 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
             attr = "mount"
     obj = _attribute(module, attr, spec)
     return _target(spec, obj, config, form, (path_part, attr))
+
+
+def _contract_classes(module: Any) -> list[str]:
+    """The classes a module defines that have the contract's methods, by name."""
+    return sorted(
+        name
+        for name, obj in vars(module).items()
+        if inspect.isclass(obj)
+        and obj.__module__ == module.__name__
+        and all(callable(getattr(obj, m, None)) for m in CONTRACT_METHODS)
+    )
 
 
 def _named_by(obj: Any) -> tuple[str, str] | None:
@@ -624,30 +680,38 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
         address = address_of(spec)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
-    return Target(spec, functools.partial(GrpcContextManager, address), "factory", config)
+    return Target(
+        spec, functools.partial(GrpcContextManager, address), "factory", config, amplifier=True
+    )
 
 
 def _adapter_meant(spec: str) -> str | None:
-    """For a target that is not found and reads like an adapter's name (its library's prefix,
-    or close to a name): the sentence saying no adapter has it, and the name meant."""
+    """For a target that is not found: the sentence naming the adapter meant, when the
+    target names an adapter's library, or one close to it (``langchain:trim_mesages``,
+    ``langchian:trim_messages``). A target that reads as a module path gets what was said of
+    its module, never an adapter it did not name."""
     from ctxkit.adapters import ADAPTERS, JS_ADAPTERS
 
     names = [a.name for a in (*ADAPTERS, *JS_ADAPTERS)]
     family = spec.partition(":")[0]
     close = _closest(spec, names)
+    families = {name.partition(":")[0] for name in names}
+    if family not in families and _closest(family, families):  # langchian: for langchain:
+        family = _closest(family, families)[0]
     kin = [name for name in names if name.partition(":")[0] == family]
-    if not close and not kin:
-        return None
-    meant = f"did you mean {close[0]}?" if close else f"the {family} adapters: {', '.join(kin)}."
-    return (
-        f"{spec}: there is no adapter {spec!r}; {meant} "
-        "(`ctxkit conformance --list-adapters` lists them all)"
-    )
+    if kin:
+        meant = (
+            f"did you mean {close[0]}?" if close else f"the {family} adapters: {', '.join(kin)}."
+        )
+        return (
+            f"{spec}: there is no adapter {spec!r}; {meant} "
+            "(`ctxkit conformance --list-adapters` lists them all)"
+        )
+    return None
 
 
-def _adapter(spec: str) -> str | None:
-    """The factory of the adapter named ``spec``, if one is; a LoadError if its library is
-    not installed."""
+def _adapter(spec: str) -> Adapter | None:
+    """The adapter named ``spec``, if one is; a LoadError if its library is not installed."""
     from ctxkit.adapters import by_name, installed_version
 
     adapter = by_name(spec)
@@ -655,7 +719,7 @@ def _adapter(spec: str) -> str | None:
         return None
     if installed_version(adapter) is None:
         raise LoadError(f"{spec} needs {adapter.distribution}: {adapter.install}")
-    return adapter.factory
+    return adapter
 
 
 def _target(

@@ -42,6 +42,7 @@ __all__ = [
     "Reply",
     "TargetUnusable",
     "during",
+    "first_line",
     "how_it_ended",
 ]
 
@@ -111,7 +112,9 @@ class Reply:
 
     @property
     def error(self) -> str:
-        return f"{self.type}: {self.message}" if self.message else self.type
+        """What was raised, as a sentence quotes it: its type and first meaningful line."""
+        line = first_line(self.message)
+        return f"{self.type}: {line}" if line else self.type
 
     @classmethod
     def read(cls, data: dict[str, Any]) -> Reply:
@@ -139,6 +142,21 @@ class Reply:
             digest=found if isinstance(found, str) else None,
             before=data.get("before"),
         )
+
+
+_FOOTERS = ("(Background on this error at:",)
+"""How libraries end an exception's message with a pointer rather than what went wrong
+(SQLAlchemy's link to its error catalogue)."""
+
+
+def first_line(message: str) -> str:
+    """The first line of an exception's message that says what went wrong: not blank, not a
+    library's footer; the rest (SQL, parameters, links) is in the report's traceback."""
+    for line in message.splitlines():
+        line = line.strip()
+        if line and not line.startswith(_FOOTERS):
+            return line if len(line) <= 300 else line[:297] + "..."
+    return ""
 
 
 class Child:

@@ -312,6 +312,12 @@ class _Body:
             self.lines.append(f"manager = SessionManager({made})")
             if build.kind == "session_object":
                 self.lines.append("await manager.clear()  # one long-lived store: start empty")
+        elif build.kind in ("compacting", "compacting_object"):
+            self.imports.append(("ctxkit.forms", "CompactingManager"))
+            made = obj if build.kind == "compacting_object" else f"{awaited}{obj}(**CONFIG{hooks})"
+            self.lines.append(f"manager = CompactingManager({made})")
+            if build.kind == "compacting_object":
+                self.lines.append("await manager.clear()  # one long-lived manager: start empty")
         else:
             self.lines.append(f"manager = {awaited}{obj}(**CONFIG{hooks})")
 

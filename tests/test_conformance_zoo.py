@@ -111,7 +111,7 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
         ("DropsThinking", "must start with a thinking block"),
         ("FirstResponseOnly", "number of function response parts is equal"),
         ("HoistsServerResults", "no server_tool_use before it in the same message"),
-        ("LastItems", "no assistant message in the view calls"),
+        ("LastItems", "no function_call item in the view calls"),
     ],
 )
 def test_a_broken_provider_rule_is_named_with_the_providers_own_error(name: str, words: str):

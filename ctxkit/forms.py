@@ -8,7 +8,11 @@ Most frameworks do not keep context in an object with the contract's five method
   request, as those frameworks do;
 * a **session** store is read with a limit: the OpenAI Agents SDK's ``Session`` protocol
   (``add_items``, ``get_items(limit)``, ``pop_item``, ``clear_session``).
-  :class:`SessionManager` reads it exactly as the SDK's ``Runner`` does.
+  :class:`SessionManager` reads it exactly as the SDK's ``Runner`` does;
+* a **compacting** manager follows Amplifier's first context contract: ``add_message``,
+  ``get_messages``, ``should_compact()``, ``compact()``, ``clear``, where ``compact()``
+  rewrites the stored history and ``get_messages()`` is what a request sends.
+  :class:`CompactingManager` asks it as that contract's orchestrator did.
 
 Both give the contract's async methods (``add_message``, ``get_messages_for_request``,
 ``get_messages``, ``set_messages``, ``clear``), so anything that checks or instruments a context
@@ -25,9 +29,11 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 __all__ = [
+    "COMPACTING_METHODS",
     "CONTRACT_METHODS",
     "FORMS",
     "SESSION_METHODS",
+    "CompactingManager",
     "Form",
     "FunctionManager",
     "SessionManager",
@@ -36,8 +42,8 @@ __all__ = [
     "session_limit",
 ]
 
-Form = Literal["contract", "function", "session"]
-FORMS: tuple[Form, ...] = ("contract", "function", "session")
+Form = Literal["contract", "function", "session", "compacting"]
+FORMS: tuple[Form, ...] = ("contract", "function", "session", "compacting")
 
 CONTRACT_METHODS = (
     "add_message",
@@ -47,6 +53,8 @@ CONTRACT_METHODS = (
     "clear",
 )
 SESSION_METHODS = ("add_items", "get_items", "pop_item", "clear_session")
+COMPACTING_METHODS = ("add_message", "get_messages", "should_compact", "compact", "clear")
+"""Amplifier's first context contract (``amplifier_core`` before ``get_messages_for_request``)."""
 """The OpenAI Agents SDK's ``Session`` protocol (``agents.memory.session.Session``)."""
 
 MESSAGE_LIST_NAMES = frozenset(
@@ -73,6 +81,14 @@ asked for as ``None``; this is SQLite's largest integer (a ``LIMIT`` it accepts)
 
 def _has(obj: Any, names: Collection[str]) -> bool:
     return all(callable(getattr(obj, name, None)) for name in names)
+
+
+def is_compacting(obj: Any) -> bool:
+    """``obj`` (an instance or a class) follows Amplifier's first contract: it compacts on
+    request (``should_compact``, ``compact``) and has no ``get_messages_for_request``."""
+    return _has(obj, COMPACTING_METHODS) and not callable(
+        getattr(obj, "get_messages_for_request", None)
+    )
 
 
 def is_session(obj: Any) -> bool:
@@ -121,6 +137,8 @@ def detect_form(obj: Any, *, config: Collection[str] = ()) -> Form:
     ``"contract"`` for everything else: a manager, its class, a factory or a mount function."""
     if is_session(obj):
         return "session"
+    if is_compacting(obj):
+        return "compacting"
     if _has(obj, CONTRACT_METHODS):
         return "contract"
     if is_history_function(obj, config):
@@ -137,6 +155,8 @@ def as_manager(obj: Any, form: Form | None = None, **kwargs: Any) -> Any:
         return FunctionManager(obj, **kwargs)
     if form == "session":
         return SessionManager(obj, **kwargs)
+    if form == "compacting":
+        return CompactingManager(obj, **kwargs)
     if form != "contract":
         raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
     if kwargs:
@@ -148,6 +168,8 @@ def describe(obj: Any) -> str:
     """What ``obj`` looks like, for a sentence that says why a form does not fit it."""
     if is_session(obj):
         return "a session (add_items, get_items, pop_item, clear_session)"
+    if is_compacting(obj) and not inspect.isclass(obj):
+        return f"a compacting manager ({type(obj).__name__}: should_compact, compact)"
     if inspect.isclass(obj):
         return f"the class {obj.__name__}"
     if _has(obj, CONTRACT_METHODS):
@@ -405,3 +427,60 @@ class SessionManager:
 
     def __repr__(self) -> str:
         return f"SessionManager({type(self.session).__name__}, limit={self.limit})"
+
+
+# -- Amplifier's first contract: a manager that compacts its history on request --------------
+
+
+class CompactingManager:
+    """The contract around a manager of Amplifier's first context contract.
+
+    ======================================  =================================================
+    contract                                the first contract
+    ======================================  =================================================
+    ``add_message(m)``                      ``add_message(m)``
+    ``get_messages_for_request(...)``       ``compact()`` if ``should_compact()``, then
+                                            ``get_messages()``: what that contract's
+                                            orchestrator sent before each model call
+    ``get_messages()``                      every message added, kept here (the manager's own
+                                            ``get_messages()`` is the compacted list)
+    ``set_messages(ms)``                    ``clear()``, then ``add_message`` of each
+    ``clear()``                             ``clear()``
+    ======================================  =================================================
+
+    The first contract had no budget per request: the manager compacts against limits of its
+    own, so a request's ``token_budget`` and provider do not reach it. ``compact()`` rewrites
+    the stored history by design, which is why the history is kept here beside it.
+    """
+
+    def __init__(self, manager: Any) -> None:
+        if not is_compacting(manager):
+            raise TypeError(
+                f"CompactingManager needs {', '.join(COMPACTING_METHODS)}, got {describe(manager)}"
+            )
+        self.manager = manager
+        self._added: list[Any] = []
+
+    async def add_message(self, message: Any) -> None:
+        await _call(self.manager.add_message, message)  # it may refuse: nothing is kept then
+        self._added.append(copy.deepcopy(message))
+
+    async def get_messages_for_request(
+        self, token_budget: int | None = None, provider: Any = None
+    ) -> Any:
+        if await _call(self.manager.should_compact):
+            await _call(self.manager.compact)
+        return await _call(self.manager.get_messages)
+
+    async def get_messages(self) -> list[Any]:
+        return copy.deepcopy(self._added)
+
+    async def set_messages(self, messages: Any) -> None:
+        await _call(self.manager.clear)
+        self._added = []
+        for message in list(messages):
+            await self.add_message(message)
+
+    async def clear(self) -> None:
+        await _call(self.manager.clear)
+        self._added = []

@@ -6,6 +6,7 @@ are found with verified reproducers; a missing library is a clear load error."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 
@@ -99,7 +100,7 @@ def test_keeping_the_oldest_messages_splits_a_tool_pair_and_the_upstream_report_
     report = checked("langchain:trim_messages:first")
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
-    assert "no result for it follows at once" in pairs.message
+    assert re.search(r"no (tool_)?result for it follows at once", pairs.message)  # either shape
     assert pairs.verified
     row = row_from_report("langchain:trim_messages:first", report.to_json())
     text = bug_report("tool_pair_integrity", row.cells["tool_pair_integrity"])

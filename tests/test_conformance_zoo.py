@@ -94,7 +94,7 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
     declared = outcome["shapes"]
     if member.format is not None:
         assert declared.source == "format"
-    elif member.target.startswith("tests.zoo.amplifier:"):
+    elif member.target.startswith(("tests.zoo.amplifier:", "tests.zoo.contract_one:")):
         assert declared.source == "amplifier"
     elif member.target.startswith("tests.zoo.forms:") and "Session" not in member.target:
         assert (declared.source, declared.shapes) == ("default", ("openai",))
@@ -111,7 +111,7 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
         ("DropsThinking", "must start with a thinking block"),
         ("FirstResponseOnly", "number of function response parts is equal"),
         ("HoistsServerResults", "no server_tool_use before it in the same message"),
-        ("LastItems", "no assistant message in the view calls"),
+        ("LastItems", "no function_call item in the view calls"),
     ],
 )
 def test_a_broken_provider_rule_is_named_with_the_providers_own_error(name: str, words: str):
@@ -155,6 +155,18 @@ def test_a_store_that_normalizes_text_parts_passes_and_the_report_says_so():
     said = outcome["depth"]["normalized"]
     assert "'content': [{'type': 'text'" in said, said
     assert said.endswith("was given"), said
+
+
+def test_amplifiers_first_contract_is_judged_with_non_destructive_not_applicable():
+    """compact() rewrites the stored history by that contract: non_destructive is n/a, and
+    what a request sends (get_messages() after compacting) is judged like any view."""
+    outcome = check(_member("CompactsWholeUnits"))
+    result = outcome["properties"]["non_destructive"]
+    assert (result.status, result.message[:4]) == ("skipped", "n/a:"), result.message
+    assert "compact() rewrites the stored history" in result.message
+    assert outcome["properties"]["tool_pair_integrity"].status == "passed"
+    split = check(_member("CompactsMessages"))["properties"]["tool_pair_integrity"]
+    assert "manager = CompactingManager(CompactsMessages(**CONFIG))" in split.reproducer
 
 
 def test_a_refusal_that_edits_history_is_charged_to_non_destructive_alone():

@@ -60,8 +60,8 @@ def test_whole_pairs_pass(view):
         ([CALL, RESULT_A, USER, RESULT_B], "(its result is at view[3])"),
         ([CALL, RESULT_A, RESULT_B, RESULT_B], "view[3] is a second tool result for b"),
         ([CALL, RESULT_A, RESULT_B, CALL], "already called by view[0]"),
-        ([USE, REPLY, ANSWER], "view[0] calls u, but no result for it follows at once"),
-        ([ANSWER, USE], "view[0] is a tool result for u"),
+        ([USE, REPLY, ANSWER], "view[0] calls u, but no tool_result for it follows at once"),
+        ([ANSWER, USE], "view[0] is a tool_result block for u"),
         (["not a message"], "view[0] is a str, not a message dict"),
     ],
 )

@@ -7,6 +7,7 @@ missing library says what to run. The libraries come from tests/js (installed by
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -110,7 +111,7 @@ def test_keeping_the_oldest_messages_splits_a_tool_pair_in_langchain_js_too(monk
     report = checked(monkeypatch, "js:@langchain/core:trimMessages:first")
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
-    assert "no result for it follows at once" in pairs.message
+    assert re.search(r"no (tool_)?result for it follows at once", pairs.message)  # either shape
     assert pairs.verified
 
 

@@ -223,7 +223,17 @@ builds = st.builds(
     Build,
     module=st.sampled_from(["mypkg.context", "check", "manager_mod"]),
     attr=st.sampled_from(["SlidingWindow", "Outer.Inner", "check", "manager", "reproduce"]),
-    kind=st.sampled_from(["factory", "mount", "function", "session", "session_object"]),
+    kind=st.sampled_from(
+        [
+            "factory",
+            "mount",
+            "function",
+            "session",
+            "session_object",
+            "compacting",
+            "compacting_object",
+        ]
+    ),
     hooks=st.booleans(),
     awaits=st.booleans(),
     pythonpath=st.none() | st.text(st.characters(codec=None), max_size=30),
@@ -328,6 +338,31 @@ class Store:
 
 
 STORE = Store()
+
+
+class Compacting:
+    \"\"\"Amplifier's first contract: compact() keeps the newest ``keep``.\"\"\"
+
+    def __init__(self, keep: int = 10) -> None:
+        self.keep, self.messages = keep, []
+
+    async def add_message(self, message):
+        self.messages.append(dict(message))
+
+    async def get_messages(self):
+        return [dict(m) for m in self.messages]
+
+    async def should_compact(self):
+        return len(self.messages) > self.keep
+
+    async def compact(self):
+        self.messages = self.messages[-self.keep :]
+
+    async def clear(self):
+        self.messages = []
+
+
+COMPACTING = Compacting()
 """
 
 
@@ -341,6 +376,8 @@ STORE = Store()
         ("function", "keep_last", False),
         ("session", "Store", False),
         ("session_object", "STORE", False),
+        ("compacting", "Compacting", False),
+        ("compacting_object", "COMPACTING", False),
     ],
 )
 def test_a_script_builds_each_form_by_import_and_runs(
@@ -357,7 +394,9 @@ def test_a_script_builds_each_form_by_import_and_runs(
     def script(expected: list[dict[str, Any]]) -> Path:
         repro = Reproduction(
             target=f"{module}:{attr}",
-            config={"keep": 5} if kind not in ("session_object", "mount") else {},
+            config={"keep": 5}
+            if kind not in ("session_object", "compacting_object", "mount")
+            else {},
             property_id="non_destructive",
             level="required",
             message="m",

@@ -44,7 +44,7 @@ TARGET is one of:
                       (default export without :Export; .js and .cjs too; Node.js 18+)
   (nothing)           ctxkit's reference manager
 
-What module:attr (or a file's, or a JavaScript module's export) names takes one of three
+What module:attr (or a file's, or a JavaScript module's export) names takes one of four
 forms, detected or given with --form:
   contract            a context manager's class, factory or mount function (as above)
   function            a function over the message list, e.g. trim(messages) or
@@ -56,6 +56,10 @@ forms, detected or given with --form:
   session             an OpenAI Agents SDK Session (add_items, get_items, pop_item,
                       clear_session), or its class or factory: each view is get_items(limit)
                       with the session's own session_settings.limit, as Runner reads it
+  compacting          a manager of Amplifier's first contract (add_message, get_messages,
+                      should_compact, compact, clear), or its class or factory: each view is
+                      compact() when should_compact(), then get_messages(); non_destructive is
+                      n/a, since compact() rewrites the stored history by that contract
 
 Any other language: --command "PROGRAM ARGS" starts a program that speaks ctxkit's
 conformance protocol (JSON lines on two pipes; see PROTOCOL.md in the installed
@@ -131,7 +135,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--form",
-        choices=["contract", "function", "session"],
+        choices=["contract", "function", "session", "compacting"],
         help="the form TARGET takes (default: detected; see above)",
     )
     parser.add_argument("--seed", type=int, help="Hypothesis seed (default: random, printed)")

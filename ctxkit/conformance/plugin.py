@@ -168,9 +168,10 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
     form = getattr(suite, "form", None) or option(config, "form")
-    if form is not None and form not in ("contract", "function", "session"):
+    if form is not None and form not in ("contract", "function", "session", "compacting"):
         raise pytest.UsageError(
-            f"ctxkit conformance: form {form!r}: the forms are contract, function and session"
+            f"ctxkit conformance: form {form!r}: the forms are contract, function, session and "
+            "compacting"
         )
     allow = _allowed(config)
     shapes = _shapes(getattr(suite, "format", None) or option(config, "format"))

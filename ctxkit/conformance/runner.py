@@ -93,12 +93,20 @@ LOAD_TIMEOUT = 60.0
 bounds it."""
 
 
-WRAPPER_ONLY = {
-    "robustness": "it validates each message before it is stored",
-    "isolation": "it passes the function a copy of the history",
+NOT_APPLICABLE = {
+    "function": {
+        "robustness": "a function target never holds the history: ctxkit's wrapper does, and "
+        "it validates each message before it is stored, so this would judge ctxkit",
+        "isolation": "a function target never holds the history: ctxkit's wrapper does, and "
+        "it passes the function a copy of the history, so this would judge ctxkit",
+    },
+    "compacting": {
+        "non_destructive": "compact() rewrites the stored history by Amplifier's first "
+        "contract: get_messages() is what a request sends, and ctxkit keeps what was added "
+        "beside it",
+    },
 }
-"""Properties that, for a function target, only exercise ctxkit's own wrapper
-(:class:`ctxkit.forms.FunctionManager`), with what the wrapper does."""
+"""Per form, the properties that do not apply to it, and why (:mod:`ctxkit.forms`)."""
 
 
 class SetupError(Exception):
@@ -260,13 +268,9 @@ def _run(
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
-        if worker.form == "function":
-            for property_id, what in WRAPPER_ONLY.items():
-                checking.discard(property_id)
-                results[property_id].message = (
-                    f"n/a: a function target never holds the history: ctxkit's wrapper does, "
-                    f"and {what}, so this would judge ctxkit, not the function"
-                )
+        for property_id, why in NOT_APPLICABLE.get(worker.form, {}).items():
+            checking.discard(property_id)
+            results[property_id].message = f"n/a: {why}"
         if not observes_events:
             checking.discard("events")
             results["events"].message = (

@@ -207,6 +207,11 @@ ZOO: list[Member] = [
        "function responses answered by id, in another order than the calls"),
     _m("shapes:GeminiOnly", set(), "pass", "gemini",
        "takes Gemini contents only, refusing other shapes: concurrent adds come in its shape"),
+    # Amplifier's first contract (tests/zoo/contract_one.py): should_compact() / compact()
+    _m("contract_one:CompactsWholeUnits", set(), "pass", "both",
+       "compacts in whole units when past 90% of max_tokens; non_destructive is n/a"),
+    _m("contract_one:CompactsMessages", PAIRS, "fail", "both",
+       "compacts message by message: a tool call can go while its results stay"),
     # permissive (tests/zoo/permissive.py): any dict stored, one shape read, judged by default
     _m("permissive:PermissiveChat", set(), "pass", "openai",
        "stores any dict, reads Chat Completions only, declares nothing: the default shape"),

@@ -312,7 +312,25 @@ class Worker {
   }
 
   async add_many({ messages }) {
-    await Promise.all(messages.map((m) => this.manager.addMessage(m)));
+    // Every add at once; when some raise, one error that counts what raised and what returned
+    // (the Python worker's ConcurrentAddsFailed), not the first error alone.
+    const outcomes = await Promise.allSettled(messages.map((m) => this.manager.addMessage(m)));
+    const raised = outcomes.filter((o) => o.status === "rejected").map((o) => o.reason);
+    if (raised.length) {
+      const said = new Map();
+      for (const error of raised) {
+        const type = error instanceof Error ? error.name || "Error" : typeof error;
+        const line = String(error instanceof Error ? error.message : error).split("\n")[0].trim();
+        const kind = line ? `${type}: ${line}` : type;
+        said.set(kind, (said.get(kind) ?? 0) + 1);
+      }
+      const what = [...said].map(([kind, count]) => `${count} raised ${kind}`).join("; ");
+      const error = new Error(
+        `${outcomes.length} concurrent add_message calls: ${what}; ${outcomes.length - raised.length} returned`,
+      );
+      error.name = "ConcurrentAddsFailed";
+      throw error;
+    }
     return null;
   }
 

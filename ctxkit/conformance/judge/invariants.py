@@ -123,6 +123,38 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 # -- tool_pair_integrity ---------------------------------------------------------------------
 
 
+_WORDS = {
+    "openai": ("tool result", "assistant message"),
+    "anthropic": ("tool_result block", "tool_use block"),
+    "gemini": ("functionResponse part", "functionCall part"),
+    "bedrock": ("toolResult block", "toolUse block"),
+    "genai": ("tool_call_response part", "tool_call part"),
+}
+"""What each shape calls a result and what holds a call, for sentences in its own words."""
+
+
+def _words(message: Any) -> tuple[str, str]:
+    """(what answers a call, what makes one) in the words of the message's shape: a Responses
+    ``function_call_output`` item and its ``function_call`` item, a Gemini ``functionResponse``
+    part and its ``functionCall`` part, a Chat Completions tool result and its assistant
+    message."""
+    shape = _family(message) if isinstance(message, Mapping) else "openai"
+    if shape == "responses":
+        kind = str(message.get("type") or "function_call_output")
+        return f"{kind} item", f"{kind.removesuffix('_output')} item"
+    return _WORDS.get(shape, _WORDS["openai"])
+
+
+_RESULT_NOUN = {
+    "anthropic": "tool_result",
+    "responses": "output item",
+    "gemini": "functionResponse",
+    "bedrock": "toolResult",
+    "genai": "tool_call_response",
+}
+"""What answers a call, as a noun, in each shape's words (Chat Completions: a result)."""
+
+
 def _pair_rule(break_kind: str, message: Any) -> str:
     shape = _family(message) if isinstance(message, Mapping) else ""
     return PAIR_RULES[break_kind].get(shape, "")
@@ -227,9 +259,10 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                             following, result_id, where_called, answered, fail, after
                         )
                 following += 1
+        answer = "result" if family == "openai" else _RESULT_NOUN.get(family, "result")
         for call_id in expected:
             fail(
-                f"view[{index}] calls {call_id}, but no result for it follows at once"
+                f"view[{index}] calls {call_id}, but no {answer} for it follows at once"
                 + _where_else(view, call_id, following),
                 call_id,
                 rule=_pair_rule("unanswered", message),
@@ -428,18 +461,19 @@ def _report_stray_results(view, index, message, where_called, answered, fail) ->
 
 def _report_stray_result(index, result_id, where_called, answered, fail, message=None) -> None:
     stray = _pair_rule("stray", message)
+    result, caller = _words(message)
     if result_id in answered:
-        fail(f"view[{index}] is a second tool result for {result_id}", result_id, rule=stray)
+        fail(f"view[{index}] is a second {result} for {result_id}", result_id, rule=stray)
     elif result_id in where_called:
         fail(
-            f"view[{index}] is a tool result for {result_id}, but it does not come right after "
+            f"view[{index}] is a {result} for {result_id}, but it does not come right after "
             f"view[{where_called[result_id]}], which calls {result_id}",
             result_id,
             rule=stray,
         )
     else:
         fail(
-            f"view[{index}] is a tool result for {result_id}, but no assistant message in the "
+            f"view[{index}] is a {result} for {result_id}, but no {caller} in the "
             f"view calls {result_id}",
             result_id,
             rule=stray,

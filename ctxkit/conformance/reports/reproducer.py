@@ -39,6 +39,10 @@ def file_name(property_id: str, target: str | None) -> str:
     return f"test_{property_id}_{safe or 'target'}.py"
 
 
+_WRAPPERS = {"session": "SessionManager", "compacting": "CompactingManager"}
+"""The :mod:`ctxkit.forms` wrapper a script builds each wrapped form in."""
+
+
 @dataclass(frozen=True)
 class Build:
     """How a Python target is built by import (what the worker's ``hello`` said of it; see
@@ -306,12 +310,15 @@ class _Body:
             self.lines.append(
                 f"manager = FunctionManager({obj}, options=CONFIG, validate=inspect_message{hooks})"
             )
-        elif build.kind in ("session", "session_object"):
-            self.imports.append(("ctxkit.forms", "SessionManager"))
-            made = obj if build.kind == "session_object" else f"{awaited}{obj}(**CONFIG)"
-            self.lines.append(f"manager = SessionManager({made})")
-            if build.kind == "session_object":
-                self.lines.append("await manager.clear()  # one long-lived store: start empty")
+        elif build.kind.removesuffix("_object") in _WRAPPERS:
+            wrapper = _WRAPPERS[build.kind.removesuffix("_object")]
+            self.imports.append(("ctxkit.forms", wrapper))
+            whole = build.kind.endswith("_object")  # one long-lived object, not a factory
+            self.lines.append(
+                f"manager = {wrapper}({obj if whole else f'{awaited}{obj}(**CONFIG{hooks})'})"
+            )
+            if whole:
+                self.lines.append("await manager.clear()  # one long-lived object: start empty")
         else:
             self.lines.append(f"manager = {awaited}{obj}(**CONFIG{hooks})")
 

@@ -218,7 +218,8 @@ class CallShrinker:
         self.restart = restart
         self._suffix: Callable[[list[Call], bool], str] | None = None
         """What follows the check's own sentence in the failure's message, for the calls
-        left; None: the run's message is kept as it was (it is not the check's sentence)."""
+        left; empty when the run said another violation first (the message is then the one the
+        script's check shows); None until :meth:`run` has read the check."""
 
     def run(self) -> PropertyFailure:
         """Shrink, then raise the budgets; ``best`` as it ends."""
@@ -227,9 +228,12 @@ class CallShrinker:
         found = self._holds(list(self.best.calls))
         if found is None:
             return self.best  # the calls alone do not fail: keep the failure as it was seen
-        check, message, _raised = found
+        check, message, raised = found
         if self.best.message.startswith(message):  # the check's sentence, then the run's words
             self._suffix = _suffix_of(check.kind, self.best.message[len(message) :])
+        else:  # the run said another violation first: say the one the script's check shows
+            self._suffix = lambda _calls, _raised: ""
+            self._take(list(self.best.calls), check, message, raised)
         _delete(list(self.best.calls), self._keeps_failing)
         self._plain_calls()
         self._raise_budgets()
@@ -265,8 +269,6 @@ class CallShrinker:
         history = len(_model_before(calls, len(calls)))
         if self._suffix is not None:
             message += self._suffix(calls, raised)
-        else:
-            message = best.message
         found = type(best)(
             best.property_id, message, calls=calls, check=check, history=history, rules=best.rules
         )

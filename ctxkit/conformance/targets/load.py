@@ -53,10 +53,12 @@ from ctxkit.conformance.targets.coordinator import (
 from ctxkit.forms import (
     CONTRACT_METHODS,
     FORMS,
+    CompactingManager,
     FunctionManager,
     SessionManager,
     describe,
     detect_form,
+    is_compacting,
     is_history_function,
     is_session,
     refused_options,
@@ -120,7 +122,7 @@ class EventRecorder:
         self.events.append((name, data))
 
 
-Kind = Literal["factory", "mount", "function", "session"]
+Kind = Literal["factory", "mount", "function", "session", "compacting"]
 """How a target is built: ``factory`` and ``mount`` give a context manager (the contract
 form), ``function`` wraps a function over the message list, ``session`` a session store (a
 class or factory building one, or the store itself)."""
@@ -175,12 +177,19 @@ class Target:
             return Spoken(
                 ("responses",), "form", "an OpenAI Agents SDK Session holds Responses items"
             )
+        if self.kind == "compacting":
+            return Spoken(
+                CHAT_FAMILY,
+                "amplifier",
+                "a manager of Amplifier's first contract (should_compact, compact): "
+                "Amplifier's message model",
+            )
         return None
 
     @property
     def form(self) -> str:
         """``contract``, ``function`` or ``session`` (:mod:`ctxkit.forms`)."""
-        return self.kind if self.kind in ("function", "session") else "contract"
+        return self.kind if self.kind in ("function", "session", "compacting") else "contract"
 
     @property
     def observes_events(self) -> bool:
@@ -204,9 +213,9 @@ class Target:
             return None
         module, attr = self.origin
         kind: str = self.kind
-        if kind == "session" and not callable(self.obj):
-            kind = "session_object"
-        hooks = kind in ("factory", "function") and self.observes_events
+        if kind in ("session", "compacting") and not callable(self.obj):
+            kind = f"{kind}_object"
+        hooks = kind in ("factory", "function", "compacting") and self.observes_events
         return {
             "module": module,
             "attr": attr,
@@ -230,12 +239,21 @@ class Target:
             manager = SessionManager(self.obj)
             await manager.clear()  # one long-lived store: each example starts empty
             return manager
+        if self.kind == "compacting" and not callable(self.obj):
+            manager = CompactingManager(self.obj)
+            await manager.clear()  # one long-lived manager: each example starts empty
+            return manager
         kwargs = dict(self.config)
         if self.kind != "session" and _named(self.obj, "hooks"):
             kwargs["hooks"] = recorder
         manager = self.obj(**kwargs)
         if inspect.isawaitable(manager):
             manager = await manager
+        if self.kind == "compacting" or is_compacting(manager):
+            try:
+                return CompactingManager(manager)
+            except TypeError as exc:
+                raise LoadError(f"{self.spec}: --form compacting, but {exc}") from None
         if self.kind == "session" or is_session(manager):
             if not is_session(manager):
                 raise LoadError(
@@ -529,8 +547,8 @@ def _form_kind(obj: Any, spec: str, config: dict[str, Any], form: str | None) ->
                 f"{describe(obj)}"
             )
         return "function"
-    if form == "session":
-        return "session"
+    if form in ("session", "compacting"):
+        return form
     return None
 
 
@@ -539,8 +557,9 @@ def _check_forced(obj: Any, spec: str, config: dict[str, Any], form: str) -> Non
     looks = describe(obj)
     forms = (
         "the forms are contract (a context manager, its class or factory, or a mount "
-        "function), function (a function over the message list) and session (an object with "
-        "add_items, get_items, pop_item and clear_session)"
+        "function), function (a function over the message list), session (an object with "
+        "add_items, get_items, pop_item and clear_session) and compacting (Amplifier's first "
+        "contract: add_message, get_messages, should_compact, compact, clear)"
     )
     if form == "function" and (inspect.isclass(obj) or not callable(obj)):
         raise LoadError(f"{spec}: --form function, but it is {looks}; {forms}")

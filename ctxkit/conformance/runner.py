@@ -109,6 +109,10 @@ NOT_APPLICABLE = {
 """Per form, the properties that do not apply to it, and why (:mod:`ctxkit.forms`)."""
 
 
+HELLO_SOURCES = ("declared", "adapter", "amplifier", "form")
+"""Where an implementation's ``hello`` may say the shapes it speaks come from."""
+
+
 class SetupError(Exception):
     """The target could not be loaded, or the options are wrong: exit code 2."""
 
@@ -334,7 +338,12 @@ def _shapes(options: RunOptions, speaks: Any) -> Spoken:
             judged = parse_shapes(speaks.get("judged"), "the shapes the target speaks")
         except ShapeError as exc:
             raise SetupError(f"{options.target}: {exc}") from None
-        spoken = Spoken(judged, speaks.get("source") or "declared", str(speaks.get("why") or ""))
+        source = speaks.get("source")
+        spoken = Spoken(
+            judged,
+            source if source in HELLO_SOURCES else "declared",
+            str(speaks.get("why") or "the target says it speaks them"),
+        )
     asked = tuple(options.shapes) if options.shapes is not None else None
     return decide(asked, configured=configured, spoken=spoken)  # type: ignore[arg-type]
 

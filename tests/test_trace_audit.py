@@ -4,11 +4,13 @@ of a correct manager."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +21,7 @@ from ctxkit.audit.auditor import in_time_order
 from ctxkit.audit.bodies import request_of
 from ctxkit.audit.files import UnknownFormat, read_paths
 from ctxkit.audit.genai import content_hint, requests_of
-from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
+from ctxkit.audit.otlp import BASE64_IDS, NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Usage
 from ctxkit.audit.windows import context_window
 from tests.audit_fleet import Conversation, body_lines, fleet, otlp_exports, otlp_lines
@@ -421,6 +423,76 @@ def test_otlp_json_ids_are_hex_and_bad_lines_are_named(tmp_path: Path):
     assert read.requests[0].key == "s1"
     assert read.requests[0].keyed_by == "session.id"
     assert [p.where for p in read.problems] == [f"{source}:2", f"{source}:3"]
+
+
+def test_base64_ids_as_protobufs_json_format_writes_them_are_read_and_said_once(
+    tmp_path: Path,
+):
+    """protobuf's json_format writes ids in base64, where OTLP/JSON says hex: the audit reads
+    them (they were skipped, and nothing was audited) and says so once."""
+    conversations = fleet(seed=4, size=3)
+    hexed = [json.loads(line) for line in otlp_lines(conversations, batch=5, seed=1)]
+    lines = [json.dumps(_base64_ids(line)) for line in hexed]
+    code, report, out = _audit(tmp_path, lines)
+    _check_fleet(conversations, report)
+    assert code == report["exit_code"] != 2
+    assert out.count("note: trace and span ids were base64") == 1, out
+    assert report["notes"] == [BASE64_IDS]
+
+
+def _base64_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: base64.b64encode(bytes.fromhex(v)).decode()
+            if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str) and v
+            else _base64_ids(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_base64_ids(v) for v in value]
+    return value
+
+
+def test_nothing_audited_is_exit_2_with_the_reasons_counted_and_the_commonest_fix(
+    tmp_path: Path,
+):
+    """A recording made without content capture (the likeliest slip) reads as spans of model
+    calls with no messages: no request is audited, and that is no pass."""
+    silent = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "opentelemetry.instrumentation.openai_v2"},
+                        "spans": [
+                            {
+                                "traceId": f"{k:032x}",
+                                "spanId": f"{k:016x}",
+                                "name": "chat gpt-4o",
+                                "startTimeUnixNano": str(1_700_000_000_000_000_000 + k),
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.operation.name",
+                                        "value": {"stringValue": "chat"},
+                                    }
+                                ],
+                            }
+                            for k in range(1, 4)
+                        ],
+                    }
+                ]
+            }
+        ]
+    }
+    code, report, _ = _audit(tmp_path, [json.dumps(silent)])
+    assert code == report["exit_code"] == 2
+    said = report["nothing_audited"]
+    assert said.startswith("nothing audited: 3 records skipped (3 a model call recorded without")
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in said
+    done = subprocess.run([*CLI, str(tmp_path / "recorded.jsonl")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "nothing audited: 3 records skipped" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_pretty_printed_export_is_read_whole(tmp_path: Path):

@@ -48,6 +48,8 @@ class Read:
 
     requests: list[Request] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: set[str] = field(default_factory=set)
+    """What is worth saying once about how the files were read (base64 ids)."""
     lines: int = 0
     records: int = 0
 
@@ -157,6 +159,7 @@ def _take(
     where: str,
     records: list[tuple[Record, str]],
     arrival: list[Request],
+    notes: set[str],
 ) -> str:
     """Add what one entry holds to ``records`` (OTLP) or ``arrival`` (bodies); what is wrong
     with it, or ""."""
@@ -166,7 +169,7 @@ def _take(
                 return "is an OTLP protobuf export, not a request body"
             arrival.append(request_of(data, where, len(arrival)))
             return ""
-        found = data.records if isinstance(data, Decoded) else decode_json_line(data)
+        found = data.records if isinstance(data, Decoded) else decode_json_line(data, notes)
     except (NotABody, NotOtlp) as exc:
         return str(exc)
     records.extend((record, where) for record in found)
@@ -210,7 +213,7 @@ def read_paths(
                     where = f"{name}:{position}"
                     if not error:
                         kind = kind or _form_of(name, data)
-                        error = _take(data, kind, where, records, arrival)
+                        error = _take(data, kind, where, records, arrival, read.notes)
                     if error:
                         read.problems.append(Problem(where, error))
             except MissingDecompressor as exc:

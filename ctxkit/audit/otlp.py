@@ -143,35 +143,56 @@ def decode_export(payload: bytes) -> list[Record]:
     return list(decode_logs(logs))
 
 
-def _hex_ids_to_base64(value: Any) -> Any:
-    """OTLP/JSON's hex ids as the base64 that protobuf's JSON mapping reads, in place."""
+BASE64_IDS = (
+    "trace and span ids were base64 (what protobuf's json_format writes), not the hex "
+    "OTLP/JSON specifies: read as base64"
+)
+"""Said once in the summary when a file's ids were read as base64."""
+
+
+def _hex_ids_to_base64(value: Any, notes: set[str] | None = None) -> Any:
+    """OTLP/JSON's hex ids as the base64 that protobuf's JSON mapping reads, in place. An id
+    already in base64 (a file written by protobuf's own ``json_format``) is kept, and
+    :data:`BASE64_IDS` goes into ``notes``."""
     if isinstance(value, dict):
         for key, item in value.items():
             if key in _ID_FIELDS and isinstance(item, str) and item:
                 try:
                     value[key] = base64.b64encode(bytes.fromhex(item)).decode()
                 except ValueError:
-                    raise NotOtlp(f"{key} {item!r} is not a hex id") from None
+                    if not _is_base64_id(item):
+                        raise NotOtlp(f"{key} {item!r} is not a hex or base64 id") from None
+                    if notes is not None:
+                        notes.add(BASE64_IDS)
             elif isinstance(item, dict | list):
-                _hex_ids_to_base64(item)
+                _hex_ids_to_base64(item, notes)
     elif isinstance(value, list):
         for item in value:
-            _hex_ids_to_base64(item)
+            _hex_ids_to_base64(item, notes)
     return value
 
 
-def decode_json_line(data: Mapping[str, Any]) -> list[Record]:
-    """One line of the Collector's file exporter: an export request of traces or logs."""
+def _is_base64_id(text: str) -> bool:
+    """A trace (16 bytes) or span (8 bytes) id written in base64."""
+    try:
+        return len(base64.b64decode(text, validate=True)) in (8, 16)
+    except (binascii.Error, ValueError):
+        return False
+
+
+def decode_json_line(data: Mapping[str, Any], notes: set[str] | None = None) -> list[Record]:
+    """One line of the Collector's file exporter: an export request of traces or logs
+    (``notes`` gets what is worth saying once about how it was read)."""
     if not isinstance(data, Mapping):
         raise NotOtlp("not a JSON object")
     try:
         if "resourceSpans" in data or "resource_spans" in data:
             request = ExportTraceServiceRequest()
-            json_format.ParseDict(_hex_ids_to_base64(dict(data)), request)
+            json_format.ParseDict(_hex_ids_to_base64(dict(data), notes), request)
             return list(decode_traces(request))
         if "resourceLogs" in data or "resource_logs" in data:
             request = ExportLogsServiceRequest()
-            json_format.ParseDict(_hex_ids_to_base64(dict(data)), request)
+            json_format.ParseDict(_hex_ids_to_base64(dict(data), notes), request)
             return list(decode_logs(request))
     except (json_format.ParseError, binascii.Error, TypeError) as exc:
         raise NotOtlp(f"does not decode as OTLP: {exc}") from None

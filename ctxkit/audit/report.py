@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,11 @@ class Outcome:
     strict: bool = False
     contents: dict[tuple[str, int], list[Any]] | None = None
     """With ``--show-content``: (conversation, request) -> messages, for the findings only."""
+    notes: Sequence[str] = ()
+    """What is worth saying once about how the input was read (base64 ids)."""
+    gate: bool = False
+    """An audit of files, which must audit something to pass (``ctxkit audit``); a live
+    watch that was stopped before any request came is no failure."""
 
     def failed(self, audit: ConversationAudit) -> bool:
         levels = {f.level for f in audit.findings}
@@ -43,7 +49,29 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
+        """1 when a conversation failed; 2 when nothing was audited (all input skipped, or
+        none held a model call): a gate must not go green having checked nothing."""
+        if self.gate and not self.auditor.requests:
+            return 2
         return 1 if any(self.failed(a) for a in self.auditor.conversations.values()) else 0
+
+    def nothing_audited(self) -> str:
+        """The sentence for an audit that audited nothing: the skip reasons counted, and the
+        fix for the commonest; empty when something was audited."""
+        if self.auditor.requests:
+            return ""
+        if not self.problems:
+            return "nothing audited: the input holds no model request"
+        counted = Counter((p.reason, p.hint) for p in self.problems)
+        shown = "; ".join(f"{count} {reason}" for (reason, _), count in counted.most_common(3))
+        more = len(counted) - 3
+        (_, hint), _ = counted.most_common(1)[0]
+        return (
+            f"nothing audited: {plural(len(self.problems), 'record')} skipped ({shown}"
+            + (f"; and {plural(more, 'other reason')}" if more > 0 else "")
+            + ")"
+            + (f". For the commonest: {hint}" if hint else "")
+        )
 
 
 def _figure(value: float | None) -> str:
@@ -93,6 +121,7 @@ def text_summary(outcome: Outcome, *, verbose: bool = False) -> str:
         )
     if len(outcome.problems) > 20:
         lines.append(f"... and {plural(len(outcome.problems) - 20, 'more skipped record')}")
+    lines.extend(f"note: {note}" for note in sorted(outcome.notes))
     failing = sum(1 for a in auditor.conversations.values() if outcome.failed(a))
     lines.append(
         f"{plural(auditor.requests, 'request')} in "
@@ -158,6 +187,8 @@ def as_json(outcome: Outcome) -> dict[str, Any]:
             {"where": p.where, "reason": p.reason, "hint": p.hint} for p in outcome.problems
         ],
         "state_bytes": auditor.state_bytes(),
+        **({"notes": sorted(outcome.notes)} if outcome.notes else {}),
+        **({"nothing_audited": outcome.nothing_audited()} if not auditor.requests else {}),
     }
 
 

@@ -177,7 +177,14 @@ def run(args: argparse.Namespace) -> int:
     for request in read.requests:
         auditor.add(request)
         request.messages = []  # only fingerprints outlive a request
-    outcome = Outcome(auditor, read.problems, strict=args.strict, contents=contents)
+    outcome = Outcome(
+        auditor,
+        read.problems,
+        strict=args.strict,
+        contents=contents,
+        notes=sorted(read.notes),
+        gate=True,
+    )
     print(text_summary(outcome, verbose=args.verbose))
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
@@ -185,6 +192,6 @@ def run(args: argparse.Namespace) -> int:
         write_junit(outcome, args.junit)
     if args.html is not None:
         write_html(outcome, args.html)
-    if not auditor.requests and not read.problems:
-        raise UsageError("the files hold no model request")
+    if not auditor.requests:  # reports written: they say the same
+        raise UsageError(outcome.nothing_audited())
     return outcome.exit_code

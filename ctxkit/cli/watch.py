@@ -13,6 +13,7 @@ from typing import Any
 from ctxkit.cli.audit import add_window_option
 from ctxkit.cli.errors import UsageError
 from ctxkit.cli.options import check_writable_file
+from ctxkit.wording import plural
 
 __all__ = ["add_parser", "address"]
 
@@ -194,7 +195,10 @@ def run(args: argparse.Namespace) -> int:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
     auditor = watch.auditor
     print(
-        f"stopped: {auditor.requests} requests in {len(auditor.conversations)} conversations",
+        f"stopped: {plural(auditor.requests, 'request')} in "
+        f"{plural(len(auditor.conversations), 'conversation')}",
         file=sys.stderr,
     )
+    if not auditor.requests:
+        print(f"ctxkit: {outcome.nothing_audited()}", file=sys.stderr)
     return outcome.exit_code

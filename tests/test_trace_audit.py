@@ -124,13 +124,19 @@ def test_unkeyed_requests_are_grouped_by_trace_or_prefix(tmp_path: Path):
         c for c in fleet(seed=5, size=40) if not c.planted and not c.clean_compactions
     ][:8]
     assert len(conversations) >= 4
-    code, report, _ = _audit(tmp_path, body_lines(conversations, keyed=False))
+    code, report, out = _audit(tmp_path, body_lines(conversations, keyed=False), "--verbose")
     assert code == 0
     assert len(report["conversations"]) == len(conversations)
     assert sorted(c["requests"] for c in report["conversations"]) == sorted(
         len(c.requests) for c in conversations
     )
     assert {c["keyed_by"] for c in report["conversations"]} <= {"alone", "prefix"}
+    # said as what it is: no key was recorded, and the requests were joined by their messages
+    assert all(c["inferred_from"] == ["prefix"] for c in report["conversations"])
+    assert "keyed by alone" not in out
+    assert out.count("(no key recorded: inferred from messages that continue it)") == len(
+        conversations
+    )
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -493,6 +499,21 @@ def test_nothing_audited_is_exit_2_with_the_reasons_counted_and_the_commonest_fi
     assert done.returncode == 2
     assert "nothing audited: 3 records skipped" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--report-json", "--junit", "--html"])
+def test_an_output_in_a_folder_that_does_not_exist_is_exit_2_and_creates_nothing(
+    tmp_path: Path, option: str
+):
+    source = tmp_path / "recorded.jsonl"
+    source.write_text("\n".join(otlp_lines(fleet(seed=1, size=1), batch=5, seed=1)) + "\n")
+    done = subprocess.run(
+        [*CLI, str(source), option, str(tmp_path / "reprots" / "out")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"no folder {tmp_path / 'reprots'}; create it first" in done.stderr
+    assert not (tmp_path / "reprots").exists()
 
 
 def test_a_pretty_printed_export_is_read_whole(tmp_path: Path):

@@ -76,6 +76,8 @@ class Auditor:
         if audit is None:
             audit = ConversationAudit(key, keyed_by, self.counter, self.windows)
             self.conversations[key] = audit
+        if keyed_by in ("trace", "prefix"):
+            audit.inferred.add(keyed_by)
         if request.partial:
             audit.partial += 1
         found = audit.add(request, prints)

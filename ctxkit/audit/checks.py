@@ -265,6 +265,8 @@ class ConversationAudit:
 
     key: str
     keyed_by: str
+    """The attribute that keyed it (``gen_ai.conversation.id``, ``session.id``,
+    ``metadata.conversation_id``), or how it was inferred: ``trace``, ``prefix``, ``alone``."""
     counter: TokenCounter
     windows: Mapping[str, int] = field(default_factory=dict)
     requests: int = 0
@@ -293,6 +295,8 @@ class ConversationAudit:
     """The largest such error, in absolute value."""
     compacted: int = 0
     """Inferred compactions in all (``compactions`` keeps the latest :data:`KEPT`)."""
+    inferred: set[str] = field(default_factory=set)
+    """How its requests were joined to it when no key was recorded (``trace``, ``prefix``)."""
     last_tokens: int = 0
     last_window: int | None = None
     last_prefix_tokens: int = 0

@@ -78,11 +78,30 @@ def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+_JOINED = {"trace": "the trace id", "prefix": "messages that continue it"}
+"""How a conversation's requests were joined when no key was recorded, in words."""
+
+
+def keyed(audit: ConversationAudit) -> str:
+    """How a conversation was told apart: the attribute that keyed it, or what it was
+    inferred from (no key recorded)."""
+    if audit.keyed_by not in ("trace", "prefix", "alone"):
+        return f"keyed by {audit.keyed_by}"
+    if not audit.inferred:
+        return (
+            "no key recorded: one request on its own"
+            if audit.requests == 1
+            else ("no key recorded")
+        )
+    ways = " and ".join(_JOINED[w] for w in sorted(audit.inferred, key=list(_JOINED).index))
+    return f"no key recorded: inferred from {ways}"
+
+
 def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]:
     verdict = "FAIL" if outcome.failed(audit) else "WARN" if audit.findings else "PASS"
     compacted = audit.compacted
     lines = [
-        f"{verdict}  {audit.key} (keyed by {audit.keyed_by}): "
+        f"{verdict}  {audit.key} ({keyed(audit)}): "
         f"{plural(audit.requests, 'request')}, {plural(compacted, 'compaction')}, "
         f"prefix kept {_figure(audit.prefix_kept)}"
         + (f", {plural(audit.partial, 'partial request')}" if audit.partial else "")
@@ -136,6 +155,7 @@ def _conversation_json(outcome: Outcome, audit: ConversationAudit) -> dict[str, 
     return {
         "key": audit.key,
         "keyed_by": audit.keyed_by,
+        "inferred_from": sorted(audit.inferred),
         "verdict": "fail" if outcome.failed(audit) else "warn" if audit.findings else "pass",
         "requests": audit.requests,
         "partial_requests": audit.partial,

@@ -131,12 +131,16 @@ def duration(text: str) -> float:
 
 
 def check_writable_file(option: str, path: Path) -> None:
-    """Refuse an output file that cannot be written, before the work, not after it. Its
-    missing folders are created (the writer would create them too); a new file is created
-    and removed again, so the check is the operating system's own answer."""
+    """Refuse an output file that cannot be written, before the work, not after it: its
+    folder must exist (a mistyped folder is said, not silently created); a new file is
+    created and removed again, so the check is the operating system's own answer."""
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory; name a file")
-    _make_folder(option, path)
+    folder = path.parent
+    if not folder.exists():
+        raise UsageError(f"{option} {path}: no folder {folder}; create it first")
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is not a folder")
     if path.exists():
         if not os.access(path, os.W_OK):
             raise UsageError(f"{option} {path}: the file is not writable")
@@ -160,14 +164,3 @@ def check_writable_folder(option: str, folder: Path) -> None:
         raise UsageError(f"{option} {folder} cannot be created: {exc.strerror}") from None
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{option} {folder} is not writable")
-
-
-def _make_folder(option: str, path: Path) -> None:
-    folder = path.parent
-    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        raise UsageError(f"{option} {path}: {blocking} is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot create its folder: {exc.strerror}") from None

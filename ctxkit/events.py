@@ -29,6 +29,7 @@ __all__ = [
     "BUDGET_EXCEEDED",
     "INCLUDE",
     "INVARIANT_VIOLATION",
+    "KNOWN",
     "LISTING_FATES",
     "LISTING_ROWS",
     "POST_COMPACT",
@@ -133,6 +134,22 @@ USAGE = "ctxkit:usage"
 """The provider's usage of a model call, as given to ``record_usage()``: ``input_tokens``,
 ``output_tokens``, and ``estimated_tokens``, ctxkit's exact count of the latest view (the
 input the provider billed; None before the first view)."""
+
+KNOWN = frozenset(
+    {
+        PRE_COMPACT,
+        POST_COMPACT,
+        INCLUDE,
+        VIEW,
+        BUDGET_EXCEEDED,
+        AUDIT_WRITE_FAILED,
+        INVARIANT_VIOLATION,
+        VIEW_GUARDED,
+        USAGE,
+    }
+)
+"""Every event ctxkit itself publishes: a reader that shows some of them knows the rest too
+(the inspector counts only other names as unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

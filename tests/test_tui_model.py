@@ -242,6 +242,15 @@ def test_unknown_events_are_counted_apart() -> None:
     assert inspector.events == 1
 
 
+def test_ctxkits_own_events_the_inspector_does_not_show_are_not_unknown() -> None:
+    """watch's stream carries ctxkit:usage, a guard's ctxkit:view_guarded: ctxkit's own."""
+    inspector = Inspector()
+    inspector.feed_lines(
+        [line("ctxkit:usage", input_tokens=10), line("ctxkit:view_guarded", action="log")]
+    )
+    assert (inspector.unknown, inspector.events) == (0, 2)
+
+
 def test_ring_buffers_and_conversation_cap_bound_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     inspector = Inspector()
     lines = []

@@ -519,7 +519,10 @@ class Inspector:
     def _apply(self, name: str, data: dict[str, Any], ts: float) -> None:
         handler = _HANDLERS.get(name)
         if handler is None:
-            self.unknown += 1
+            if name in events.KNOWN:  # ctxkit's own, which no panel here shows
+                self.events += 1
+            else:
+                self.unknown += 1
             return
         conversation_id = data.get("conversation_id", UNNAMED)
         if not isinstance(conversation_id, str) or not conversation_id:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxkit.conformance.judge.invariants import (
     check_budget,
@@ -15,6 +17,7 @@ from ctxkit.conformance.judge.invariants import (
     check_ordering,
     check_preservation,
     check_tool_pairs,
+    moves,
 )
 
 USER = {"role": "user", "content": "go"}
@@ -77,14 +80,39 @@ def test_ordering_allows_summaries_and_rewritten_outputs_but_not_reordering():
     shortened = {**RESULT_A, "content": "A...A"}
     assert check_ordering(history, [summary, CALL, shortened, RESULT_B]) == []
     (problem,) = check_ordering(history, [REPLY, USER])
-    assert (
-        "view[1] is history[0], but it comes after view[0], which is history[4]" in problem.message
-    )
+    assert "view[0] (history[4]) moved ahead of 1 message" in problem.message
     forged = {"role": "tool", "tool_call_id": "zzz", "content": "notice"}
     (problem,) = check_ordering(history, [USER, forged])
     assert "carries tool ids zzz but comes from no history message" in problem.message
     marker = {**RESULT_B, "content": "[... 1 line omitted ...]"}  # longer than "B": still B
     assert check_ordering(history, [CALL, RESULT_A, marker]) == []
+
+
+def test_one_message_moved_ahead_of_four_is_one_finding():
+    history = [USER, CALL, RESULT_A, RESULT_B, REPLY, {"role": "user", "content": "next"}]
+    moved = [history[0], history[5], *history[1:5]]
+    (problem,) = check_ordering(history, moved)
+    assert problem.message.startswith("view[1] (history[5]) moved ahead of 4 messages")
+
+
+@given(order=st.permutations(range(8)))
+def test_the_moves_are_the_fewest_that_explain_any_reorder(order: list[int]):
+    """Every message out of the longest run kept in order is one move, and no fewer moves
+    would do: the messages left, in view order, keep the old order."""
+    found = moves(order)
+    moved = {m.position for m in found}
+    left = [source for position, source in enumerate(order) if position not in moved]
+    assert left == sorted(left)
+    longest = max(len(run) for run in _increasing_runs(order))  # brute force
+    assert len(found) == len(order) - longest
+    assert all(m.ahead or m.behind for m in found)
+
+
+def _increasing_runs(values: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = [[]]
+    for value in values:
+        runs += [[*run, value] for run in runs if not run or run[-1] < value]
+    return runs
 
 
 def test_metadata_is_an_annotation_key_for_ordering():

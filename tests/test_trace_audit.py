@@ -118,6 +118,21 @@ def test_any_seeded_conversation_is_judged_exactly(seed: int):
         assert audit.state_bytes() < 64 * max(len(r) for r in conv.requests) + 512
 
 
+def test_one_message_moved_ahead_of_four_is_one_finding():
+    """The fewest moves that explain a reorder, one finding each (it was one finding per
+    message the moved one jumped, four here), in the words the suite uses too."""
+    said = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"m{k}"} for k in range(6)]
+    moved = [said[0], said[5], *said[1:5], {"role": "user", "content": "next"}]
+    auditor = Auditor()
+    for time, messages in ((1, said), (2, moved)):
+        auditor.add(Request(messages, time, f"r{time}", "gpt-4o", key="c", keyed_by="session.id"))
+    (finding,) = [f for f in auditor.conversations["c"].findings if f.property == "ordering"]
+    assert finding.message.startswith(
+        "message[1] (was message[5] of the previous request) moved ahead of 4 messages"
+    )
+    assert (finding.request, finding.messages) == (1, (1,))
+
+
 def test_unkeyed_requests_are_grouped_by_trace_or_prefix(tmp_path: Path):
     """Without keys, an agent loop that only grows is one conversation (keyed by prefix)."""
     conversations = [

@@ -32,7 +32,7 @@ from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.judge.catalogue import by_id
 from ctxkit.conformance.judge.comes_from import ALWAYS_IGNORED
-from ctxkit.conformance.judge.invariants import PAIR_RULES, check_tool_pairs
+from ctxkit.conformance.judge.invariants import PAIR_RULES, check_tool_pairs, moves
 from ctxkit.conformance.judge.parts import (
     THINKING,
     blocks,
@@ -690,27 +690,19 @@ class ConversationAudit:
         return found
 
     def _reorders(self, index: int, request: Request, matched: list[int | None]) -> list[Finding]:
-        found = []
-        last: tuple[int, int] | None = None
-        for position, source in enumerate(matched):
-            if source is None:
-                continue
-            if last is not None and source < last[1]:
-                found.append(
-                    Finding(
-                        "ordering",
-                        index,
-                        f"message[{position}] was message[{source}] of the previous request, "
-                        f"but it now comes after message[{last[0]}], which was "
-                        f"message[{last[1]}] there: the history is reordered",
-                        request.where,
-                        "reordered",
-                        messages=(last[0], position),
-                    )
-                )
-            if last is None or source > last[1]:
-                last = (position, source)
-        return found
+        """One finding per moved message: the fewest moves that explain the new order."""
+        return [
+            Finding(
+                "ordering",
+                index,
+                f"message[{move.position}] (was message[{move.source}] of the previous request) "
+                f"{move.said}: the history is reordered",
+                request.where,
+                "reordered",
+                messages=(move.position,),
+            )
+            for move in moves(matched)
+        ]
 
     def _preservation(
         self,

@@ -507,25 +507,81 @@ def check_ordering(
     found: list[Violation] = []
     if matches is None:
         matches = match_view(history, view, ignore)
-    last: tuple[int, int] | None = None
     for index, source in enumerate(matches):
         message = view[index]
         if source is None:
             ids = _tool_ids(message) if isinstance(message, Mapping) else ()
             if ids:
                 found.append(_unmatched_ids(view, matches, index, ids))
-            continue
-        if last is not None and source < last[1]:
-            found.append(
-                Violation(
-                    "ordering",
-                    f"view[{index}] is history[{source}], but it comes after view[{last[0]}], "
-                    f"which is history[{last[1]}]: the view reorders the history",
-                    kind="reordered",
-                )
+    for move in moves(matches):
+        found.append(
+            Violation(
+                "ordering",
+                f"view[{move.position}] (history[{move.source}]) {move.said}: the view reorders "
+                "the history",
+                kind="reordered",
             )
-        last = (index, source) if last is None or source > last[1] else last
+        )
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One message out of its place: at ``position`` now, ``source`` in the order it should
+    keep; it jumped ``ahead`` of that many messages (or fell ``behind`` that many)."""
+
+    position: int
+    source: int
+    ahead: int
+    behind: int
+
+    @property
+    def said(self) -> str:
+        if self.ahead:
+            return f"moved ahead of {self.ahead} message{'s' if self.ahead != 1 else ''}"
+        return f"moved behind {self.behind} message{'s' if self.behind != 1 else ''}"
+
+
+def moves(sources: Sequence[int | None]) -> list[Move]:
+    """The smallest set of messages whose moves explain a reorder: ``sources`` gives, for each
+    message in its new order, its place in the old order (None: no place). The longest run kept
+    in order stays; every other placed message moved, once (one message moved ahead of four is
+    one move, not four)."""
+    placed = [(position, source) for position, source in enumerate(sources) if source is not None]
+    kept = _longest_increasing([source for _, source in placed])
+    found = []
+    for k, (position, source) in enumerate(placed):
+        if k in kept:
+            continue
+        ahead = sum(1 for _, later in placed[k + 1 :] if later < source)
+        behind = sum(1 for _, earlier in placed[:k] if earlier > source)
+        found.append(Move(position, source, ahead, behind))
+    return found
+
+
+def _longest_increasing(values: Sequence[int]) -> set[int]:
+    """Indices of a longest strictly increasing run of ``values`` (patience sorting)."""
+    tails: list[int] = []  # index of the smallest tail of each run length
+    before: list[int | None] = [None] * len(values)
+    for k, value in enumerate(values):
+        low, high = 0, len(tails)
+        while low < high:
+            middle = (low + high) // 2
+            if values[tails[middle]] < value:
+                low = middle + 1
+            else:
+                high = middle
+        before[k] = tails[low - 1] if low else None
+        if low == len(tails):
+            tails.append(k)
+        else:
+            tails[low] = k
+    kept: set[int] = set()
+    k = tails[-1] if tails else None
+    while k is not None:
+        kept.add(k)
+        k = before[k]
+    return kept
 
 
 def _unmatched_ids(

@@ -54,19 +54,10 @@ DEFAULT: tuple[Shape, ...] = ("openai",)
 managers are written for."""
 
 CHAT_FAMILY: tuple[Shape, ...] = ("openai", "anthropic")
-"""Amplifier's message model: Chat Completions messages, and Anthropic content blocks."""
+"""Chat Completions and Anthropic messages: Amplifier's message model, and the two shapes
+that share their text messages, so that the suite's histories may mix them."""
 
 Source = Literal["format", "config", "declared", "adapter", "amplifier", "form", "default"]
-
-NAMES = {
-    "openai": "Chat Completions",
-    "anthropic": "Anthropic Messages",
-    "responses": "Responses",
-    "gemini": "Gemini contents",
-    "bedrock": "Bedrock Converse",
-    "genai": "OpenTelemetry GenAI parts",
-}
-"""Each shape as a reader knows it."""
 
 MORE = (
     "judge more with --format all (or a list: --format openai,anthropic), or declare the "
@@ -199,8 +190,3 @@ def decide(
     if spoken is not None:
         return spoken
     return Spoken(DEFAULT, "default", "nothing declares the shapes the target speaks")
-
-
-def describe(shapes: tuple[str, ...]) -> str:
-    """``openai (Chat Completions), anthropic (Anthropic Messages)``: names a reader knows."""
-    return ", ".join(f"{s} ({NAMES[s]})" if s in NAMES else s for s in shapes)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from ctxkit.shapes.rules import system_in_messages
+from ctxkit.shapes.spoken import CHAT_FAMILY
 
 __all__ = [
     "CHAT_FAMILY",
@@ -68,9 +69,9 @@ def outputs() -> st.SearchStrategy[str]:
 
 
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
-CHAT_FAMILY: tuple[Shape, ...] = ("openai", "anthropic")
-"""Shapes that share their text messages, and so may mix in one history as they always have
-in the suite (a history of another shape stays in it: no provider takes mixed requests)."""
+# CHAT_FAMILY (ctxkit.shapes.spoken): the shapes that share their text messages, and so may
+# mix in one history as they always have in the suite (a history of another shape stays in it:
+# no provider takes mixed requests).
 
 
 def example_shapes(drawn: Shape, allowed: tuple[Shape, ...]) -> tuple[Shape, ...]:

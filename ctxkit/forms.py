@@ -53,9 +53,9 @@ CONTRACT_METHODS = (
     "clear",
 )
 SESSION_METHODS = ("add_items", "get_items", "pop_item", "clear_session")
+"""The OpenAI Agents SDK's ``Session`` protocol (``agents.memory.session.Session``)."""
 COMPACTING_METHODS = ("add_message", "get_messages", "should_compact", "compact", "clear")
 """Amplifier's first context contract (``amplifier_core`` before ``get_messages_for_request``)."""
-"""The OpenAI Agents SDK's ``Session`` protocol (``agents.memory.session.Session``)."""
 
 MESSAGE_LIST_NAMES = frozenset(
     {

@@ -88,11 +88,7 @@ def keyed(audit: ConversationAudit) -> str:
     if audit.keyed_by not in ("trace", "prefix", "alone"):
         return f"keyed by {audit.keyed_by}"
     if not audit.inferred:
-        return (
-            "no key recorded: one request on its own"
-            if audit.requests == 1
-            else ("no key recorded")
-        )
+        return "no key recorded" + (": one request on its own" if audit.requests == 1 else "")
     ways = " and ".join(_JOINED[w] for w in sorted(audit.inferred, key=list(_JOINED).index))
     return f"no key recorded: inferred from {ways}"
 

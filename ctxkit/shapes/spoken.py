@@ -109,9 +109,13 @@ class Spoken:
         return MORE if self.source == "default" else ""
 
     def to_json(self) -> dict[str, Any]:
-        found = {"judged": list(self.shapes), "source": self.source, "why": self.why}
-        if self.system_left_out:
-            found["system_left_out"] = self.system_left_out
+        found: dict[str, Any] = {
+            "judged": list(self.shapes),
+            "source": self.source,
+            "why": self.why,
+        }
+        if away := self.system_left_out:
+            found["system_left_out"] = away
         return found
 
 

@@ -124,35 +124,26 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 
 
 _WORDS = {
-    "openai": ("tool result", "assistant message"),
-    "anthropic": ("tool_result block", "tool_use block"),
-    "gemini": ("functionResponse part", "functionCall part"),
-    "bedrock": ("toolResult block", "toolUse block"),
-    "genai": ("tool_call_response part", "tool_call part"),
+    "openai": ("tool result", "assistant message", "result"),
+    "anthropic": ("tool_result block", "tool_use block", "tool_result"),
+    "gemini": ("functionResponse part", "functionCall part", "functionResponse"),
+    "bedrock": ("toolResult block", "toolUse block", "toolResult"),
+    "genai": ("tool_call_response part", "tool_call part", "tool_call_response"),
 }
-"""What each shape calls a result and what holds a call, for sentences in its own words."""
+"""What each shape calls a result, what holds a call, and what answers one as a bare noun,
+for sentences in its own words."""
 
 
-def _words(message: Any) -> tuple[str, str]:
-    """(what answers a call, what makes one) in the words of the message's shape: a Responses
-    ``function_call_output`` item and its ``function_call`` item, a Gemini ``functionResponse``
-    part and its ``functionCall`` part, a Chat Completions tool result and its assistant
-    message."""
+def _words(message: Any) -> tuple[str, str, str]:
+    """(a result, what makes a call, what answers one) in the words of the message's shape:
+    a Responses ``function_call_output`` item and its ``function_call`` item, a Gemini
+    ``functionResponse`` part and its ``functionCall`` part, a Chat Completions tool result
+    and its assistant message."""
     shape = _family(message) if isinstance(message, Mapping) else "openai"
     if shape == "responses":
-        kind = str(message.get("type") or "function_call_output")
-        return f"{kind} item", f"{kind.removesuffix('_output')} item"
+        call = str(message.get("type") or "function_call").removesuffix("_output")
+        return f"{call}_output item", f"{call} item", "output item"
     return _WORDS.get(shape, _WORDS["openai"])
-
-
-_RESULT_NOUN = {
-    "anthropic": "tool_result",
-    "responses": "output item",
-    "gemini": "functionResponse",
-    "bedrock": "toolResult",
-    "genai": "tool_call_response",
-}
-"""What answers a call, as a noun, in each shape's words (Chat Completions: a result)."""
 
 
 def _pair_rule(break_kind: str, message: Any) -> str:
@@ -259,7 +250,7 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                             following, result_id, where_called, answered, fail, after
                         )
                 following += 1
-        answer = "result" if family == "openai" else _RESULT_NOUN.get(family, "result")
+        answer = _words(message)[2]
         for call_id in expected:
             fail(
                 f"view[{index}] calls {call_id}, but no {answer} for it follows at once"
@@ -461,7 +452,7 @@ def _report_stray_results(view, index, message, where_called, answered, fail) ->
 
 def _report_stray_result(index, result_id, where_called, answered, fail, message=None) -> None:
     stray = _pair_rule("stray", message)
-    result, caller = _words(message)
+    result, caller, _ = _words(message)
     if result_id in answered:
         fail(f"view[{index}] is a second {result} for {result_id}", result_id, rule=stray)
     elif result_id in where_called:

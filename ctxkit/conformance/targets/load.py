@@ -235,13 +235,10 @@ class Target:
             return FunctionManager(
                 self.obj, hooks=recorder, options=self.config, validate=inspect_message
             )
-        if self.kind == "session" and not callable(self.obj):
-            manager = SessionManager(self.obj)
-            await manager.clear()  # one long-lived store: each example starts empty
-            return manager
-        if self.kind == "compacting" and not callable(self.obj):
-            manager = CompactingManager(self.obj)
-            await manager.clear()  # one long-lived manager: each example starts empty
+        if self.kind in ("session", "compacting") and not callable(self.obj):
+            wrapper = SessionManager if self.kind == "session" else CompactingManager
+            manager = wrapper(self.obj)
+            await manager.clear()  # one long-lived object: each example starts empty
             return manager
         kwargs = dict(self.config)
         if self.kind != "session" and _named(self.obj, "hooks"):
@@ -635,9 +632,8 @@ def _python_target(spec: str, config: dict[str, Any], form: str | None) -> Targe
                 f"{spec}: {path_part} has no mount(); name the class or factory"
                 + "".join(f", e.g. {path_part}:{n}" for n in _contract_classes(module)[:1])
             )
-        found = _attribute(module, attr or "mount", spec, owner=path_part)
         attr = attr or "mount"
-        target = _target(spec, found, config, form)
+        target = _target(spec, _attribute(module, attr, spec, owner=path_part), config, form)
         if path.stem.isidentifier():  # importable by its name from its folder
             target.origin = (path.stem, attr)
             target.folder = str(path.resolve().parent)

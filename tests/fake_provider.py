@@ -1,5 +1,5 @@
-"""A loopback stand-in for the OpenAI and Anthropic HTTP APIs, so the real ``openai`` and
-``anthropic`` clients (and the instrumentations that wrap them) make real requests with no
+"""A loopback stand-in for the OpenAI, Anthropic and Gemini HTTP APIs, so the real ``openai``,
+``anthropic`` and ``google-genai`` clients (and the instrumentations that wrap them) make real requests with no
 network. Each answer is a short text reply with provider-style usage; every request body is
 kept in ``requests`` for the test to compare with what the traces recorded."""
 
@@ -79,6 +79,24 @@ def _anthropic_message(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _gemini_content(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "ok"}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": _usage_tokens(body),
+            "candidatesTokenCount": 1,
+            "totalTokenCount": _usage_tokens(body) + 1,
+        },
+        "modelVersion": "gemini-2.0-flash",
+    }
+
+
 ROUTES = {
     "/v1/chat/completions": _chat_completion,
     "/v1/responses": _response,
@@ -97,7 +115,10 @@ class FakeProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                answer = ROUTES.get(self.path.split("?")[0])
+                path = self.path.split("?")[0]
+                answer = ROUTES.get(path)
+                if path.endswith(":generateContent"):  # /v1beta/models/{model}:generateContent
+                    answer = _gemini_content
                 if answer is None:
                     self.send_error(404)
                     return

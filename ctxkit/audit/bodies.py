@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from ctxkit.audit.apis import from_body
 from ctxkit.audit.request import Request, Usage
 
 __all__ = ["NotABody", "is_body", "is_body_line", "request_of"]
@@ -128,8 +129,7 @@ def _messages(body: Mapping[str, Any]) -> tuple[list[Any], str, str]:
         raise NotABody("no messages, input or contents")
     system = body.get("system")
     head = [{"role": "system", "content": _system_text(system)}] if system else []
-    api = "anthropic" if system is not None or "max_tokens" in body else "openai"
-    return head + list(messages), api, ""
+    return head + list(messages), from_body(body), ""
 
 
 def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request:
@@ -155,4 +155,6 @@ def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request
         usage=_usage(line) if body is not line else None,
         partial=partial,
         source=f"{api} request body",
+        api=api,
+        api_told="told by the request body's own keys",
     )

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ctxkit.audit.apis import API_NAMES, as_sent
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.judge.catalogue import by_id
@@ -101,6 +102,10 @@ class Finding:
     """Indices of the messages involved, in the request's messages."""
     ids: tuple[str, ...] = ()
     """The call ids involved."""
+    api: str = ""
+    """The API the request went to, whose rules judged it (see :mod:`ctxkit.audit.apis`)."""
+    api_told: str = ""
+    """What told the API."""
 
     @property
     def level(self) -> str:
@@ -130,7 +135,15 @@ class Finding:
             "ids": list(self.ids),
             "rule": self.rule,
             "provider_error": self.provider_error,
+            "api": API_NAMES.get(self.api, self.api),
+            "api_told": self.api_told,
         }
+
+    @property
+    def judged_as(self) -> str:
+        """``OpenAI Responses (told by the span name 'Responses API with ...')``."""
+        name = API_NAMES.get(self.api, self.api)
+        return f"{name} ({self.api_told})" if self.api_told else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,34 +167,30 @@ def _message_index(text: str) -> int | None:
     return None
 
 
-_PROVIDER_SHAPES = {
-    "openai": "openai",
-    "azure.ai.openai": "openai",
-    "anthropic": "anthropic",
-    "aws.bedrock": "bedrock",
-    "gcp.gemini": "gemini",
-    "gcp.vertex_ai": "gemini",
-    "gcp.gen_ai": "gemini",
-}
-_GENAI_BREAKS = {"genai.calls_answered": "unanswered", "genai.response_has_call": "stray"}
+_KIND_OF_RULE = {rule_id: kind for kind, rules in PAIR_RULES.items() for rule_id in rules.values()}
 
 
-def _provider_rule(rule_id: str, provider: str) -> str:
-    """A GenAI-form rule as the rule of the provider the request went to, whose error text
-    is the one the agent would have seen."""
-    shape = _PROVIDER_SHAPES.get(provider)
-    if shape is None or rule_id not in _GENAI_BREAKS:
+def _api_rule(rule_id: str, api: str) -> str:
+    """The rule of the API the request went to that a pair break breaks, whose error text is
+    the one the agent would have seen: a break found in a recorder's generic form (chat-like
+    messages, GenAI parts) is the same kind of break in the API's rules. None for an API the
+    recording does not name: no provider's words are quoted then."""
+    if not api or not rule_id:
+        return ""
+    shape = rule_id.partition(".")[0]
+    if shape == api or shape not in ("openai", "genai"):
         return rule_id
-    return PAIR_RULES[_GENAI_BREAKS[rule_id]].get(shape, rule_id)
+    kind = _KIND_OF_RULE.get(rule_id)
+    return PAIR_RULES[kind].get(api, "") if kind else ""
 
 
 _VIEW_INDEX = re.compile(r"view\[(\d+)\]")
 
 
-def _in_request_words(sentence: str, offset: int = 0) -> str:
-    """A suite sentence about a view (or a part of the request from ``offset`` on), said of
-    the recorded request."""
-    return _VIEW_INDEX.sub(lambda m: f"message[{int(m.group(1)) + offset}]", sentence).replace(
+def _in_request_words(sentence: str, recorded: Callable[[int], int]) -> str:
+    """A suite sentence about a view (a part of the request, or the request as its API
+    received it), said of the recorded request: ``recorded`` gives a view index's message."""
+    return _VIEW_INDEX.sub(lambda m: f"message[{recorded(int(m.group(1)))}]", sentence).replace(
         "the view", "the request"
     )
 
@@ -368,7 +377,7 @@ class ConversationAudit:
             # comparing it with its neighbours would accuse the manager of the delivery's
             # disorder.
             self.late += 1
-            self._keep(found)
+            self._keep(found, request)
             return found
         self.last_time_ns = request.time_ns
         found.extend(self._attachments(index, messages, prints, splice))
@@ -381,10 +390,11 @@ class ConversationAudit:
         self._previous_newest_user = next(
             (i for i in range(len(messages) - 1, -1, -1) if _user_turn(messages[i])), None
         )
-        self._keep(found)
+        self._keep(found, request)
         return found
 
-    def _keep(self, found: list[Finding]) -> None:
+    def _keep(self, found: list[Finding], request: Request) -> None:
+        found[:] = [replace(f, api=request.api, api_told=request.api_told) for f in found]
         self.findings_count += len(found)
         self.findings.extend(found)
         if len(self.findings) > KEPT:
@@ -399,16 +409,23 @@ class ConversationAudit:
             return 0
 
     def _pairs(self, index: int, request: Request, prints: list[int]) -> list[Finding]:
-        """The provider's pair rules on the request. A request that repeats a clean previous
-        request's head and end, each cut at a unit boundary (an agent loop's next turn, a
-        sliding window that keeps the system prompt), is checked from where it stops
-        repeating: what it repeats was checked, and nothing was pending where it resumes."""
+        """The pair rules of the request's API on the request as that API received it. A
+        request in the API's own form that repeats a clean previous request's head and end,
+        each cut at a unit boundary (an agent loop's next turn, a sliding window that keeps
+        the system prompt), is checked from where it stops repeating: what it repeats was
+        checked, and nothing was pending where it resumes. One its recorder wrote in another
+        grouping is regrouped (:func:`~ctxkit.audit.apis.as_sent`) and checked whole."""
         messages = request.messages
-        carried = self._carried(prints)
+        sent, positions = as_sent(messages, request.api)
+        carried = self._carried(prints) if positions is None else None
         start = carried[0] + len(self._previous) - carried[1] if carried else 0
-        violations = check_tool_pairs(messages[start:] if start else messages)
+        violations = check_tool_pairs(sent[start:] if start else sent)
         if carried:
             violations.extend(self._repeated_ids(messages, start, carried))
+
+        def recorded(at: int) -> int:
+            return positions[at] if positions is not None and at < len(positions) else at + start
+
         found = []
         for violation in violations:
             if request.partial and violation.rule.endswith(("has_call", "output_has_call")):
@@ -418,15 +435,16 @@ class ConversationAudit:
                 Finding(
                     violation.property,
                     index,
-                    _in_request_words(violation.message, start),
+                    _in_request_words(violation.message, recorded),
                     request.where,
                     violation.kind,
-                    _provider_rule(violation.rule, request.provider),
-                    (at + start,) if at is not None else (),
+                    _api_rule(violation.rule, request.api),
+                    (recorded(at),) if at is not None else (),
                     violation.ids,
                 )
             )
-        self._remember_boundaries(messages, start, carried, clean=not violations)
+        clean = not violations and positions is None
+        self._remember_boundaries(messages, start, carried, clean=clean)
         return found
 
     def _carried(self, prints: list[int]) -> tuple[int, int] | None:

@@ -25,10 +25,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxkit.audit import ai_sdk
+from ctxkit.audit.apis import tell
 from ctxkit.audit.otlp import Record
 from ctxkit.audit.request import Problem, Request, Usage, parse_json
 
-__all__ = ["content_hint", "requests_of"]
+__all__ = ["CONTEXT_KINDS", "content_hint", "model_call", "requests_of"]
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 MESSAGE_EVENTS = {
@@ -137,13 +138,17 @@ def _content(value: Any) -> Any:
     return value
 
 
-def _chat_message(role: Any, content: Any, calls: list[dict[str, Any]], call_id: Any) -> dict:
+def _chat_message(
+    role: Any, content: Any, calls: list[dict[str, Any]], call_id: Any, name: Any = None
+) -> dict:
     message: dict[str, Any] = {"role": str(role or "user")}
     message["content"] = _content(content) if content is not None else ("" if not calls else None)
     if calls:
         message["tool_calls"] = calls
     if call_id is not None:
         message["tool_call_id"] = str(call_id)
+    if name is not None and message["role"] == "tool":
+        message["name"] = str(name)  # Gemini answers a call by its name where it has no id
     return message
 
 
@@ -194,7 +199,11 @@ def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None
                 {"type": "text", "text": part.get("message_content", {}).get("text", "")}
                 for part in _indexed(body["contents"])
             ]
-        messages.append(_chat_message(body.get("role"), content, calls, body.get("tool_call_id")))
+        messages.append(
+            _chat_message(
+                body.get("role"), content, calls, body.get("tool_call_id"), body.get("name")
+            )
+        )
     return messages
 
 
@@ -244,14 +253,32 @@ def _usage(attributes: Mapping[str, Any]) -> Usage | None:
     return None if usage == Usage() else usage
 
 
-def _is_model_call(record: Record) -> bool:
+CONTEXT_KINDS = {
+    "gen_ai.operation.name": CALL_OPERATIONS,
+    "openinference.span.kind": frozenset({"LLM"}),
+    "traceloop.span.kind": frozenset(),
+    "ai.operationId": ai_sdk.CALL_OPERATIONS,
+}
+"""Attributes that name what a span is, and the values that make it one call to a model: any
+other value (``invoke_agent``, ``execute_tool``, OpenInference's ``AGENT`` and ``CHAIN``,
+OpenLLMetry's workflow and task spans, the AI SDK's outer ``ai.generateText``) makes it the
+context of calls, whatever messages it carries."""
+
+
+def model_call(record: Record) -> bool | None:
+    """Whether a record is one call to a model: only those are requests. An agent, workflow,
+    chain or tool span records messages too (an agent's input, the history of its run), but
+    counting it would add requests that were never sent and compare calls with it. True or
+    False by the first attribute of :data:`CONTEXT_KINDS` it has (OpenLLMetry's model calls
+    carry ``llm.request.type`` instead); None when it names none."""
     attributes = record.attributes
-    return (
-        attributes.get("gen_ai.operation.name") in CALL_OPERATIONS
-        or attributes.get("openinference.span.kind") == "LLM"
-        or attributes.get("llm.request.type") in ("chat", "completion")
-        or attributes.get("ai.operationId") in ai_sdk.CALL_OPERATIONS
-    )
+    for name, calls in CONTEXT_KINDS.items():
+        value = attributes.get(name)
+        if value is not None:
+            return value in calls
+    if attributes.get("llm.request.type") in ("chat", "completion"):
+        return True
+    return None
 
 
 def _request(record: Record, messages: list[dict[str, Any]], source: str, where: str) -> Request:
@@ -261,6 +288,7 @@ def _request(record: Record, messages: list[dict[str, Any]], source: str, where:
         if attributes.get(rule):
             key, keyed_by = str(attributes[rule]), rule
             break
+    told = tell(record.name, attributes, messages)
     return Request(
         messages=messages,
         time_ns=record.time_ns,
@@ -283,6 +311,8 @@ def _request(record: Record, messages: list[dict[str, Any]], source: str, where:
         trace_id=record.trace_id,
         usage=_usage(record.attributes),
         source=source,
+        api=told.api,
+        api_told=told.how,
     )
 
 
@@ -354,9 +384,11 @@ def requests_of(
             problems.append(Problem(at, str(exc)))
             continue
         if messages is None:
-            if _is_model_call(record):
+            if model_call(record):
                 silent.append((record, at))
             continue
+        if model_call(record) is False:
+            continue  # an agent's or a workflow's span: the calls inside it are the requests
         requests.append(_request(record, messages, source, at))
         response_id = record.attributes.get("gen_ai.response.id")
         if response_id:

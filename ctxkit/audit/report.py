@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ctxkit.audit.apis import API_NAMES
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Problem
@@ -106,8 +107,10 @@ def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]
     for finding in audit.findings:
         lines.append(f"  request {finding.request}: {finding.property} ({finding.level}): ")
         lines[-1] += finding.message
+        if finding.api_told:
+            lines.append(f"    judged as {finding.judged_as}")
         if finding.provider_error:
-            lines.append(f"    the provider would answer: {finding.provider_error}")
+            lines.append(f"    {_answerer(finding)} would answer: {finding.provider_error}")
         if outcome.contents is not None:
             for index in finding.messages:
                 messages = outcome.contents.get((audit.key, finding.request), [])
@@ -208,10 +211,15 @@ def as_json(outcome: Outcome) -> dict[str, Any]:
     }
 
 
+def _answerer(finding: Finding) -> str:
+    return API_NAMES.get(finding.api, "the provider") if finding.api else "the provider"
+
+
 def _failure_text(findings: Iterable[Finding]) -> str:
     return "\n".join(
         f"request {f.request}: {f.property}: {f.message}"
-        + (f" (the provider would answer: {f.provider_error})" if f.provider_error else "")
+        + (f" (judged as {f.judged_as})" if f.api_told else "")
+        + (f" ({_answerer(f)} would answer: {f.provider_error})" if f.provider_error else "")
         for f in findings
     )
 

@@ -50,6 +50,11 @@ class Request:
     """Why the messages are not the whole request (``previous_response_id``), else empty."""
     source: str = ""
     """The record form it was read from (``gen_ai.input.messages``, ``openinference``, ...)."""
+    api: str = ""
+    """The API it went to (a rule set's shape: ``openai``, ``responses``, ...; empty when the
+    recording does not say), whose rules judge it: see :mod:`ctxkit.audit.apis`."""
+    api_told: str = ""
+    """What told the API, said for the report."""
 
 
 @dataclass(frozen=True, slots=True)

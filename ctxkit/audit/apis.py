@@ -1,0 +1,317 @@
+"""Which API a recorded request went to, told from what the recording itself says, and its
+messages as that API received them.
+
+An instrumentation records a request in a form of its own (chat-like messages, GenAI parts),
+and that form loses what the API's rules turn on: Logfire and OpenInference write each parallel
+Responses ``function_call`` item as an assistant message of its own, OpenInference writes a
+Gemini turn's ``functionResponse`` parts as one ``tool`` message each, with a name and no id.
+Judged by the Chat Completions rules, both look broken; as the API received them, neither is.
+So each request is told its API (:func:`tell`, in the order of :data:`EVIDENCE`) and its
+messages are written as that API's own items (:func:`as_sent`) before any rule is applied:
+the audit then judges them as it judges the API's raw request bodies.
+
+A request whose API the recording does not say is judged by the rules every API shares, with
+calls and results grouped as the loosest API groups them (a run of calls, then a run of
+results answering all of them) and no provider's error quoted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.conformance.judge.parts import family
+
+__all__ = ["API_NAMES", "EVIDENCE", "UNKNOWN", "Told", "as_sent", "from_body", "tell"]
+
+UNKNOWN = ""
+API_NAMES = {
+    "openai": "OpenAI Chat Completions",
+    "responses": "OpenAI Responses",
+    "anthropic": "Anthropic Messages",
+    "gemini": "Gemini generateContent",
+    "bedrock": "Bedrock Converse",
+    UNKNOWN: "an API the recording does not name",
+}
+EVIDENCE = (
+    "the messages' own shape (Responses items, Anthropic or Bedrock blocks, Gemini parts)",
+    "the AI SDK's provider (ai.model.provider, e.g. openai.responses)",
+    "the request body the instrumentation recorded (OpenInference input.value, Logfire "
+    "request_data): its input, contents or messages",
+    "the span's name (Logfire's 'Responses API with ...', OpenLLMetry's openai.response)",
+    "the provider (gen_ai.provider.name, gen_ai.system, llm.provider, llm.system), for a "
+    "provider with one API, or OpenAI with gen_ai.operation.name chat",
+)
+"""What tells a request's API, strongest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Told:
+    """A request's API (a rule set's shape, or :data:`UNKNOWN`) and what told it."""
+
+    api: str
+    how: str
+
+    @property
+    def name(self) -> str:
+        return API_NAMES[self.api]
+
+    @property
+    def said(self) -> str:
+        """``OpenAI Responses (told by the span name 'Responses API with ...')``."""
+        return f"{self.name} ({self.how})" if self.how else self.name
+
+
+_NATIVE = frozenset({"responses", "anthropic", "gemini", "bedrock"})
+
+_PROVIDERS = {
+    "anthropic": "anthropic",
+    "gcp.gemini": "gemini",
+    "gcp.vertex_ai": "gemini",
+    "gcp.gen_ai": "gemini",
+    "google": "gemini",
+    "google_genai": "gemini",
+    "gemini": "gemini",
+    "vertexai": "gemini",
+    "vertex_ai": "gemini",
+    "aws.bedrock": "bedrock",
+    "aws": "bedrock",
+    "bedrock": "bedrock",
+    "amazon-bedrock": "bedrock",
+}
+"""Providers with one API for messages."""
+
+_OPENAI = frozenset({"openai", "azure.ai.openai", "azure", "azure_openai"})
+
+_AI_SDK = {
+    "openai.responses": "responses",
+    "azure.responses": "responses",
+    "openai.chat": "openai",
+    "azure.chat": "openai",
+    "anthropic.messages": "anthropic",
+    "google.generative-ai": "gemini",
+    "google.vertex.chat": "gemini",
+    "amazon-bedrock": "bedrock",
+}
+"""The AI SDK's ``ai.model.provider`` values (``provider.api``)."""
+
+_SPAN_NAMES = (
+    ("Responses API", "responses"),
+    ("openai.response", "responses"),
+    ("Chat Completion", "openai"),
+    ("openai.chat", "openai"),
+    ("anthropic.chat", "anthropic"),
+    ("Message with", "anthropic"),
+)
+"""Span names that say the API (Logfire's message templates, OpenLLMetry's span names)."""
+
+_RECORDED_BODIES = ("input.value", "request_data")
+
+
+def from_body(body: Mapping[str, Any]) -> str:
+    """The API of a request body, by its own keys: ``input`` (Responses), ``contents``
+    (Gemini), ``messages`` with a top-level ``system``, ``anthropic_version`` or Anthropic
+    blocks (Anthropic), with Bedrock blocks or ``inferenceConfig`` (Bedrock), else Chat
+    Completions. :data:`UNKNOWN` when it has none of them."""
+    if "input" in body:
+        return "responses"
+    if isinstance(body.get("contents"), list):
+        return "gemini"
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return UNKNOWN
+    shapes = {family(m) for m in messages if isinstance(m, Mapping)}
+    if "bedrock" in shapes or "inferenceConfig" in body:
+        return "bedrock"
+    if "anthropic" in shapes or "anthropic_version" in body:
+        return "anthropic"
+    if "system" in body and not any(
+        isinstance(m, Mapping) and m.get("role") in ("system", "developer", "tool")
+        for m in messages
+    ):
+        return "anthropic"
+    return "openai"
+
+
+def _recorded_body(attributes: Mapping[str, Any]) -> tuple[str, str]:
+    for name in _RECORDED_BODIES:
+        value = attributes.get(name)
+        if isinstance(value, str) and value.startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        if isinstance(value, Mapping):
+            api = from_body(value)
+            if api:
+                return api, name
+    return UNKNOWN, ""
+
+
+def tell(name: str, attributes: Mapping[str, Any], messages: Sequence[Any]) -> Told:
+    """The API of a recorded model call: its span (or log record) name, its attributes and
+    the messages read from it, weighed in the order of :data:`EVIDENCE`."""
+    shapes = {family(m) for m in messages if isinstance(m, Mapping)} & _NATIVE
+    if len(shapes) == 1:
+        (api,) = shapes
+        return Told(api, f"told by its messages, which are {API_NAMES[api]} items")
+    sdk = attributes.get("ai.model.provider")
+    if isinstance(sdk, str):
+        api = _AI_SDK.get(sdk) or _AI_SDK.get(sdk.partition(".")[0], UNKNOWN)
+        if api:
+            return Told(api, f"told by ai.model.provider {sdk}")
+    api, field = _recorded_body(attributes)
+    if api:
+        return Told(api, f"told by the request body recorded in {field}")
+    for prefix, api in _SPAN_NAMES:
+        if name.startswith(prefix):
+            return Told(api, f"told by the span name {name!r}")
+    for field in ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"):
+        provider = attributes.get(field)
+        if not isinstance(provider, str):
+            continue
+        provider = provider.lower()
+        if provider in _PROVIDERS:
+            return Told(_PROVIDERS[provider], f"told by {field} {provider}")
+        if provider in _OPENAI and attributes.get("gen_ai.operation.name") == "chat":
+            return Told("openai", f"told by {field} {provider} and gen_ai.operation.name chat")
+    return Told(UNKNOWN, "the recording names no API: judged by the rules every API shares")
+
+
+# -- as the API received them -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Generic:
+    """A chat-like or GenAI-parts message, read: what every API can say."""
+
+    role: str
+    texts: list[str]
+    calls: list[tuple[str, str, Any]]
+    """(id, name, arguments)"""
+    results: list[tuple[str, str, Any]]
+    """(id, name, output)"""
+
+
+def _tool(call_id: Any, name: Any, value: Any) -> tuple[str, str, Any]:
+    """(id, name, value) of a call or a result; an absent id (None, "", "None", as recorders
+    write it) is empty."""
+    return ("" if call_id in (None, "", "None") else str(call_id), str(name or ""), value)
+
+
+def _read(message: Mapping[str, Any]) -> _Generic | None:
+    """A chat-form or GenAI-parts message as what every API can say; None for a message in
+    an API's own shape (left as it is)."""
+    shape = family(message)
+    if shape not in ("openai", "genai") or "type" in message:
+        return None
+    role = str(message.get("role") or "user")
+    texts: list[str] = []
+    calls: list[tuple[str, str, Any]] = []
+    results: list[tuple[str, str, Any]] = []
+    if shape == "genai":
+        for part in message.get("parts") or ():
+            if not isinstance(part, Mapping):
+                continue
+            kind = part.get("type")
+            if kind == "tool_call":
+                calls.append(_tool(part.get("id"), part.get("name"), part.get("arguments")))
+            elif kind == "tool_call_response":
+                results.append(_tool(part.get("id"), part.get("name"), part.get("response")))
+            elif isinstance(part.get("content"), str):
+                texts.append(part["content"])
+        return _Generic(role, texts, calls, results)
+    content = message.get("content")
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        texts.extend(
+            str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
+        )
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+            calls.append(_tool(call.get("id"), function.get("name"), function.get("arguments")))
+    if role == "tool":
+        results.append(_tool(message.get("tool_call_id"), message.get("name"), "\n".join(texts)))
+        texts = []
+    return _Generic(role, texts, calls, results)
+
+
+def as_sent(messages: list[Any], api: str) -> tuple[list[Any], list[int] | None]:
+    """The messages as ``api`` received them, and for each the position of the recorded
+    message it came from (None: the messages are as recorded).
+
+    Chat-like and GenAI-parts messages become Responses items for Responses and Gemini turns
+    (a run of results one turn) for Gemini; for an unknown API, the looser of those that fits
+    (Gemini's when a call or result has no id). Messages already in an API's own shape, and
+    those of the other APIs, whose recorded form groups calls and results as they do, are
+    left as they are."""
+    if api not in ("responses", "gemini", UNKNOWN):
+        return messages, None
+    read = [_read(m) if isinstance(m, Mapping) else None for m in messages]
+    if not any(g is not None and (g.calls or g.results) for g in read):
+        return messages, None
+    if api == UNKNOWN:
+        ids = [i for g in read if g is not None for i, _, _ in (*g.calls, *g.results)]
+        api = "responses" if all(ids) else "gemini"
+    sent: list[Any] = []
+    positions: list[int] = []
+    answering: dict[str, Any] | None = None
+    """Gemini: the turn of results being written, which the results right after join."""
+    for position, (message, generic) in enumerate(zip(messages, read, strict=True)):
+        if generic is None or not (generic.calls or generic.results):
+            written = [message]
+        elif api == "responses":
+            written = _responses(generic)
+        elif answering is not None and not generic.calls and not any(generic.texts):
+            answering["parts"].extend(_gemini(generic)["parts"])
+            continue
+        else:
+            written = [_gemini(generic)]
+        results_only = generic is not None and generic.results and not generic.calls
+        answering = written[0] if api == "gemini" and results_only else None
+        sent.extend(written)
+        positions.extend([position] * len(written))
+    return sent, positions
+
+
+def _responses(generic: _Generic) -> list[Any]:
+    items: list[Any] = []
+    if any(generic.texts):
+        items.append({"role": generic.role, "content": "\n".join(generic.texts)})
+    items.extend(
+        {"type": "function_call", "call_id": call_id, "name": name, "arguments": _text(arguments)}
+        for call_id, name, arguments in generic.calls
+    )
+    items.extend(
+        {"type": "function_call_output", "call_id": call_id, "output": _text(output)}
+        for call_id, _, output in generic.results
+    )
+    return items
+
+
+def _gemini(generic: _Generic) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": text} for text in generic.texts if text]
+    parts.extend(
+        {"functionCall": _body(call_id, name, "args", arguments)}
+        for call_id, name, arguments in generic.calls
+    )
+    parts.extend(
+        {"functionResponse": _body(call_id, name, "response", output)}
+        for call_id, name, output in generic.results
+    )
+    return {"role": "model" if generic.calls else "user", "parts": parts}
+
+
+def _body(call_id: str, name: str, field: str, value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, field: value}
+    if call_id:
+        body["id"] = call_id
+    return body
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

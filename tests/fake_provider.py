@@ -1,7 +1,7 @@
 """A loopback stand-in for the OpenAI, Anthropic and Gemini HTTP APIs, so the real ``openai``,
-``anthropic`` and ``google-genai`` clients (and the instrumentations that wrap them) make real requests with no
-network. Each answer is a short text reply with provider-style usage; every request body is
-kept in ``requests`` for the test to compare with what the traces recorded."""
+``anthropic`` and ``google-genai`` clients (and the instrumentations that wrap them) make real
+requests with no network. Each answer is a short text reply with provider-style usage; every
+request body is kept in ``requests`` for the test to compare with what the traces recorded."""
 
 from __future__ import annotations
 

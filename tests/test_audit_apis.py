@@ -67,7 +67,7 @@ def test_logfire_responses_parallel_calls_as_separate_messages_pass():
     assert _findings(span) == []
     (request,), _ = requests_of([(span, "f:1")])
     assert request.api == "responses"
-    assert "the span name \"Responses API with" in request.api_told
+    assert 'the span name "Responses API with' in request.api_told
 
 
 def test_the_same_messages_to_chat_completions_fail_with_chat_s_own_error():

@@ -1,11 +1,15 @@
-"""The audit on what real GenAI instrumentations record: OpenTelemetry's official openai-v2
-(content on spans, and on log events), OpenLLMetry's openai and anthropic, OpenInference's
-openai, each wrapping the real client library against a loopback fake provider. Each agent
-sends three requests in one trace, the third with a tool result whose call is gone: the audit
-must find exactly that, at request 2, and nothing else, from the file the telemetry was
-written to (``ctxkit audit``) and from the same telemetry received live (``ctxkit watch``).
+"""The audit on what real GenAI instrumentations record (tests/record_instrumented.py):
+OpenTelemetry's official openai-v2 (content on spans, and on log events), OpenLLMetry's openai
+and anthropic, OpenInference's openai (Chat and Responses) and google-genai, Logfire's
+instrument_openai (Chat and Responses) and instrument_anthropic, each wrapping the real client
+library against a loopback fake provider. Each agent sends its API's three requests in one
+trace: the second clean but unusual (parallel calls, which Logfire and OpenInference record
+as messages of their own; Gemini calls without ids), the third with a result whose call is
+gone. The audit must judge each request by the API it went to and find exactly the planted
+break, at request 2, and nothing else, from the file the telemetry was written to (``ctxkit
+audit``) and from the same telemetry received live (``ctxkit watch``).
 
-The five agents run once, side by side, each exporting to a file and to one receiver."""
+The agents run once, side by side, each exporting to a file and to one receiver."""
 
 from __future__ import annotations
 
@@ -19,21 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from ctxkit.audit.apis import API_NAMES
+from tests.record_instrumented import CONTENT_SETTINGS, EXPECTED, api_of
 from tests.test_watch import Receiver, watching
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTRUMENTATIONS = [
-    "openai-v2",
-    "openai-v2-events",
-    "openllmetry-openai",
-    "openllmetry-anthropic",
-    "openinference-openai",
-]
+INSTRUMENTATIONS = sorted(CONTENT_SETTINGS)
 
 
-def expected_finding(instrumentation: str) -> tuple[str, int, str]:
-    provider = "anthropic" if "anthropic" in instrumentation else "openai"
-    return ("tool_pair_integrity", 2, f"{provider}.result_has_call")
+def expected_findings(instrumentation: str) -> list[tuple[str, int, str]]:
+    return EXPECTED[api_of(instrumentation)]
 
 
 def findings_of(report: dict) -> list[tuple[str, int, str]]:
@@ -106,14 +105,16 @@ def test_a_recorded_split_pair_is_found_at_its_request(
     (conversation,) = report["conversations"]
     assert conversation["requests"] == 3
     assert conversation["keyed_by"] == "trace"
-    assert findings_of(report) == [expected_finding(instrumentation)]
+    assert findings_of(report) == expected_findings(instrumentation)
     assert report["skipped"] == []  # the SDK's own spans are not requests without content
+    apis = {f["api"] for c in report["conversations"] for f in c["findings"]}
+    assert apis == {API_NAMES[api_of(instrumentation)]}
 
 
 def test_the_same_telemetry_received_live_gives_the_same_findings(recorded: Recorded):
     assert len(recorded.live["conversations"]) == len(INSTRUMENTATIONS)
     assert sorted(findings_of(recorded.live)) == sorted(
-        expected_finding(name) for name in INSTRUMENTATIONS
+        finding for name in INSTRUMENTATIONS for finding in expected_findings(name)
     )
     assert recorded.live["exit_code"] == 1
     assert "message[2] is a tool result" in recorded.log

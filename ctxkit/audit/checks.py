@@ -118,7 +118,7 @@ class Finding:
             return ""
         known = _Blanks(ids=", ".join(self.ids))
         if self.ids:
-            known["id"] = self.ids[0]
+            known["id"] = known["call_id"] = self.ids[0]
         if self.messages:
             known["index"] = str(self.messages[0])
         return rule(self.rule).error.format_map(known)

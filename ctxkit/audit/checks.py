@@ -371,8 +371,9 @@ class ConversationAudit:
             ]
         systems = sum(1 for m in messages if _is_system(m))
         found: list[Finding] = []
-        found.extend(self._pairs(index, request, prints))
-        if index and request.time_ns < self.last_time_ns:
+        late = bool(index) and request.time_ns < self.last_time_ns
+        found.extend(self._pairs(index, request, prints, alone=late))
+        if late:
             # Arrived after a newer request was audited: its own rules are checked, but
             # comparing it with its neighbours would accuse the manager of the delivery's
             # disorder.
@@ -408,16 +409,20 @@ class ConversationAudit:
         except (TypeError, ValueError, AttributeError):
             return 0
 
-    def _pairs(self, index: int, request: Request, prints: list[int]) -> list[Finding]:
+    def _pairs(
+        self, index: int, request: Request, prints: list[int], *, alone: bool = False
+    ) -> list[Finding]:
         """The pair rules of the request's API on the request as that API received it. A
         request in the API's own form that repeats a clean previous request's head and end,
         each cut at a unit boundary (an agent loop's next turn, a sliding window that keeps
         the system prompt), is checked from where it stops repeating: what it repeats was
         checked, and nothing was pending where it resumes. One its recorder wrote in another
-        grouping is regrouped (:func:`~ctxkit.audit.apis.as_sent`) and checked whole."""
+        grouping is regrouped (:func:`~ctxkit.audit.apis.as_sent`) and checked whole, as is
+        one checked ``alone`` (a late request, which leaves what the next one is checked
+        against as it was)."""
         messages = request.messages
         sent, positions = as_sent(messages, request.api)
-        carried = self._carried(prints) if positions is None else None
+        carried = self._carried(prints) if positions is None and not alone else None
         start = carried[0] + len(self._previous) - carried[1] if carried else 0
         violations = check_tool_pairs(sent[start:] if start else sent)
         if carried:
@@ -443,8 +448,9 @@ class ConversationAudit:
                     violation.ids,
                 )
             )
-        clean = not violations and positions is None
-        self._remember_boundaries(messages, start, carried, clean=clean)
+        if not alone:
+            clean = not violations and positions is None
+            self._remember_boundaries(messages, start, carried, clean=clean)
         return found
 
     def _carried(self, prints: list[int]) -> tuple[int, int] | None:

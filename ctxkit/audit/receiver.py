@@ -8,10 +8,10 @@ gzip- or deflate-compressed (gzip is the Collector's default); an export is refu
 past :data:`MAX_BODY_BYTES`, sent or inflated, and a sender that stops mid-request is let go
 after :data:`READ_TIMEOUT_S`.
 
-The audit side takes records off the queue and holds them until nothing has arrived for
-``settle_s`` (or, under steady traffic, for at most :data:`HOLD_AT_MOST` settle periods), so
-that a span's log records (sent in a separate export) can join it and batches delivered out of
-order find their place; then it keys, checks and publishes them in time order: events on a bus
+The audit side takes records off the queue and holds each for ``settle_s`` after its own
+arrival (:mod:`ctxkit.audit.settle`), so that a span's log records (sent in a separate export)
+can join it and batches delivered out of order find their place, and the audit keeps up with
+traffic that never pauses; then it keys, checks and publishes them in time order: events on a bus
 (Prometheus, the inspector's JSON Lines stream) and the audit's own counters. A request older
 than one already audited in its conversation is checked alone (it is counted as late).
 Several receivers can share a fleet, each conversation sent to one of them (the Collector's
@@ -35,6 +35,7 @@ from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.genai import requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, records_of
 from ctxkit.audit.publish import AuditMetrics, publish_request
+from ctxkit.audit.settle import Settling
 from ctxkit.events import EventBus
 
 __all__ = ["MAX_BODY_BYTES", "OtlpReceiver", "Watch"]
@@ -49,7 +50,10 @@ READ_TIMEOUT_S = 30.0
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 HOLD_AT_MOST = 6
-"""Under steady traffic, what arrived is audited after at most this many settle periods."""
+"""A log record waits this many settle periods at most for the span it names."""
+
+HELD_PER_EXPORT = 16
+"""Records held before the audit, per place in the queue: past that, exports stay queued."""
 
 _SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs"}
 _INVALID_ARGUMENT = 3
@@ -209,6 +213,7 @@ class Watch:
         self.auditor = auditor or Auditor()
         self.settle_s = settle_s
         self.on_finding = on_finding
+        self.queue_size = queue_size
         self.queue: queue.Queue[tuple[float, list[Record], str]] = queue.Queue(queue_size)
         self.receiver = OtlpReceiver(self._offer, host=host, port=port, on_error=self._bad)
         self.grpc_receiver = None
@@ -247,24 +252,29 @@ class Watch:
 
     async def run(self) -> None:
         """Audit what arrives until :meth:`stop`; what was received is audited before the
-        receiver returns."""
+        receiver returns. Each record waits ``settle_s`` after its own arrival
+        (:class:`~ctxkit.audit.settle.Settling`); what is held is taken off the queue only
+        while fewer than ``HELD_PER_EXPORT`` records per queue place are held."""
         self.receiver.start()
         if self.grpc_receiver is not None:
             self.grpc_receiver.start()
-        held: list[tuple[float, list[Record], str]] = []
+        settling = Settling(
+            self.settle_s, hold_at_most=HOLD_AT_MOST, capacity=HELD_PER_EXPORT * self.queue_size
+        )
         try:
             while True:
                 stopping = self._stopping.is_set()
-                held.extend(self._drain())
-                now = time.monotonic()
-                if held and (
-                    stopping
-                    or now - held[-1][0] >= self.settle_s
-                    or now - held[0][0] >= HOLD_AT_MOST * self.settle_s
-                ):
-                    ready, held = held, []
+                while not settling.full():
+                    try:
+                        arrival, records, where = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    settling.add(arrival, records, where)
+                self.metrics.queue_depth.set(self.queue.qsize())
+                ready = settling.ripe(time.monotonic(), everything=stopping)
+                if ready:
                     await self._audit(ready)
-                if stopping and not held and self.queue.empty():
+                if stopping and not settling.held and self.queue.empty():
                     break
                 await asyncio.sleep(0.05)
         finally:
@@ -272,18 +282,7 @@ class Watch:
             if self.grpc_receiver is not None:
                 self.grpc_receiver.stop()
 
-    def _drain(self) -> list[tuple[float, list[Record], str]]:
-        taken = []
-        while True:
-            try:
-                taken.append(self.queue.get_nowait())
-            except queue.Empty:
-                break
-        self.metrics.queue_depth.set(self.queue.qsize())
-        return taken
-
-    async def _audit(self, batches: list[tuple[float, list[Record], str]]) -> None:
-        records = [(record, where) for _, found, where in batches for record in found]
+    async def _audit(self, records: list[tuple[Record, str]]) -> None:
         requests, problems = requests_of(records)
         for problem in problems:
             self.metrics.skipped.labels("no content" if problem.hint else "malformed").inc()

@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 from ctxkit.audit.apis import API_NAMES
+from tests.fake_provider import FakeProvider
 from tests.record_instrumented import CONTENT_SETTINGS, EXPECTED, api_of
+from tests.system import missing, require_binary
 from tests.test_watch import Receiver, watching
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +121,107 @@ def test_the_same_telemetry_received_live_gives_the_same_findings(recorded: Reco
     assert recorded.live["exit_code"] == 1
     assert "message[2] is a tool result" in recorded.log
     assert "list files" not in recorded.log  # content is never printed
+
+
+# -- the Vercel AI SDK 7 (tests/js/record_ai_sdk.mjs), through @ai-sdk/otel ----------------
+
+
+@pytest.fixture(scope="module")
+def ai_sdk_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both of @ai-sdk/otel's integrations, recorded side by side against one fake provider."""
+    node = require_binary("node")
+    if not (ROOT / "tests" / "js" / "node_modules" / "@ai-sdk" / "otel").is_dir():
+        missing("tests/js has no node_modules: run `npm ci --prefix tests/js`")
+    folder = tmp_path_factory.mktemp("ai-sdk")
+    files = {mode: folder / f"{mode}.jsonl" for mode in ("legacy", "otel")}
+    with FakeProvider() as fake:
+        script = str(ROOT / "tests" / "js" / "record_ai_sdk.mjs")
+        runs = [
+            subprocess.Popen(
+                [node, script, mode, "--base-url", fake.url, "--out", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for mode, path in files.items()
+        ]
+        for run in runs:
+            _, errors = run.communicate(timeout=120)
+            assert run.returncode == 0, errors
+        assert len(fake.requests) == 6  # three model calls each
+    return files
+
+
+@pytest.mark.parametrize(
+    ("mode", "told"),
+    [
+        ("legacy", "told by ai.model.provider openai.chat"),
+        ("otel", "told by gen_ai.provider.name openai and gen_ai.operation.name chat"),
+    ],
+)
+def test_ai_sdk_7_model_calls_are_the_requests_and_the_split_pair_is_found(
+    ai_sdk_recordings: dict[str, Path], mode: str, told: str, tmp_path: Path
+):
+    """The invoke_agent span (otel) and the outer ai.generateText span (legacy) carry the
+    run's messages too: only the model calls are requests, so the break is at request 2."""
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "audit", str(ai_sdk_recordings[mode]),
+         "--report-json", str(report_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    (conversation,) = report["conversations"]
+    assert conversation["requests"] == 3
+    assert findings_of(report) == [("tool_pair_integrity", 2, "openai.result_has_call")]
+    (finding,) = conversation["findings"]
+    assert finding["api_told"] == told
+
+
+# -- pydantic-ai's own instrumentation (tests/record_pydantic_ai.py), every version ---------
+
+
+@pytest.fixture(scope="module")
+def pydantic_ai_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    from tests.record_pydantic_ai import VERSIONS
+
+    folder = tmp_path_factory.mktemp("pydantic-ai")
+    files = {version: folder / f"v{version}.jsonl" for version in VERSIONS}
+    script = str(ROOT / "tests" / "record_pydantic_ai.py")
+    runs = [
+        subprocess.Popen(
+            [sys.executable, script, "--version", str(version), "--file", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for version, path in files.items()
+    ]
+    for run in runs:
+        _, errors = run.communicate(timeout=120)
+        assert run.returncode == 0, errors
+        assert "3 request bodies" in errors
+    return files
+
+
+def test_pydantic_ai_every_version_three_model_calls_one_conversation_no_finding(
+    pydantic_ai_recordings: dict[int, Path], tmp_path: Path
+):
+    """Each run's agent span carries the run's messages too (pydantic_ai.all_messages): only
+    the three model calls are requests, joined by pydantic-ai's own conversation id, and the
+    clean call and result (which v6 records as a tool message, earlier versions inside the
+    user's turn) draw nothing."""
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "audit", *map(str, pydantic_ai_recordings.values()),
+         "--report-json", str(report_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    assert sorted((c["key"], c["keyed_by"], c["requests"]) for c in report["conversations"]) == [
+        (f"conv-pydantic-ai-v{version}", "gen_ai.conversation.id", 3)
+        for version in sorted(pydantic_ai_recordings)
+    ]
+    assert findings_of(report) == []

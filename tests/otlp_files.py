@@ -5,32 +5,14 @@ zstd``, each export behind its length (:func:`framed`)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-_IDS = ("traceId", "spanId", "parentSpanId")
-
-
-def _hex_ids(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: base64.b64decode(v).hex() if k in _IDS and isinstance(v, str) else _hex_ids(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_hex_ids(v) for v in value]
-    return value
-
-
-def collector_line(message: Any) -> str:
-    """One export request as a line of the Collector's file exporter."""
-    return json.dumps(_hex_ids(json_format.MessageToDict(message)))
+from ctxkit.audit.otlp import collector_line
 
 
 def trace_lines(spans: Sequence[Any], batch: int = 0) -> list[str]:

@@ -51,13 +51,16 @@ class Recorded:
     live: dict
     """The receiver's report once every agent was recorded."""
     log: str
+    record: Path
+    """What the receiver wrote with --record."""
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     folder = tmp_path_factory.mktemp("instrumented")
     files = {name: folder / f"{name}.jsonl" for name in INSTRUMENTATIONS}
-    with watching(folder, "--settle", "1") as receiver:
+    record = folder / "watched.jsonl"
+    with watching(folder, "--settle", "1", "--record", str(record)) as receiver:
         agents = [
             subprocess.Popen(
                 [
@@ -80,7 +83,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
             assert agent.returncode == 0, (name, errors)
         _wait_until_audited(receiver, 3 * len(INSTRUMENTATIONS))
         live = receiver.stop()
-        yield Recorded(files, live, receiver.log.read_text())
+        yield Recorded(files, live, receiver.log.read_text(), record)
 
 
 def _wait_until_audited(receiver: Receiver, requests: int) -> None:
@@ -225,3 +228,18 @@ def test_pydantic_ai_every_version_three_model_calls_one_conversation_no_finding
         for version in sorted(pydantic_ai_recordings)
     ]
     assert findings_of(report) == []
+
+
+def test_what_watch_recorded_audits_as_it_did_live(recorded: Recorded, tmp_path: Path):
+    """``ctxkit watch --record`` writes every export it took as the Collector's file exporter
+    does: the file audits to the same findings, and each model call is in it once."""
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "audit", str(recorded.record),
+         "--report-json", str(report_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    assert sorted(findings_of(report)) == sorted(findings_of(recorded.live))
+    assert report["requests"] == recorded.live["requests"] == 3 * len(INSTRUMENTATIONS)

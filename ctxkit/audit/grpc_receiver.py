@@ -9,7 +9,6 @@ decode. Needs ``grpcio`` (``pip install 'ctxkit[grpc]'``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -17,7 +16,7 @@ import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from ctxkit.audit.otlp import Record, decode_logs, decode_traces
+from ctxkit.audit.otlp import Record, Sink, collector_line, decode_logs, decode_traces
 
 __all__ = ["OtlpGrpcReceiver"]
 
@@ -30,7 +29,7 @@ class OtlpGrpcReceiver:
 
     def __init__(
         self,
-        sink: Callable[[list[Record], str], bool],
+        sink: Sink,
         *,
         host: str = "127.0.0.1",
         port: int = 4317,
@@ -64,8 +63,8 @@ class OtlpGrpcReceiver:
     def stop(self) -> None:
         self.server.stop(grace=2).wait(5)
 
-    def take(self, records: list[Record], signal: str, context: Any) -> None:
-        if not self.sink(records, f"otlp/grpc {signal}"):
+    def take(self, request: Any, records: list[Record], signal: str, context: Any) -> None:
+        if not self.sink(records, f"otlp/grpc {signal}", lambda: collector_line(request)):
             context.abort(grpc.StatusCode.UNAVAILABLE, QUEUE_FULL)
 
 
@@ -74,7 +73,7 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
         self.receiver = receiver
 
     def Export(self, request: Any, context: Any) -> Any:
-        self.receiver.take(list(decode_traces(request)), "traces", context)
+        self.receiver.take(request, list(decode_traces(request)), "traces", context)
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -83,5 +82,5 @@ class _Logs(logs_service_pb2_grpc.LogsServiceServicer):
         self.receiver = receiver
 
     def Export(self, request: Any, context: Any) -> Any:
-        self.receiver.take(list(decode_logs(request)), "logs", context)
+        self.receiver.take(request, list(decode_logs(request)), "logs", context)
         return logs_service_pb2.ExportLogsServiceResponse()

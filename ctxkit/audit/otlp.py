@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ from ctxkit.audit.request import parse_json
 __all__ = [
     "NotOtlp",
     "Record",
+    "Sink",
+    "body_line",
+    "collector_line",
     "decode_export",
     "decode_json_line",
     "decode_logs",
@@ -226,3 +230,38 @@ def records_of(body: bytes, content_type: str, signal: str) -> list[Record]:
         return list(decode_logs(logs))
     except DecodeError as exc:
         raise NotOtlp(f"does not decode as OTLP protobuf: {exc}") from None
+
+
+# -- writing what was received, as the Collector's file exporter does ------------------------
+
+Sink = Callable[[list[Record], str, Callable[[], str]], bool]
+"""What a receiver hands an export to: its records, where they came from, and a function that
+writes the export as a line of the Collector's file exporter (for a recording); False when it
+cannot take more (the sender is told to retry)."""
+
+
+def _hex_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: base64.b64decode(v).hex() if k in _ID_FIELDS and isinstance(v, str) else _hex_ids(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    return value
+
+
+def collector_line(message: ExportTraceServiceRequest | ExportLogsServiceRequest) -> str:
+    """An export request as one line of the Collector's file exporter: OTLP/JSON, trace and
+    span ids in hex."""
+    return json.dumps(_hex_ids(json_format.MessageToDict(message)), separators=(",", ":"))
+
+
+def body_line(body: bytes, content_type: str, signal: str) -> str:
+    """A received OTLP/HTTP body (already decoded once) as a file-exporter line: JSON bodies
+    as they came, on one line; protobuf ones in OTLP/JSON."""
+    if "json" in content_type:
+        return json.dumps(parse_json(body), separators=(",", ":"))
+    message = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
+    message.ParseFromString(body)
+    return collector_line(message)

@@ -27,13 +27,13 @@ import time
 import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TextIO
 
 from google.rpc import status_pb2
 
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.genai import requests_of
-from ctxkit.audit.otlp import NotOtlp, Record, records_of
+from ctxkit.audit.otlp import NotOtlp, Record, Sink, body_line, records_of
 from ctxkit.audit.publish import AuditMetrics, publish_request
 from ctxkit.audit.settle import Settling
 from ctxkit.events import EventBus
@@ -60,12 +60,13 @@ _INVALID_ARGUMENT = 3
 
 
 class OtlpReceiver:
-    """OTLP/HTTP on ``host:port`` (port 0: any free port); decoded exports go to ``sink``,
-    which returns False when it cannot take more (the sender is told to retry)."""
+    """OTLP/HTTP on ``host:port`` (port 0: any free port); decoded exports go to ``sink``
+    (with a function that writes the export as a file-exporter line, for a recording), which
+    returns False when it cannot take more (the sender is told to retry)."""
 
     def __init__(
         self,
-        sink: Callable[[list[Record], str], bool],
+        sink: Sink,
         *,
         host: str = "127.0.0.1",
         port: int = 4318,
@@ -115,10 +116,10 @@ class OtlpReceiver:
             self._answer(handler, 413, json_body, f"export of {length} bytes is too large")
             handler.close_connection = True
             return
-        body = handler.rfile.read(length)
         encoding = handler.headers.get("content-encoding", "").strip().lower()
         try:
-            records = records_of(_inflated(body, encoding), content_type, signal)
+            body = _inflated(handler.rfile.read(length), encoding)
+            records = records_of(body, content_type, signal)
         except _TooLarge as exc:
             self._answer(handler, 413, json_body, str(exc))
             return
@@ -127,7 +128,7 @@ class OtlpReceiver:
                 self.on_error(str(exc))
             self._answer(handler, 400, json_body, f"the export does not decode: {exc}")
             return
-        if not self.sink(records, f"otlp {signal}"):
+        if not self.sink(records, f"otlp {signal}", lambda: body_line(body, content_type, signal)):
             self._answer(handler, 503, json_body, "the audit queue is full; retry", retry=True)
             return
         self._answer(handler, 200, json_body, "")
@@ -207,6 +208,7 @@ class Watch:
         settle_s: float = 5.0,
         on_finding: Callable[[Any, Any, list[Any]], None] | None = None,
         grpc_address: tuple[str, int] | None = None,
+        record: TextIO | None = None,
     ) -> None:
         self.bus = bus
         self.metrics = metrics
@@ -230,18 +232,26 @@ class Watch:
                 raise
         self._stopping = threading.Event()
         self.problems: list[Any] = []
+        self.record = record
+        """Where every accepted export is written as a file-exporter line (``--record``)."""
+        self._record_lock = threading.Lock()
 
     @property
     def port(self) -> int:
         return self.receiver.port
 
-    def _offer(self, records: list[Record], where: str) -> bool:
+    def _offer(self, records: list[Record], where: str, line: Callable[[], str]) -> bool:
         try:
             self.queue.put_nowait((time.monotonic(), records, where))
         except queue.Full:
             self.metrics.rejected.inc()
-            return False
+            return False  # not recorded either: the sender sends it again
         self.metrics.queue_depth.set(self.queue.qsize())
+        if self.record is not None:
+            text = line() + "\n"
+            with self._record_lock:
+                self.record.write(text)
+                self.record.flush()
         return True
 
     def _bad(self, reason: str) -> None:

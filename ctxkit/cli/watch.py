@@ -46,6 +46,7 @@ examples:
   ctxkit watch
   ctxkit watch --otlp-http 127.0.0.1:4318 --metrics-port 9465 --events audit.jsonl
   ctxkit watch --otlp-grpc 127.0.0.1:4317     # OTLP/gRPC too: pip install 'ctxkit[grpc]'
+  ctxkit watch --record traces.jsonl          # keep what arrives; later: ctxkit audit traces.jsonl
 """
 
 
@@ -92,6 +93,16 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report-json", type=Path, metavar="F", help="write the audit's JSON report on exit"
     )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="F",
+        help=(
+            "append every export received to F as the OpenTelemetry Collector's file exporter "
+            "writes it (OTLP/JSON, one export a line), while auditing it: a recording 'ctxkit "
+            "audit F' reads again, made without a Collector"
+        ),
+    )
     add_window_option(parser)
     parser.add_argument(
         "--settle",
@@ -121,7 +132,11 @@ def run(args: argparse.Namespace) -> int:
     from ctxkit.events import EventBus
     from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
 
-    for option, path in (("--events", args.events), ("--report-json", args.report_json)):
+    for option, path in (
+        ("--events", args.events),
+        ("--report-json", args.report_json),
+        ("--record", args.record),
+    ):
         if path is not None:
             check_writable_file(option, path)
     if args.settle < 0 or args.queue < 1:
@@ -177,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"receiving OTLP/gRPC on {grpc_host}:{watch.grpc_receiver.port}", flush=True)
     print(f"receiving OTLP/HTTP on http://{host}:{watch.port} (Ctrl-C to stop)", flush=True)
 
+    # Opened once nothing can fail for the user's reasons: a port in use leaves no file.
+    record = args.record.open("a", encoding="utf-8") if args.record is not None else None
+    watch.record = record
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -190,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             metrics_server.shutdown()
         if stream is not None:
             stream.close()
+        if record is not None:
+            record.close()
     outcome = Outcome(watch.auditor, watch.problems)
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")

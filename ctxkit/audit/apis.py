@@ -136,9 +136,12 @@ def from_body(body: Mapping[str, Any]) -> str:
 
 
 def _recorded_body(attributes: Mapping[str, Any]) -> tuple[str, str]:
+    """The API of the request body an instrumentation recorded beside the messages, by its
+    keys; or of the bare list of input items OpenInference records for the Agents SDK, when
+    one of them is a Responses item."""
     for name in _RECORDED_BODIES:
         value = attributes.get(name)
-        if isinstance(value, str) and value.startswith("{"):
+        if isinstance(value, str) and value[:1] in ("{", "["):
             try:
                 value = json.loads(value)
             except ValueError:
@@ -146,7 +149,11 @@ def _recorded_body(attributes: Mapping[str, Any]) -> tuple[str, str]:
         if isinstance(value, Mapping):
             api = from_body(value)
             if api:
-                return api, name
+                return api, f"the request body recorded in {name}"
+        elif isinstance(value, list) and any(
+            isinstance(item, Mapping) and family(item) == "responses" for item in value
+        ):
+            return "responses", f"the Responses items recorded in {name}"
     return UNKNOWN, ""
 
 
@@ -162,9 +169,9 @@ def tell(name: str, attributes: Mapping[str, Any], messages: Sequence[Any]) -> T
         api = _AI_SDK.get(sdk) or _AI_SDK.get(sdk.partition(".")[0], UNKNOWN)
         if api:
             return Told(api, f"told by ai.model.provider {sdk}")
-    api, field = _recorded_body(attributes)
+    api, what = _recorded_body(attributes)
     if api:
-        return Told(api, f"told by the request body recorded in {field}")
+        return Told(api, f"told by {what}")
     for prefix, api in _SPAN_NAMES:
         if name.startswith(prefix):
             return Told(api, f"told by the span name {name!r}")

@@ -243,3 +243,59 @@ def test_what_watch_recorded_audits_as_it_did_live(recorded: Recorded, tmp_path:
     report = json.loads(report_path.read_text())
     assert sorted(findings_of(report)) == sorted(findings_of(recorded.live))
     assert report["requests"] == recorded.live["requests"] == 3 * len(INSTRUMENTATIONS)
+
+
+# -- frameworks: the OpenAI Agents SDK and LangChain, with their chain and agent spans -------
+
+FRAMEWORKS = {
+    "openinference-openai-agents": (
+        ["record_openai_agents.py", "openinference-openai-agents"],
+        ("tool_pair_integrity", 2, "responses.output_has_call"),
+    ),
+    **{
+        f"{name}{chain}": (
+            ["record_langchain.py", name, *(["--chain"] if chain else [])],
+            ("tool_pair_integrity", 2, "openai.result_has_call"),
+        )
+        for name in ("openinference-langchain", "openllmetry-langchain")
+        for chain in ("", "-chain")
+    },
+}
+"""Recordings of frameworks whose agent, workflow and chain spans carry the messages too:
+the script and its arguments, and the one finding the audit must make."""
+
+
+@pytest.fixture(scope="module")
+def framework_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("frameworks")
+    files = {name: folder / f"{name}.jsonl" for name in FRAMEWORKS}
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / script), *args, "--file", str(files[name])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, ((script, *args), _) in FRAMEWORKS.items()
+    ]
+    for run in runs:
+        _, errors = run.communicate(timeout=180)
+        assert run.returncode == 0, errors
+    return files
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+def test_a_framework_s_model_calls_are_the_requests(
+    framework_recordings: dict[str, Path], name: str, tmp_path: Path
+):
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "audit", str(framework_recordings[name]),
+         "--report-json", str(report_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    (conversation,) = report["conversations"]
+    assert conversation["requests"] == 3  # not the chain, workflow or agent spans
+    assert findings_of(report) == [FRAMEWORKS[name][1]]

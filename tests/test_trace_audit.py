@@ -17,9 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.audit import Auditor, ConversationAudit, Request
-from ctxkit.audit.auditor import in_time_order
 from ctxkit.audit.bodies import request_of
-from ctxkit.audit.files import UnknownFormat, read_paths
+from ctxkit.audit.files import UnknownFormat, in_order, read_paths
 from ctxkit.audit.genai import content_hint, requests_of
 from ctxkit.audit.otlp import BASE64_IDS, NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Usage
@@ -742,9 +741,12 @@ def test_a_partial_responses_request_is_not_accused_of_outputs_without_calls():
     assert [f.rule for f in auditor.add(whole)[1]] == ["responses.output_has_call"]
 
 
-def test_requests_are_checked_in_time_order_within_the_window():
+def test_requests_are_put_in_time_order_within_the_window():
     stream = [Request([], t, str(t)) for t in (5, 1, 9, 7, 30, 12)]
-    assert [r.time_ns for r in in_time_order(stream, window_ns=10)] == [1, 5, 7, 9, 12, 30]
+    assert [r.time_ns for r in in_order(stream, held=2)] == [1, 5, 7, 9, 12, 30]
+    # Further out of place than the window: given out when its turn has passed.
+    stream = [Request([], t, str(t)) for t in (5, 6, 7, 8, 1)]
+    assert [r.time_ns for r in in_order(stream, held=2)] == [5, 6, 1, 7, 8]
 
 
 def test_windows_known_and_overridden():

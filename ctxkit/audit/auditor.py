@@ -13,16 +13,14 @@ compaction changed its start: a key can, which is why the report says how each w
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 from ctxkit.audit.checks import ConversationAudit, Finding, fingerprint
 from ctxkit.audit.request import Request
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["Auditor", "in_time_order"]
+__all__ = ["Auditor"]
 
 Listener = Callable[[ConversationAudit, Request, list[Finding]], None]
 
@@ -124,17 +122,3 @@ class Auditor:
         return sum(a.state_bytes() for a in self.conversations.values()) + 16 * (
             len(self._by_trace) + len(self._by_prefix)
         )
-
-
-def in_time_order(requests: Iterable[Request], window_ns: int) -> Iterator[Request]:
-    """Requests in time order, from a stream whose disorder is at most ``window_ns``: each is
-    held until one ``window_ns`` newer has arrived (ties keep arrival order)."""
-    held: list[tuple[int, int, Any]] = []
-    newest = None
-    for arrival, request in enumerate(requests):
-        heapq.heappush(held, (request.time_ns, arrival, request))
-        newest = request.time_ns if newest is None else max(newest, request.time_ns)
-        while held and held[0][0] <= newest - window_ns:
-            yield heapq.heappop(held)[2]
-    while held:
-        yield heapq.heappop(held)[2]

@@ -16,9 +16,10 @@ bodies) is read as a whole.
 from __future__ import annotations
 
 import gzip
+import heapq
 import io
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,16 +27,33 @@ from typing import IO, Any
 
 from ctxkit.audit.bodies import NotABody, is_body_line, request_of
 from ctxkit.audit.frames import Decoded, MissingDecompressor, frames, is_framed
-from ctxkit.audit.genai import requests_of
+from ctxkit.audit.genai import Twins, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
 from ctxkit.audit.request import Problem, Request, parse_json
+from ctxkit.audit.settle import Settling
 
-__all__ = ["FORMATS", "Read", "UnknownFormat", "files_of", "read_paths"]
+__all__ = [
+    "FORMATS",
+    "REORDER",
+    "Read",
+    "Reading",
+    "UnknownFormat",
+    "files_of",
+    "in_order",
+    "read_paths",
+]
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 FORMATS = ("auto", "otlp", "bodies")
 """``--format`` choices: tell each file's form from its first record, or say it."""
+
+
+REORDER = 4096
+"""How far out of place, in records and in requests, a file may hold what belongs together:
+a span and its log records, and two requests of one time. What is held at any time is that
+much of the files, whatever their length; a request further out of time order is checked
+alone (counted as late)."""
 
 
 class UnknownFormat(ValueError):
@@ -44,7 +62,7 @@ class UnknownFormat(ValueError):
 
 @dataclass
 class Read:
-    """What the files held: the requests in time order, and what was skipped."""
+    """What the files held, all at once: the requests in time order, and what was skipped."""
 
     requests: list[Request] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -153,29 +171,6 @@ def _binary_entries(raw: Any) -> Iterator[tuple[str, Any, str, int]]:
         text.detach()
 
 
-def _take(
-    data: Any,
-    kind: str,
-    where: str,
-    records: list[tuple[Record, str]],
-    arrival: list[Request],
-    notes: set[str],
-) -> str:
-    """Add what one entry holds to ``records`` (OTLP) or ``arrival`` (bodies); what is wrong
-    with it, or ""."""
-    try:
-        if kind == "bodies":
-            if isinstance(data, Decoded):
-                return "is an OTLP protobuf export, not a request body"
-            arrival.append(request_of(data, where, len(arrival)))
-            return ""
-        found = data.records if isinstance(data, Decoded) else decode_json_line(data, notes)
-    except (NotABody, NotOtlp) as exc:
-        return str(exc)
-    records.extend((record, where) for record in found)
-    return ""
-
-
 def _form_of(name: str, data: Any) -> str:
     """A file's form, told from its first record."""
     if isinstance(data, Decoded) or _otlp_like(data):
@@ -189,46 +184,114 @@ def _form_of(name: str, data: Any) -> str:
     )
 
 
+class Reading:
+    """The requests in files, read as a stream, in time order: what is held at any time is a
+    window of the files, never all of them (see :data:`REORDER`). Iterate once; ``problems``,
+    ``notes``, ``lines`` and ``records`` are filled as it goes.
+
+    Raises :class:`UnknownFormat` (while iterating) for a file in neither form.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        form: str = "auto",
+        progress: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.paths = paths
+        self.form = form
+        self.progress = progress
+        self.problems: list[Problem] = []
+        self.notes: set[str] = set()
+        self.lines = 0
+        self.records = 0
+        self._bodies = 0
+
+    def __iter__(self) -> Iterator[Request]:
+        return in_order(self._requests(), REORDER)
+
+    def _requests(self) -> Iterator[Request]:
+        """Requests in file order; an OTLP record waits until :data:`REORDER` newer ones were
+        read (a log record up to four times that for its span), so that a span's log records
+        join it wherever they were written near it."""
+        held = Settling(float(REORDER), hold_at_most=4, capacity=sys.maxsize)
+        twins = Twins()
+        for path in files_of(self.paths):
+            with _entries(path) as (name, entries):
+                skipped_before = len(self.problems)
+                kind = None if self.form == "auto" else self.form
+                try:
+                    for position, data, error, consumed in entries:
+                        self.lines += 1
+                        if self.progress is not None:
+                            self.progress(path, consumed)
+                        where = f"{name}:{position}"
+                        if not error:
+                            kind = kind or _form_of(name, data)
+                            try:
+                                if kind == "bodies":
+                                    yield self._body(data, where)
+                                else:
+                                    found = self._records(data)
+                                    held.add(float(self.records), found, where)
+                                    self.records += len(found)
+                            except (NotABody, NotOtlp) as exc:
+                                error = str(exc)
+                        if error:
+                            self.problems.append(Problem(where, error))
+                        ripe = held.ripe(float(self.records))
+                        if ripe:
+                            yield from self._made(ripe, twins, final=False)
+                except MissingDecompressor as exc:
+                    raise UnknownFormat(f"{name}: {exc}") from None
+                if kind is None and self.form == "auto":
+                    skipped = self.problems[skipped_before:]
+                    if not skipped:
+                        raise UnknownFormat(f"{name}: holds no record (an empty file?)")
+                    raise UnknownFormat(
+                        f"{name}: nothing in it reads as a record ({len(skipped)} tried; the "
+                        f"first, {skipped[0].where}: {skipped[0].reason})"
+                    )
+        yield from self._made(held.ripe(float(self.records), everything=True), twins, final=True)
+
+    def _body(self, data: Any, where: str) -> Request:
+        if isinstance(data, Decoded):
+            raise NotABody("is an OTLP protobuf export, not a request body")
+        request = request_of(data, where, self._bodies)
+        self._bodies += 1
+        return request
+
+    def _records(self, data: Any) -> list[Record]:
+        return data.records if isinstance(data, Decoded) else decode_json_line(data, self.notes)
+
+    def _made(
+        self, records: list[tuple[Record, str]], twins: Twins, *, final: bool
+    ) -> Iterator[Request]:
+        found, problems = requests_of(records, twins, final=final)
+        self.problems.extend(problems)
+        yield from found
+
+
+def in_order(requests: Iterable[Request], held: int) -> Iterator[Request]:
+    """Requests in time order from a stream whose disorder is at most ``held`` requests: the
+    oldest of the ``held`` newest is given out as each new one comes (ties keep stream
+    order). A request further out of place comes out late, and its conversation checks it
+    alone."""
+    heap: list[tuple[int, int, Request]] = []
+    for arrival, request in enumerate(requests):
+        heapq.heappush(heap, (request.time_ns, arrival, request))
+        if len(heap) > held:
+            yield heapq.heappop(heap)[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
+
+
 def read_paths(
     paths: Sequence[str],
     form: str = "auto",
     progress: Callable[[str, int], None] | None = None,
 ) -> Read:
-    """Read every file; requests come back sorted by time (ties keep file and line order).
-
-    ``progress(path, bytes read so far)`` is called as lines are read, if given.
-    """
-    read = Read()
-    records: list[tuple[Record, str]] = []
-    arrival: list[Request] = []
-    for path in files_of(paths):
-        with _entries(path) as (name, entries):
-            skipped_before = len(read.problems)
-            kind = None if form == "auto" else form
-            try:
-                for position, data, error, consumed in entries:
-                    read.lines += 1
-                    if progress is not None:
-                        progress(path, consumed)
-                    where = f"{name}:{position}"
-                    if not error:
-                        kind = kind or _form_of(name, data)
-                        error = _take(data, kind, where, records, arrival, read.notes)
-                    if error:
-                        read.problems.append(Problem(where, error))
-            except MissingDecompressor as exc:
-                raise UnknownFormat(f"{name}: {exc}") from None
-            if kind is None and form == "auto":
-                skipped = read.problems[skipped_before:]
-                if not skipped:
-                    raise UnknownFormat(f"{name}: holds no record (an empty file?)")
-                raise UnknownFormat(
-                    f"{name}: nothing in it reads as a record ({len(skipped)} tried; the "
-                    f"first, {skipped[0].where}: {skipped[0].reason})"
-                )
-    read.records = len(records)
-    found, problems = requests_of(records)
-    arrival.extend(found)
-    read.problems.extend(problems)
-    read.requests = sorted(arrival, key=lambda r: r.time_ns)
-    return read
+    """Every request of the files at once, in time order (:class:`Reading`, kept whole)."""
+    reading = Reading(paths, form, progress)
+    requests = list(reading)
+    return Read(requests, reading.problems, reading.notes, reading.lines, reading.records)

@@ -29,7 +29,7 @@ from ctxkit.audit.apis import tell
 from ctxkit.audit.otlp import Record
 from ctxkit.audit.request import Problem, Request, Usage, parse_json
 
-__all__ = ["CONTEXT_KINDS", "content_hint", "model_call", "requests_of"]
+__all__ = ["CONTEXT_KINDS", "Twins", "content_hint", "model_call", "requests_of"]
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 MESSAGE_EVENTS = {
@@ -348,13 +348,74 @@ def _messages_of(
     return None, ""
 
 
+class Twins:
+    """What marks a content-less span as the twin of a recorded call (an SDK's own span around
+    an instrumentation's, or in a trace of its own): the same response id, or being its parent
+    or child. Kept across the calls of one long read (a file read window by window, a live
+    stream), the newest :attr:`KEPT` marks; a content-less span waits :attr:`WAIT` calls for
+    its twin before it counts as a call recorded without its messages."""
+
+    KEPT = 65_536
+    WAIT = 2
+
+    def __init__(self) -> None:
+        self._marks: dict[tuple[str, str, str], None] = {}
+        self._waiting: list[tuple[int, Record, str]] = []
+        self._calls = 0
+
+    def add(self, record: Record) -> None:
+        """A span that recorded a call's messages."""
+        response_id = record.attributes.get("gen_ai.response.id")
+        if response_id:
+            self._marks[("response", "", str(response_id))] = None
+        self._marks[("span", record.trace_id, record.span_id)] = None
+        self._marks[("parent", record.trace_id, record.parent_span_id)] = None
+        while len(self._marks) > self.KEPT:
+            del self._marks[next(iter(self._marks))]
+
+    def _has_twin(self, record: Record) -> bool:
+        response_id = record.attributes.get("gen_ai.response.id")
+        return (
+            ("response", "", str(response_id)) in self._marks
+            or ("parent", record.trace_id, record.span_id) in self._marks
+            or ("span", record.trace_id, record.parent_span_id) in self._marks
+        )
+
+    def unrecorded(self, silent: list[tuple[Record, str]], *, final: bool) -> list[Problem]:
+        """Of the content-less model calls (these and those still waiting), the ones that
+        are not an SDK's own span around a recorded call: no more waiting when ``final``."""
+        self._calls += 1
+        waiting = [*self._waiting, *((self._calls, r, at) for r, at in silent)]
+        self._waiting = []
+        problems = []
+        for since, record, at in waiting:
+            if self._has_twin(record):
+                continue
+            if final or self._calls - since >= self.WAIT:
+                problems.append(
+                    Problem(
+                        at,
+                        "a model call recorded without its input messages",
+                        hint=content_hint(record.scope),
+                    )
+                )
+            else:
+                self._waiting.append((since, record, at))
+        return problems
+
+
 def requests_of(
     records: Iterable[tuple[Record, str]],
+    twins: Twins | None = None,
+    *,
+    final: bool = True,
 ) -> tuple[list[Request], list[Problem]]:
     """The requests in a set of records (each with where it was read), and the problems.
 
     Log records join the span whose id they carry; a log record of a model call with no span
-    in the input is a request of its own.
+    in the input is a request of its own. ``twins`` carries what tells an SDK's content-less
+    span from a call recorded without content across calls (one read of many windows); until
+    ``final``, such a span may wait for its twin in the next call.
     """
     spans: list[tuple[Record, str]] = []
     logs_by_span: dict[str, list[Record]] = defaultdict(list)
@@ -367,13 +428,11 @@ def requests_of(
             lone_logs.append((record, where))
         elif record.name == DETAILS_EVENT:
             lone_logs.append((record, where))
+    twins = twins if twins is not None else Twins()
     requests: list[Request] = []
     problems: list[Problem] = []
     silent: list[tuple[Record, str]] = []
     span_ids = set()
-    # What marks a content-less span as the twin of a recorded call: the same response id
-    # (SDKs open their own spans in traces of their own), or being its parent or child.
-    recorded: dict[str, set[tuple[str, str]]] = {"response": set(), "span": set(), "parent": set()}
     for record, where in spans:
         span_ids.add(record.span_id)
         linked = sorted(logs_by_span.get(record.span_id, ()), key=lambda r: r.time_ns)
@@ -390,11 +449,7 @@ def requests_of(
         if model_call(record) is False:
             continue  # an agent's or a workflow's span: the calls inside it are the requests
         requests.append(_request(record, messages, source, at))
-        response_id = record.attributes.get("gen_ai.response.id")
-        if response_id:
-            recorded["response"].add(("", str(response_id)))
-        recorded["span"].add((record.trace_id, record.span_id))
-        recorded["parent"].add((record.trace_id, record.parent_span_id))
+        twins.add(record)
     for record, where in lone_logs:
         if record.span_id in span_ids or record.name != DETAILS_EVENT:
             continue
@@ -406,19 +461,5 @@ def requests_of(
             continue
         if messages is not None:
             requests.append(_request(record, messages, f"{DETAILS_EVENT} log", at))
-    for record, at in silent:
-        response_id = record.attributes.get("gen_ai.response.id")
-        if (
-            ("", str(response_id)) in recorded["response"]
-            or (record.trace_id, record.span_id) in recorded["parent"]
-            or (record.trace_id, record.parent_span_id) in recorded["span"]
-        ):
-            continue  # an SDK's own span around a call another span recorded
-        problems.append(
-            Problem(
-                at,
-                "a model call recorded without its input messages",
-                hint=content_hint(record.scope),
-            )
-        )
+    problems.extend(twins.unrecorded(silent, final=final))
     return requests, problems

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from google.rpc import status_pb2
 
 from ctxkit.audit.auditor import Auditor
-from ctxkit.audit.genai import requests_of
+from ctxkit.audit.genai import Twins, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, Sink, body_line, records_of
 from ctxkit.audit.publish import AuditMetrics, publish_request
 from ctxkit.audit.settle import Settling
@@ -235,6 +235,7 @@ class Watch:
         self.record = record
         """Where every accepted export is written as a file-exporter line (``--record``)."""
         self._record_lock = threading.Lock()
+        self._twins = Twins()
 
     @property
     def port(self) -> int:
@@ -283,7 +284,7 @@ class Watch:
                 self.metrics.queue_depth.set(self.queue.qsize())
                 ready = settling.ripe(time.monotonic(), everything=stopping)
                 if ready:
-                    await self._audit(ready)
+                    await self._audit(ready, final=stopping)
                 if stopping and not settling.held and self.queue.empty():
                     break
                 await asyncio.sleep(0.05)
@@ -292,8 +293,8 @@ class Watch:
             if self.grpc_receiver is not None:
                 self.grpc_receiver.stop()
 
-    async def _audit(self, records: list[tuple[Record, str]]) -> None:
-        requests, problems = requests_of(records)
+    async def _audit(self, records: list[tuple[Record, str]], *, final: bool) -> None:
+        requests, problems = requests_of(records, self._twins, final=final)
         for problem in problems:
             self.metrics.skipped.labels("no content" if problem.hint else "malformed").inc()
         self.problems.extend(problems[-100:])

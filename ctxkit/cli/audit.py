@@ -132,7 +132,7 @@ def _progress() -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from ctxkit.audit.auditor import Auditor
-    from ctxkit.audit.files import UnknownFormat, files_of, read_paths
+    from ctxkit.audit.files import Reading, UnknownFormat, files_of
     from ctxkit.audit.report import Outcome, as_json, text_summary, write_html, write_junit
 
     for option, path in (
@@ -157,15 +157,6 @@ def run(args: argparse.Namespace) -> int:
             tasks[path] = progress.add_task(path, total=Path(path).stat().st_size)
         progress.update(tasks[path], completed=done)
 
-    try:
-        if progress is not None:
-            progress.start()
-        read = read_paths(args.paths, args.format, advance)
-    except UnknownFormat as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        if progress is not None:
-            progress.stop()
     keep_content = args.show_content
     contents: dict[tuple[str, int], list[Any]] | None = {} if keep_content else None
 
@@ -174,9 +165,18 @@ def run(args: argparse.Namespace) -> int:
             contents[(audit.key, audit.requests - 1)] = request.messages
 
     auditor = Auditor(windows=dict(args.window), listener=keep)
-    for request in read.requests:
-        auditor.add(request)
-        request.messages = []  # only fingerprints outlive a request
+    read = Reading(args.paths, args.format, advance)
+    try:
+        if progress is not None:
+            progress.start()
+        for request in read:  # a window of the files at a time, audited as it is read
+            auditor.add(request)
+            request.messages = []  # only fingerprints outlive a request
+    except UnknownFormat as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if progress is not None:
+            progress.stop()
     outcome = Outcome(
         auditor,
         read.problems,

@@ -1,7 +1,8 @@
-"""A loopback stand-in for the OpenAI, Anthropic and Gemini HTTP APIs, so the real ``openai``,
-``anthropic`` and ``google-genai`` clients (and the instrumentations that wrap them) make real
-requests with no network. Each answer is a short text reply with provider-style usage; every
-request body is kept in ``requests`` for the test to compare with what the traces recorded."""
+"""A loopback stand-in for the OpenAI, Anthropic, Gemini and Bedrock Converse HTTP APIs, so the
+real ``openai``, ``anthropic``, ``google-genai`` and ``boto3`` clients (and the instrumentations
+that wrap them) make real requests with no network. Each answer is a short text reply with
+provider-style usage; every request body is kept in ``requests`` for the test to compare with what
+the traces recorded."""
 
 from __future__ import annotations
 
@@ -97,6 +98,20 @@ def _gemini_content(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bedrock_converse(body: dict[str, Any]) -> dict[str, Any]:
+    """Bedrock's Converse answer: no id and no model in it (the model is in the path)."""
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+        "stopReason": "end_turn",
+        "usage": {
+            "inputTokens": _usage_tokens(body),
+            "outputTokens": 1,
+            "totalTokens": _usage_tokens(body) + 1,
+        },
+        "metrics": {"latencyMs": 1},
+    }
+
+
 ROUTES = {
     "/v1/chat/completions": _chat_completion,
     "/v1/responses": _response,
@@ -119,6 +134,8 @@ class FakeProvider:
                 answer = ROUTES.get(path)
                 if path.endswith(":generateContent"):  # /v1beta/models/{model}:generateContent
                     answer = _gemini_content
+                if path.startswith("/model/") and path.endswith("/converse"):
+                    answer = _bedrock_converse  # /model/{modelId}/converse, no /v1
                 if answer is None:
                     self.send_error(404)
                     return

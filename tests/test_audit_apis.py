@@ -258,3 +258,41 @@ def test_regrouping_keeps_every_answered_call_answered(ids, split, api):
     if api == "gemini" and split and len(ids) > 1:
         return  # Gemini takes one turn of calls: split calls are a break there
     assert check_tool_pairs(sent) == []
+
+
+def test_litellm_ids_beside_the_parts_are_read():
+    """LiteLLM's OTel callback keeps Chat Completions' tool_calls and tool_call_id beside
+    empty or text parts: read as the parts they are, a result with no call is found."""
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "list"}]},
+        {"role": "tool", "parts": [{"type": "text", "content": "a.py"}], "tool_call_id": "call_1"},
+    ]
+    attributes = {**LOGFIRE, "gen_ai.input.messages": _genai(messages)}
+    (finding,) = _findings(_span(attributes, name="chat gpt-4o-mini"))
+    assert (finding.rule, finding.messages) == ("openai.result_has_call", (1,))
+    clean = [
+        messages[0],
+        {
+            "role": "assistant",
+            "parts": [],
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        messages[1],
+    ]
+    attributes = {**LOGFIRE, "gen_ai.input.messages": _genai(clean)}
+    assert _findings(_span(attributes, name="chat gpt-4o-mini")) == []
+
+
+def test_an_api_that_keeps_the_system_prompt_beside_the_list_counts_without_it():
+    """The finding names the recorded message; the provider's error, the API's own index."""
+    messages = [
+        {"role": "system", "parts": [{"type": "text", "content": "Be terse."}]},
+        USER,
+        {"role": "user", "parts": [{"type": "tool_call_response", "id": "t1", "response": "a"}]},
+    ]
+    attributes = {"gen_ai.provider.name": "aws.bedrock", "gen_ai.input.messages": _genai(messages)}
+    (finding,) = _findings(_span(attributes))
+    assert finding.messages == (2,)
+    assert "at messages.1.content" in finding.provider_error

@@ -44,7 +44,7 @@ from ctxkit.conformance.judge.parts import (
     reasoning_id,
 )
 from ctxkit.conformance.judge.parts import results as result_ids
-from ctxkit.shapes.rules import rule
+from ctxkit.shapes.rules import rule, system_in_messages
 from ctxkit.tokens import TokenCounter
 
 __all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint"]
@@ -106,6 +106,9 @@ class Finding:
     """The API the request went to, whose rules judged it (see :mod:`ctxkit.audit.apis`)."""
     api_told: str = ""
     """What told the API."""
+    api_index: int | None = None
+    """The first message's index in the API's own list, where that differs (a system prompt
+    recorded first that the API takes beside the list)."""
 
     @property
     def level(self) -> str:
@@ -120,7 +123,7 @@ class Finding:
         if self.ids:
             known["id"] = known["call_id"] = self.ids[0]
         if self.messages:
-            known["index"] = str(self.messages[0])
+            known["index"] = str(self.messages[0] if self.api_index is None else self.api_index)
         return rule(self.rule).error.format_map(known)
 
     def as_dict(self) -> dict[str, Any]:
@@ -193,6 +196,12 @@ def _in_request_words(sentence: str, recorded: Callable[[int], int]) -> str:
     return _VIEW_INDEX.sub(lambda m: f"message[{recorded(int(m.group(1)))}]", sentence).replace(
         "the view", "the request"
     )
+
+
+def _beside(messages: list[Any], index: int) -> int:
+    """A message's index once the system messages before it are taken out of the list, as an
+    API that keeps the system prompt beside it (Anthropic, Gemini, Bedrock) counts."""
+    return index - sum(1 for m in messages[:index] if _is_system(m))
 
 
 def _is_system(message: Any) -> bool:
@@ -395,7 +404,18 @@ class ConversationAudit:
         return found
 
     def _keep(self, found: list[Finding], request: Request) -> None:
-        found[:] = [replace(f, api=request.api, api_told=request.api_told) for f in found]
+        beside = bool(request.api) and not system_in_messages(request.api)
+        found[:] = [
+            replace(
+                f,
+                api=request.api,
+                api_told=request.api_told,
+                api_index=(
+                    _beside(request.messages, f.messages[0]) if beside and f.messages else None
+                ),
+            )
+            for f in found
+        ]
         self.findings_count += len(found)
         self.findings.extend(found)
         if len(self.findings) > KEPT:

@@ -99,10 +99,37 @@ def _structured(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     messages = _json_value(attributes["gen_ai.input.messages"])
     if not isinstance(messages, list):
         raise ValueError("gen_ai.input.messages is not a JSON list of messages")
+    messages = [_ids_in_parts(m) if isinstance(m, dict) else m for m in messages]
     system = _json_value(attributes.get("gen_ai.system_instructions"))
     if isinstance(system, list) and system:
         return [{"role": "system", "parts": system}, *messages]
-    return list(messages)
+    return messages
+
+
+def _ids_in_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """A message with parts whose calls or result id sit beside them, in Chat Completions'
+    keys (LiteLLM's OTel callback: ``"parts": [], "tool_calls": [...]``, and a tool message's
+    text part with its ``tool_call_id``), with them as the parts the conventions define."""
+    calls, answered = message.get("tool_calls"), message.get("tool_call_id")
+    if not (calls or answered) or not isinstance(message.get("parts"), list):
+        return message
+    parts = [p for p in message["parts"] if isinstance(p, Mapping)]
+    if answered:
+        text = "".join(str(p.get("content", "")) for p in parts if p.get("type") == "text")
+        parts = [{"type": "tool_call_response", "id": str(answered), "response": text}]
+    for call in calls or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": str(call.get("id", "")),
+                    "name": str(function.get("name", "")),
+                    "arguments": function.get("arguments"),
+                }
+            )
+    rest = {k: v for k, v in message.items() if k not in ("tool_calls", "tool_call_id")}
+    return {**rest, "parts": parts}
 
 
 def _tree(attributes: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -16,7 +16,9 @@ spans with ``gen_ai.input.messages``, 50 spans per export. Four runs over the sa
 Goals (issue 22): auditing costs at most 2x decoding; at least 2,000 requests of 20 messages a
 second on one core. Memory: what a conversation keeps between requests (fingerprints and
 counts, as :meth:`~ctxkit.audit.checks.ConversationAudit.state_bytes` states them) and what
-Python really holds for it (tracemalloc, the auditor alone).
+Python really holds for it (tracemalloc, the auditor alone); and the peak resident memory of a
+process auditing files of 1x and 2x the requests in the same conversations, streamed as
+``ctxkit audit`` reads (goal, issue 32: at most 1.25x) and read whole first (as it read before).
 
     python benchmarks/audit.py [--conversations N] [--requests N] [--messages N] [--json F]
 """
@@ -28,7 +30,9 @@ import asyncio
 import gc
 import json
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -44,6 +48,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from ctxkit.audit import Auditor  # noqa: E402
+from ctxkit.audit.files import Reading  # noqa: E402
 from ctxkit.audit.genai import requests_of  # noqa: E402
 from ctxkit.audit.otlp import _hex_ids_to_base64, decode_json_line, records_of  # noqa: E402
 from ctxkit.audit.publish import AuditMetrics, publish_request  # noqa: E402
@@ -144,6 +149,54 @@ def protobuf(line: str) -> bytes:
     return request.SerializeToString()
 
 
+_PEAK = """
+import re, sys
+from ctxkit.audit import Auditor
+from ctxkit.audit.files import Reading, read_paths
+auditor = Auditor()
+if sys.argv[2] == "streamed":
+    for request in Reading([sys.argv[1]]):
+        auditor.add(request)
+        request.messages = []
+else:  # every request read first, then audited: how ctxkit audit read files before
+    for request in read_paths([sys.argv[1]]).requests:
+        auditor.add(request)
+        request.messages = []
+# VmHWM, not ru_maxrss: the latter keeps the peak of the process this one was forked from.
+status = open("/proc/self/status").read()
+print(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1))
+"""
+
+
+def peak_mib(path: Path, way: str) -> float:
+    """The peak resident memory of a process that audits ``path`` (``way``: streamed, as
+    ``ctxkit audit`` reads, or read whole first)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(path), way],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def file_peaks(
+    folder: Path, conversations: int, requests: int, window: int
+) -> dict[str, tuple[float, float]]:
+    """Peak memory auditing files of ``requests`` and twice as many requests in the same
+    conversations, streamed and read whole."""
+    files = []
+    for count in (requests, 2 * requests):
+        path = folder / f"fleet-{count}.jsonl"
+        path.write_text("\n".join(exports(conversations, count, window)) + "\n")
+        files.append(path)
+    return {
+        way: (peak_mib(files[0], way), peak_mib(files[1], way))
+        for way in ("streamed", "read whole first")
+    }
+
+
 def timed(work: Any) -> float:
     gc.collect()
     start = time.process_time()
@@ -168,12 +221,15 @@ def main() -> int:
             for record in decode_json_line(json.loads(line)):
                 json.loads(record.attributes["gen_ai.input.messages"])
 
+    folder = Path(tempfile.mkdtemp(prefix="ctxkit-bench-"))
+    recording = folder / "fleet.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+
     def audit_file() -> None:
         auditor = Auditor()
-        records = [(r, "f") for line in lines for r in decode_json_line(json.loads(line))]
-        requests, _ = requests_of(records)
-        for request in sorted(requests, key=lambda r: r.time_ns):
+        for request in Reading([str(recording)]):  # what `ctxkit audit` does
             auditor.add(request)
+            request.messages = []
         assert auditor.requests == total, auditor.requests
 
     def decode_protobuf() -> None:
@@ -255,6 +311,14 @@ def main() -> int:
         f"memory per conversation: {state:,.0f} bytes of fingerprints and counts (state_bytes), "
         f"{held:,.0f} bytes held by Python (tracemalloc)"
     )
+    peaks = file_peaks(folder, args.conversations, args.requests, args.messages)
+    print(
+        f"peak memory auditing a file of {args.requests} and {2 * args.requests} requests per "
+        "conversation (the same conversations), a process each:"
+    )
+    for way, (one, two) in peaks.items():
+        print(f"  {way:<28}{one:>8.1f} MiB {two:>8.1f} MiB  {two / one:.2f}x")
+    print("  (goal: at most 1.25x, streamed)")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -266,6 +330,7 @@ def main() -> int:
                     "audit_over_decode_protobuf": ratio_otlp,
                     "state_bytes_per_conversation": state,
                     "python_bytes_per_conversation": held,
+                    "peak_mib": {way: list(pair) for way, pair in peaks.items()},
                 },
                 indent=2,
             )

@@ -251,7 +251,10 @@ def test_regrouping_keeps_every_answered_call_answered(ids, split, api):
         *({"role": "tool", "tool_call_id": i, "content": "ok"} for i in ids),
     ]
     sent, positions = as_sent(messages, api)
-    assert positions is not None
+    if positions is None:  # nothing a regrouping would change: judged as recorded
+        assert sent is messages
+        assert not (split and len(ids) > 1)
+        positions = list(range(len(messages)))
     assert len(positions) == len(sent)
     assert positions == sorted(positions)
     assert set(positions) <= set(range(len(messages)))

@@ -111,3 +111,5 @@ def test_audit_benchmark_runs_and_reports_ratios(tmp_path: Path):
     }
     assert results["requests"] == 30
     assert results["state_bytes_per_conversation"] > 0
+    assert set(results["peak_mib"]) == {"streamed", "read whole first"}
+    assert all(one > 0 and two > 0 for one, two in results["peak_mib"].values())

@@ -256,7 +256,7 @@ def as_sent(messages: list[Any], api: str) -> tuple[list[Any], list[int] | None]
     (Gemini's when a call or result has no id). Messages already in an API's own shape, and
     those of the other APIs, whose recorded form groups calls and results as they do, are
     left as they are."""
-    if api not in ("responses", "gemini", UNKNOWN):
+    if api not in ("responses", "gemini", UNKNOWN) or not _regrouping_matters(messages):
         return messages, None
     read = [_read(m) if isinstance(m, Mapping) else None for m in messages]
     if not any(g is not None and (g.calls or g.results) for g in read):
@@ -283,6 +283,44 @@ def as_sent(messages: list[Any], api: str) -> tuple[list[Any], list[int] | None]
         sent.extend(written)
         positions.extend([position] * len(written))
     return sent, positions
+
+
+_ABSENT = (None, "", "None")
+
+
+def _regrouping_matters(messages: list[Any]) -> bool:
+    """Whether writing the messages as Responses items or Gemini turns can change a verdict
+    of the generic reading: a call or result without an id (paired by name and position), or
+    calls in messages of their own one after another (parallel calls as items). Read lean:
+    this runs on every request."""
+    calling_before = False
+    for message in messages:
+        if type(message) is not dict or "type" in message:
+            calling_before = False
+            continue
+        ids: list[Any] = []
+        calling = False
+        tool_calls = message.get("tool_calls")
+        if tool_calls:
+            calling = True
+            ids = [c.get("id") if type(c) is dict else None for c in tool_calls]
+        elif message.get("role") == "tool" and "parts" not in message:
+            ids = [message.get("tool_call_id")]
+        else:
+            for part in message.get("parts") or ():
+                if type(part) is dict:
+                    kind = part.get("type")
+                    if kind == "tool_call" or kind == "tool_call_response":
+                        ids.append(part.get("id"))
+                        calling = calling or kind == "tool_call"
+                    elif "functionCall" in part or "functionResponse" in part:
+                        return True  # Gemini's own parts among generic messages
+        if calling and calling_before:
+            return True
+        if any(i in _ABSENT for i in ids):
+            return True
+        calling_before = calling
+    return False
 
 
 def _responses(generic: _Generic) -> list[Any]:

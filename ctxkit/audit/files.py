@@ -49,7 +49,7 @@ FORMATS = ("auto", "otlp", "bodies")
 """``--format`` choices: tell each file's form from its first record, or say it."""
 
 
-REORDER = 4096
+REORDER = 1024
 """How far out of place, in records and in requests, a file may hold what belongs together:
 a span and its log records, and two requests of one time. What is held at any time is that
 much of the files, whatever their length; a request further out of time order is checked

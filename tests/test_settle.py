@@ -26,7 +26,7 @@ def _names(ripe: list) -> list[tuple[str, str]]:
 
 def test_each_record_waits_the_settle_time_after_its_own_arrival():
     """Steady traffic never holds back what arrived earlier: the stream need not go quiet."""
-    held = Settling(2.0, hold_at_most=6, capacity=100)
+    held = Settling(2.0, hold_at_most=6)
     for second in range(10):
         held.add(float(second), [_span(f"s{second}")], "w")
     assert _names(held.ripe(5.0)) == [
@@ -40,7 +40,7 @@ def test_each_record_waits_the_settle_time_after_its_own_arrival():
 
 
 def test_a_span_takes_its_log_records_whenever_they_came():
-    held = Settling(1.0, hold_at_most=6, capacity=100)
+    held = Settling(1.0, hold_at_most=6)
     held.add(0.0, [_log("a")], "logs")  # before its span, as log exporters often send
     held.add(0.5, [_span("a")], "spans")
     held.add(1.2, [_log("a")], "logs")  # after it, within its settle time
@@ -50,25 +50,25 @@ def test_a_span_takes_its_log_records_whenever_they_came():
 
 
 def test_a_log_record_whose_span_never_comes_goes_alone_after_the_longest_wait():
-    held = Settling(1.0, hold_at_most=3, capacity=100)
+    held = Settling(1.0, hold_at_most=3)
     held.add(0.0, [_log("lost")], "logs")
     assert _names(held.ripe(2.9)) == []
     assert _names(held.ripe(3.0)) == [("log", "lost")]
 
 
 def test_spans_of_two_traces_with_one_span_id_keep_their_own_logs():
-    held = Settling(1.0, hold_at_most=6, capacity=100)
+    held = Settling(1.0, hold_at_most=6)
     held.add(0.0, [_span("s", "t1"), _log("s", "t2")], "w")
     assert _names(held.ripe(1.0)) == [("span", "s")]
     assert _names(held.ripe(10.0)) == [("log", "s")]
 
 
-def test_capacity_is_reached_and_everything_is_released_on_stop():
-    held = Settling(60.0, hold_at_most=6, capacity=3)
+def test_everything_is_released_on_stop():
+    held = Settling(60.0, hold_at_most=6)
     held.add(0.0, [_span("a"), _span("b"), _log("c")], "w")
-    assert held.full()
+    assert held.held == 3
     assert len(held.ripe(1.0, everything=True)) == 3
-    assert not held.full()
+    assert held.held == 0
 
 
 _TOOL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -214,7 +214,7 @@ class Reading:
         """Requests in file order; an OTLP record waits until :data:`REORDER` newer ones were
         read (a log record up to four times that for its span), so that a span's log records
         join it wherever they were written near it."""
-        held = Settling(float(REORDER), hold_at_most=4, capacity=sys.maxsize)
+        held = Settling(float(REORDER), hold_at_most=4)
         twins = Twins()
         for path in files_of(self.paths):
             with _entries(path) as (name, entries):

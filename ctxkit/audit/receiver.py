@@ -52,8 +52,10 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 HOLD_AT_MOST = 6
 """A log record waits this many settle periods at most for the span it names."""
 
-HELD_PER_EXPORT = 16
-"""Records held before the audit, per place in the queue: past that, exports stay queued."""
+RECORDS_PER_EXPORT = 16
+"""Records queued and held before the audit, per place in the queue (``--queue``): memory is
+bounded by records, not by exports of any size, and a receiver that falls behind answers 503
+(senders retry) rather than hold a backlog."""
 
 _SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs"}
 _INVALID_ARGUMENT = 3
@@ -236,17 +238,28 @@ class Watch:
         """Where every accepted export is written as a file-exporter line (``--record``)."""
         self._record_lock = threading.Lock()
         self._twins = Twins()
+        self.max_records = RECORDS_PER_EXPORT * queue_size
+        """Records queued and held at most: past it, exports are answered 503."""
+        self._count_lock = threading.Lock()
+        self._queued = 0
+        self._held = 0
 
     @property
     def port(self) -> int:
         return self.receiver.port
 
     def _offer(self, records: list[Record], where: str, line: Callable[[], str]) -> bool:
-        try:
-            self.queue.put_nowait((time.monotonic(), records, where))
-        except queue.Full:
-            self.metrics.rejected.inc()
-            return False  # not recorded either: the sender sends it again
+        with self._count_lock:
+            waiting = self._queued + self._held
+            if waiting and waiting + len(records) > self.max_records:
+                self.metrics.rejected.inc()
+                return False  # behind: the sender retries (and it is not recorded twice)
+            try:
+                self.queue.put_nowait((time.monotonic(), records, where))
+            except queue.Full:
+                self.metrics.rejected.inc()
+                return False
+            self._queued += len(records)
         self.metrics.queue_depth.set(self.queue.qsize())
         if self.record is not None:
             text = line() + "\n"
@@ -264,25 +277,25 @@ class Watch:
     async def run(self) -> None:
         """Audit what arrives until :meth:`stop`; what was received is audited before the
         receiver returns. Each record waits ``settle_s`` after its own arrival
-        (:class:`~ctxkit.audit.settle.Settling`); what is held is taken off the queue only
-        while fewer than ``HELD_PER_EXPORT`` records per queue place are held."""
+        (:class:`~ctxkit.audit.settle.Settling`)."""
         self.receiver.start()
         if self.grpc_receiver is not None:
             self.grpc_receiver.start()
-        settling = Settling(
-            self.settle_s, hold_at_most=HOLD_AT_MOST, capacity=HELD_PER_EXPORT * self.queue_size
-        )
+        settling = Settling(self.settle_s, hold_at_most=HOLD_AT_MOST)
         try:
             while True:
                 stopping = self._stopping.is_set()
-                while not settling.full():
+                while True:
                     try:
                         arrival, records, where = self.queue.get_nowait()
                     except queue.Empty:
                         break
                     settling.add(arrival, records, where)
+                    with self._count_lock:
+                        self._queued -= len(records)
                 self.metrics.queue_depth.set(self.queue.qsize())
                 ready = settling.ripe(time.monotonic(), everything=stopping)
+                self._held = settling.held
                 if ready:
                     await self._audit(ready, final=stopping)
                 if stopping and not settling.held and self.queue.empty():

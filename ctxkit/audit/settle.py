@@ -8,8 +8,7 @@ arrived, with every log record of it that has arrived by then; a log record that
 waits for it (released with it when it comes) for at most ``hold_at_most`` settle periods,
 then goes alone. Nothing waits on the stream going quiet, so under steady load every record
 is audited about ``settle_s`` after it arrived, and what is held is what arrived within that
-time: at most ``capacity`` records, past which the receiver stops taking exports from its
-queue (which then fills, and senders are told to retry).
+time (the receiver bounds it: past its limit, senders are told to retry).
 """
 
 from __future__ import annotations
@@ -26,10 +25,9 @@ Held = tuple[float, Record, str]
 class Settling:
     """Records waiting to be audited, released in arrival order as they ripen."""
 
-    def __init__(self, settle_s: float, *, hold_at_most: float, capacity: int) -> None:
+    def __init__(self, settle_s: float, *, hold_at_most: float) -> None:
         self.settle_s = settle_s
         self.hold_at_most = hold_at_most
-        self.capacity = capacity
         self.held = 0
         self._first: deque[Held] = deque()
         """Spans and log records that name no span, in arrival order."""
@@ -48,9 +46,6 @@ class Settling:
             else:
                 self._first.append((arrival, record, where))
             self.held += 1
-
-    def full(self) -> bool:
-        return self.held >= self.capacity
 
     def ripe(self, now: float, *, everything: bool = False) -> list[tuple[Record, str]]:
         """What is ready at ``now`` (all of it with ``everything``), each span followed by the

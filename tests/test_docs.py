@@ -166,3 +166,44 @@ def test_the_readme_picture_is_the_docs_picture() -> None:
     (url,) = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert url.endswith("/main/docs/assets/inspector.svg")
     assert (DOCS / "assets" / "inspector.svg").exists()
+
+
+def _recording_table() -> list[str]:
+    text = (ROOT / "docs" / "audit.md").read_text()
+    section = text[text.index("## Recording content") :]
+    section = section[: section.index("\n## ")]
+    return [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+
+
+def test_every_install_line_of_the_instrumentation_table_is_what_the_tests_record_with():
+    """The docs' pip and npm lines name the versions the recordings in the tests were made
+    with: each pinned package is installed at that version here (pip) or pinned in
+    tests/js/package.json (npm)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    rows = _recording_table()
+    assert len(rows) >= 8, rows
+    pinned = json.loads((ROOT / "tests" / "js" / "package.json").read_text())["dependencies"]
+    checked = 0
+    for row in rows:
+        for command in re.findall(r"`((?:pip|npm) install [^`]+)`", row):
+            tool, _, names = command.split(" ", 2)
+            for name in names.split():
+                name = name.strip('"')
+                if tool == "npm":
+                    package, _, wanted = name.rpartition("@")
+                    assert pinned.get(package) == wanted, (command, pinned.get(package))
+                else:
+                    requirement = Requirement(name)
+                    try:
+                        found = version(requirement.name)
+                    except PackageNotFoundError:
+                        missing(f"{requirement.name} is not installed (pip install -e '.[dev]')")
+                    assert requirement.specifier.contains(found, prereleases=True), (
+                        command,
+                        found,
+                    )
+                checked += 1
+    assert checked >= 15

@@ -1,8 +1,8 @@
 """Record, like ``record_instrumented.py``, a small agent conversation through a real client
 library under a real GenAI instrumentation against the loopback fake provider, for the
 instrumentations that one does not cover: Bedrock's Converse API (OpenLLMetry's and
-OpenInference's bedrock instrumentations), OpenTelemetry's official google-genai instrumentation
-and LiteLLM's own OpenTelemetry callback.
+OpenInference's bedrock instrumentations), OpenTelemetry's official and OpenLLMetry's google-genai
+instrumentations, LiteLLM's own OpenTelemetry callback and OpenInference's litellm instrumentation.
 
     python tests/record_more.py NAME --file OUT.jsonl
 
@@ -42,6 +42,8 @@ CONTENT_SETTINGS = {
         "USE_OTEL_LITELLM_REQUEST_SPAN": "true",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no fetch of its price list at import
     },
+    "openinference-litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    "openllmetry-google-genai": {"TRACELOOP_TRACE_CONTENT": "true"},
 }
 """Every recording, and what makes it record message content (and, for LiteLLM, one span per
 call)."""
@@ -102,27 +104,44 @@ def _bedrock(name: str, fake_url: str) -> Any:
     )
 
 
-def _gemini(fake_url: str) -> Any:
-    """The official google-genai instrumentation, whose declared ``google-genai<3`` bound the
-    installed 3.x does not meet: its dependency check is skipped, the API is the same. Every
-    release that imports with opentelemetry-api 1.45 needs opentelemetry-util-genai >= 1.0b0,
-    with which openai-v2 2.4b0 no longer imports; so the two go in a directory of their own:
+def _gemini(name: str, fake_url: str) -> Any:
+    """A google-genai client pointed at the fake, under OpenLLMetry's instrumentation
+    (``opentelemetry-instrumentation-google-generativeai``, which wraps google-genai) or the
+    official one, whose declared ``google-genai<3`` bound the installed 3.x does not meet: its
+    dependency check is skipped, the API is the same. Every release of the official one that
+    imports with opentelemetry-api 1.45 needs opentelemetry-util-genai >= 1.0b0, with which
+    openai-v2 2.4b0 no longer imports; so the two go in a directory of their own:
     ``pip install --no-deps --target DIR opentelemetry-util-genai==1.3b0
     opentelemetry-instrumentation-google-genai==1.3b0`` and run with ``PYTHONPATH=DIR``."""
     from google import genai
     from google.genai import types
-    from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
 
-    GoogleGenAiSdkInstrumentor().instrument(skip_dep_check=True)
+    if name == "openllmetry-google-genai":
+        from opentelemetry.instrumentation.google_generativeai import (
+            GoogleGenerativeAiInstrumentor,
+        )
+
+        GoogleGenerativeAiInstrumentor().instrument()
+    else:
+        from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
+
+        GoogleGenAiSdkInstrumentor().instrument(skip_dep_check=True)
     return genai.Client(
         api_key="k", http_options=types.HttpOptions(base_url=fake_url.removesuffix("/v1"))
     )
 
 
-def _litellm(tracer_provider: Any) -> Any:
-    """LiteLLM's callback on our tracer provider: its config would otherwise build an exporter
-    (console by default) from the environment."""
+def _litellm(name: str, tracer_provider: Any) -> Any:
+    """LiteLLM under OpenInference's instrumentation (which replaces ``litellm.completion`` and
+    the like on the module), or LiteLLM's callback on our tracer provider: its config would
+    otherwise build an exporter (console by default) from the environment."""
     import litellm
+
+    if name == "openinference-litellm":
+        from openinference.instrumentation.litellm import LiteLLMInstrumentor
+
+        LiteLLMInstrumentor().instrument(tracer_provider=tracer_provider)
+        return litellm
     from litellm.integrations.opentelemetry import OpenTelemetry, OpenTelemetryConfig
 
     callback = OpenTelemetry(
@@ -138,11 +157,15 @@ def _converse(name: str, client: Any, fake_url: str) -> None:
     if name.endswith("bedrock"):
         for messages in BEDROCK_REQUESTS:
             client.converse(modelId=BEDROCK_MODEL, system=[{"text": SYSTEM}], messages=messages)
-    elif name == "otel-google-genai":
+    elif name.endswith("google-genai"):
         from google.genai import types
 
         config = types.GenerateContentConfig(system_instruction=SYSTEM)
         for contents in GEMINI_REQUESTS:
+            if name == "openllmetry-google-genai":
+                # It reads calls and responses from typed parts or camelCase dicts only; the
+                # snake_case dicts (which the client takes alike) it records as their str().
+                contents = [types.Content.model_validate(content) for content in contents]
             client.models.generate_content(
                 model="gemini-2.0-flash", contents=contents, config=config
             )
@@ -188,10 +211,10 @@ def main() -> int:
     with FakeProvider() as fake:
         if args.name.endswith("bedrock"):
             client = _bedrock(args.name, fake.url)
-        elif args.name == "otel-google-genai":
-            client = _gemini(fake.url)
+        elif args.name.endswith("google-genai"):
+            client = _gemini(args.name, fake.url)
         else:
-            client = _litellm(tracer_provider)
+            client = _litellm(args.name, tracer_provider)
         with tracer.start_as_current_span("conversation"):
             _converse(args.name, client, fake.url)
     tracer_provider.shutdown()

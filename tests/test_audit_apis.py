@@ -184,7 +184,8 @@ def test_an_unknown_api_is_judged_by_the_rules_every_api_shares():
         "",
         "",
     )
-    assert "judged by the rules every API shares" in finding.api_told
+    assert finding.judged == "by the rules every API shares (the recording names no API)"
+    assert finding.as_dict()["api"] == "the rules every API shares"
 
 
 @pytest.mark.parametrize(

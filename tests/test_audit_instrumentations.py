@@ -126,7 +126,7 @@ def test_the_same_telemetry_received_live_gives_the_same_findings(recorded: Reco
     assert "list files" not in recorded.log  # content is never printed
 
 
-# -- the Vercel AI SDK 7 (tests/js/record_ai_sdk.mjs), through @ai-sdk/otel ----------------
+# -- the Vercel AI SDK 5, 6 and 7 (tests/js/record_ai_sdk.mjs) ------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def ai_sdk_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     if not (ROOT / "tests" / "js" / "node_modules" / "@ai-sdk" / "otel").is_dir():
         missing("tests/js has no node_modules: run `npm ci --prefix tests/js`")
     folder = tmp_path_factory.mktemp("ai-sdk")
-    files = {mode: folder / f"{mode}.jsonl" for mode in ("legacy", "otel")}
+    files = {mode: folder / f"{mode}.jsonl" for mode in ("legacy", "otel", "ai5", "ai6")}
     with FakeProvider() as fake:
         script = str(ROOT / "tests" / "js" / "record_ai_sdk.mjs")
         runs = [
@@ -151,7 +151,7 @@ def ai_sdk_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
         for run in runs:
             _, errors = run.communicate(timeout=120)
             assert run.returncode == 0, errors
-        assert len(fake.requests) == 6  # three model calls each
+        assert len(fake.requests) == 3 * len(files)  # three model calls each
     return files
 
 
@@ -160,13 +160,16 @@ def ai_sdk_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     [
         ("legacy", "told by ai.model.provider openai.chat"),
         ("otel", "told by gen_ai.provider.name openai and gen_ai.operation.name chat"),
+        ("ai5", "told by ai.model.provider openai.chat"),
+        ("ai6", "told by ai.model.provider openai.chat"),
     ],
 )
-def test_ai_sdk_7_model_calls_are_the_requests_and_the_split_pair_is_found(
+def test_ai_sdk_model_calls_are_the_requests_and_the_split_pair_is_found(
     ai_sdk_recordings: dict[str, Path], mode: str, told: str, tmp_path: Path
 ):
-    """The invoke_agent span (otel) and the outer ai.generateText span (legacy) carry the
-    run's messages too: only the model calls are requests, so the break is at request 2."""
+    """AI SDK 7 through @ai-sdk/otel (legacy ai.* spans, GenAI spans), AI SDK 5 and 6 with
+    their own telemetry. The invoke_agent span (otel) and the outer ai.generateText span carry
+    the run's messages too: only the model calls are requests, so the break is at request 2."""
     report_path = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "ctxkit", "audit", str(ai_sdk_recordings[mode]),
@@ -264,15 +267,24 @@ FRAMEWORKS = {
         name: (["record_more.py", name], ("tool_pair_integrity", 2, "bedrock.result_has_call"))
         for name in ("openllmetry-bedrock", "openinference-bedrock")
     },
-    "litellm-otel": (
-        ["record_more.py", "litellm-otel"],
-        ("tool_pair_integrity", 2, "openai.result_has_call"),
+    **{
+        name: ([script, name], ("tool_pair_integrity", 2, "openai.result_has_call"))
+        for script, name in (
+            ("record_more.py", "litellm-otel"),
+            ("record_more.py", "openinference-litellm"),
+        )
+    },
+    # A response recorded with neither id nor name (OpenLLMetry) pairs by its place.
+    "openllmetry-google-genai": (
+        ["record_more.py", "openllmetry-google-genai"],
+        ("tool_pair_integrity", 2, "gemini.response_has_call"),
     ),
 }
-"""Recordings of frameworks (whose agent, workflow and chain spans carry the messages too),
-Bedrock Converse and LiteLLM: the script and its arguments, and the one finding the audit
-must make. (tests/record_more.py's otel-google-genai needs opentelemetry-util-genai 1.x, with
-which the official openai-v2 2.4b0 no longer imports: not installed beside it.)"""
+"""Recordings of frameworks (whose agent, workflow and chain spans carry the messages too), Bedrock
+Converse, LiteLLM (its callback and OpenInference's) and OpenLLMetry's google-genai: the script
+and its arguments, and the one finding the audit must make. (tests/record_more.py's otel-google-
+genai needs opentelemetry-util-genai 1.x, with which the official openai-v2 2.4b0 no longer
+imports: not installed beside it.)"""
 
 
 @pytest.fixture(scope="module")

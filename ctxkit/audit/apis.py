@@ -33,7 +33,7 @@ API_NAMES = {
     "anthropic": "Anthropic Messages",
     "gemini": "Gemini generateContent",
     "bedrock": "Bedrock Converse",
-    UNKNOWN: "an API the recording does not name",
+    UNKNOWN: "the rules every API shares",
 }
 EVIDENCE = (
     "the messages' own shape (Responses items, Anthropic or Bedrock blocks, Gemini parts)",
@@ -57,11 +57,6 @@ class Told:
     @property
     def name(self) -> str:
         return API_NAMES[self.api]
-
-    @property
-    def said(self) -> str:
-        """``OpenAI Responses (told by the span name 'Responses API with ...')``."""
-        return f"{self.name} ({self.how})" if self.how else self.name
 
 
 _NATIVE = frozenset({"responses", "anthropic", "gemini", "bedrock"})
@@ -184,7 +179,7 @@ def tell(name: str, attributes: Mapping[str, Any], messages: Sequence[Any]) -> T
             return Told(_PROVIDERS[provider], f"told by {field} {provider}")
         if provider in _OPENAI and attributes.get("gen_ai.operation.name") == "chat":
             return Told("openai", f"told by {field} {provider} and gen_ai.operation.name chat")
-    return Told(UNKNOWN, "the recording names no API: judged by the rules every API shares")
+    return Told(UNKNOWN, "the recording names no API")
 
 
 # -- as the API received them -------------------------------------------------------------
@@ -268,7 +263,10 @@ def as_sent(messages: list[Any], api: str) -> tuple[list[Any], list[int] | None]
     positions: list[int] = []
     answering: dict[str, Any] | None = None
     """Gemini: the turn of results being written, which the results right after join."""
+    named = _Named()
     for position, (message, generic) in enumerate(zip(messages, read, strict=True)):
+        if generic is not None and api == "gemini":
+            named.fill(generic, answering is not None)
         if generic is None or not (generic.calls or generic.results):
             written = [message]
         elif api == "responses":
@@ -283,6 +281,29 @@ def as_sent(messages: list[Any], api: str) -> tuple[list[Any], list[int] | None]
         sent.extend(written)
         positions.extend([position] * len(written))
     return sent, positions
+
+
+class _Named:
+    """Gemini pairs a response with the call at its place in the turn before: a response
+    recorded with neither id nor name (OpenLLMetry's google-genai) takes the name of the call
+    at its place."""
+
+    def __init__(self) -> None:
+        self.called: list[str] = []
+        self.answered = 0
+
+    def fill(self, generic: _Generic, continuing: bool) -> None:
+        if generic.calls:
+            self.called = [name for _, name, _ in generic.calls]
+            self.answered = 0
+            return
+        if not continuing:
+            self.answered = 0
+        for place, (call_id, name, output) in enumerate(generic.results):
+            at = self.answered + place
+            if not call_id and not name and at < len(self.called):
+                generic.results[place] = (call_id, self.called[at], output)
+        self.answered += len(generic.results)
 
 
 _ABSENT = (None, "", "None")

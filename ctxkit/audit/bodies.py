@@ -20,7 +20,7 @@ from typing import Any
 from ctxkit.audit.apis import from_body
 from ctxkit.audit.request import Request, Usage
 
-__all__ = ["NotABody", "is_body", "is_body_line", "request_of"]
+__all__ = ["NotABody", "body_messages", "is_body", "is_body_line", "request_of"]
 
 
 class NotABody(ValueError):
@@ -100,7 +100,7 @@ def _system_text(system: Any) -> Any:
     raise NotABody("the system prompt is neither text nor a list of text blocks")
 
 
-def _messages(body: Mapping[str, Any]) -> tuple[list[Any], str, str]:
+def body_messages(body: Mapping[str, Any]) -> tuple[list[Any], str, str]:
     """The body's messages (system prompt first), its API, and why it is partial."""
     if isinstance(body.get("contents"), list):
         system = body.get("systemInstruction", body.get("system_instruction"))
@@ -139,7 +139,7 @@ def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request
     body = _body(line)
     if not is_body(body):
         raise NotABody("not a request body: no messages, input or contents")
-    messages, api, partial = _messages(body)
+    messages, api, partial = body_messages(body)
     metadata = body.get("metadata")
     key = metadata.get("conversation_id") if isinstance(metadata, Mapping) else None
     key = key or line.get("conversation_id")

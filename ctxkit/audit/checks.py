@@ -143,10 +143,12 @@ class Finding:
         }
 
     @property
-    def judged_as(self) -> str:
-        """``OpenAI Responses (told by the span name 'Responses API with ...')``."""
+    def judged(self) -> str:
+        """How it was judged: ``as OpenAI Responses (told by the span name '...')``, or ``by
+        the rules every API shares (the recording names no API)``."""
+        way = "as" if self.api else "by"
         name = API_NAMES.get(self.api, self.api)
-        return f"{name} ({self.api_told})" if self.api_told else name
+        return f"{way} {name} ({self.api_told})" if self.api_told else f"{way} {name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ctxkit.audit import ai_sdk
 from ctxkit.audit.apis import tell
+from ctxkit.audit.bodies import NotABody, body_messages, is_body
 from ctxkit.audit.otlp import Record
 from ctxkit.audit.request import Problem, Request, Usage, parse_json
 
@@ -234,6 +235,26 @@ def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None
     return messages
 
 
+def _recorded_body(value: Any) -> list[Any] | None:
+    """The messages of the request body OpenInference records in ``input.value`` beside the
+    flattened ``llm.input_messages``, which lose what the body has (a tool message's
+    ``tool_call_id``, for LiteLLM): a body of messages, input items or contents, or a bare list
+    of input items (the Agents SDK). None when it is something else (LangChain's serialized
+    objects)."""
+    value = _json_value(value)
+    if isinstance(value, list):
+        value = {"input": value}
+    if not isinstance(value, Mapping) or not is_body(value):
+        return None
+    try:
+        messages, _, _ = body_messages(value)
+    except NotABody:
+        return None
+    if not all(isinstance(m, Mapping) and ("role" in m or "type" in m) for m in messages):
+        return None
+    return messages
+
+
 def _from_message_events(events: Iterable[tuple[str, Any]]) -> list[dict[str, Any]] | None:
     """Messages from per-message events: (event name, body) in recorded order."""
     messages = []
@@ -361,6 +382,9 @@ def _messages_of(
         return found, "gen_ai.prompt"
     found = _openinference(record.attributes)
     if found is not None:
+        body = _recorded_body(record.attributes.get("input.value"))
+        if body is not None:
+            return body, "input.value"
         return found, "llm.input_messages"
     if ai_sdk.PROMPT in record.attributes:
         return ai_sdk.chat_messages(_json_value(record.attributes[ai_sdk.PROMPT])), ai_sdk.PROMPT

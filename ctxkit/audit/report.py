@@ -108,7 +108,7 @@ def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]
         lines.append(f"  request {finding.request}: {finding.property} ({finding.level}): ")
         lines[-1] += finding.message
         if finding.api_told:
-            lines.append(f"    judged as {finding.judged_as}")
+            lines.append(f"    judged {finding.judged}")
         if finding.provider_error:
             lines.append(f"    {_answerer(finding)} would answer: {finding.provider_error}")
         if outcome.contents is not None:
@@ -218,7 +218,7 @@ def _answerer(finding: Finding) -> str:
 def _failure_text(findings: Iterable[Finding]) -> str:
     return "\n".join(
         f"request {f.request}: {f.property}: {f.message}"
-        + (f" (judged as {f.judged_as})" if f.api_told else "")
+        + (f" (judged {f.judged})" if f.api_told else "")
         + (f" ({_answerer(f)} would answer: {f.provider_error})" if f.provider_error else "")
         for f in findings
     )

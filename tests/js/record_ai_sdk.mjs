@@ -4,16 +4,22 @@
 //
 //   node tests/js/record_ai_sdk.mjs MODE --base-url URL --out FILE
 //
-// MODE `legacy`: @ai-sdk/otel's LegacyOpenTelemetry (the `ai.*` spans, `ai.prompt.messages`).
-// MODE `otel`:   @ai-sdk/otel's OpenTelemetry (GenAI semantic conventions, `invoke_agent`,
-//                `gen_ai.input.messages`).
+// MODE `legacy`: AI SDK 7 with @ai-sdk/otel's LegacyOpenTelemetry (the `ai.*` spans,
+//                `ai.prompt.messages`).
+// MODE `otel`:   AI SDK 7 with @ai-sdk/otel's OpenTelemetry (GenAI semantic conventions,
+//                `invoke_agent`, `gen_ai.input.messages`).
+// MODE `ai5`:    AI SDK 5 (`ai5` = npm:ai@5, with `ai-sdk-openai-2` = npm:@ai-sdk/openai@2,
+//                provider spec v2) and its built-in telemetry: the `ai.*` spans with
+//                `ai.prompt.messages`, sent to the globally registered tracer provider.
+// MODE `ai6`:    AI SDK 6 (`ai6` = npm:ai@6, with `ai-sdk-openai-3` = npm:@ai-sdk/openai@3,
+//                provider spec v3) and its built-in telemetry, likewise.
 // AI SDK 7 records nothing with `experimental_telemetry` alone: spans come only from an
-// integration registered with `registerTelemetry(...)`, so both modes register one.
+// integration registered with `registerTelemetry(...)`, so `legacy` and `otel` register one.
+// AI SDK 5 and 6 have no registerTelemetry: `experimental_telemetry` alone turns their spans on.
+// All four modes pass `experimental_telemetry: { isEnabled: true, recordInputs: true, ... }`.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
-import { LegacyOpenTelemetry, OpenTelemetry } from "@ai-sdk/otel";
-import { createOpenAI } from "@ai-sdk/openai";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
@@ -21,24 +27,38 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import { generateText, registerTelemetry } from "ai";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
   options: { "base-url": { type: "string" }, out: { type: "string" } },
 });
 const mode = positionals[0];
-const INTEGRATIONS = { legacy: LegacyOpenTelemetry, otel: OpenTelemetry };
-if (!(mode in INTEGRATIONS) || !values["base-url"] || !values.out) {
-  process.stderr.write("usage: record_ai_sdk.mjs legacy|otel --base-url URL --out FILE\n");
+// Per mode: the `ai` package and the @ai-sdk/openai matching its provider spec, by install name
+// (the npm aliases in tests/js/package.json), and for AI SDK 7 the @ai-sdk/otel integration.
+const MODES = {
+  legacy: { ai: "ai", openai: "@ai-sdk/openai", integration: "LegacyOpenTelemetry" },
+  otel: { ai: "ai", openai: "@ai-sdk/openai", integration: "OpenTelemetry" },
+  ai5: { ai: "ai5", openai: "ai-sdk-openai-2" },
+  ai6: { ai: "ai6", openai: "ai-sdk-openai-3" },
+};
+if (!Object.hasOwn(MODES, mode) || !values["base-url"] || !values.out) {
+  process.stderr.write(
+    `usage: record_ai_sdk.mjs ${Object.keys(MODES).join("|")} --base-url URL --out FILE\n`,
+  );
   process.exit(2);
 }
+const spec = MODES[mode];
+const { generateText, registerTelemetry } = await import(spec.ai);
+const { createOpenAI } = await import(spec.openai);
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 trace.setGlobalTracerProvider(provider);
-registerTelemetry(new INTEGRATIONS[mode]());
+if (spec.integration) {
+  const otel = await import("@ai-sdk/otel");
+  registerTelemetry(new otel[spec.integration]());
+}
 
 const openai = createOpenAI({ baseURL: values["base-url"], apiKey: "k" });
 const model = openai.chat("gpt-4o-mini");

@@ -65,12 +65,16 @@ class Receiver:
 
 @contextmanager
 def watching(tmp_path: Path, *args: str) -> Iterator[Receiver]:
+    """A ``ctxkit watch`` of its own. Its ``--settle`` is 5 s unless ``args`` say otherwise:
+    the fleets here arrive in shuffled exports, and a request that comes more than the settle
+    time after a newer one of its conversation is checked alone (late), so all of a test's
+    exports must arrive within it, on a loaded machine too."""
     log, report = tmp_path / f"watch-{time.monotonic_ns()}.log", tmp_path / "report.json"
     with log.open("w") as out:
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
-                "--metrics-port", "0", "--settle", "2", "--report-json", str(report), *args,
+                "--metrics-port", "0", "--settle", "5", "--report-json", str(report), *args,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -121,7 +121,9 @@ def test_every_acknowledged_message_survives_sigkill(tmp_path: Path):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         writer.close()
-    # The kills must have landed at different moments, not all before or all after opening.
-    assert opened_at >= ROUNDS // 2, f"only {opened_at} of {ROUNDS} writers got to append"
+    # The kills must have landed at different moments, not all before or all after opening
+    # (a third at least got to append: on a loaded machine a writer takes longer to start,
+    # and about half get there when the suite runs beside it).
+    assert ROUNDS // 3 <= opened_at < ROUNDS, f"{opened_at} of {ROUNDS} writers got to append"
     assert acked_total > ROUNDS * 10
     print(f"{ROUNDS} kills, {acked_total} acknowledged adds, {torn} torn tails recovered")

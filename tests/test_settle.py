@@ -12,8 +12,8 @@ from ctxkit.audit.otlp import Record
 from ctxkit.audit.settle import Settling
 
 
-def _span(span_id: str, trace: str = "t") -> Record:
-    return Record("span", "chat", 0, trace, span_id, "", {}, "x", {})
+def _span(span_id: str, trace: str = "t", recorded: int = 0) -> Record:
+    return Record("span", "chat", recorded, trace, span_id, "", {}, "x", {})
 
 
 def _log(span_id: str, trace: str = "t") -> Record:
@@ -28,7 +28,7 @@ def test_each_record_waits_the_settle_time_after_its_own_arrival():
     """Steady traffic never holds back what arrived earlier: the stream need not go quiet."""
     held = Settling(2.0, hold_at_most=6)
     for second in range(10):
-        held.add(float(second), [_span(f"s{second}")], "w")
+        held.add(float(second), [_span(f"s{second}", recorded=second)], "w")
     assert _names(held.ripe(5.0)) == [
         ("span", "s0"),
         ("span", "s1"),
@@ -106,3 +106,17 @@ def test_requests_in_any_arrival_order_are_audited_without_a_crash(order):
     (audit,) = auditor.conversations.values()
     assert audit.requests == len(CONVERSATION)
     assert all(f.property != "tool_pair_integrity" for f in audit.findings)
+
+
+def test_a_batch_delivered_late_goes_with_the_newer_one_it_was_recorded_before():
+    """A request recorded at t=1 that arrives after one recorded at t=5 (batches delivered
+    out of order) is released with it, so the conversation checks them in recorded order."""
+    held = Settling(2.0, hold_at_most=6)
+    newer = Record("span", "chat", 5, "t", "new", "", {}, "x", {})
+    older = Record("span", "chat", 1, "t", "old", "", {}, "x", {})
+    later = Record("span", "chat", 9, "t", "later", "", {}, "x", {})
+    held.add(0.0, [newer], "w")
+    held.add(1.5, [older, later], "w")
+    assert sorted(r.span_id for r, _ in held.ripe(2.0)) == ["new", "old"]
+    assert held.held == 1
+    assert _names(held.ripe(3.5)) == [("span", "later")]

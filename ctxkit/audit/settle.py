@@ -4,7 +4,9 @@ arrival, so the audit keeps up with traffic that never pauses.
 The wait is there for what arrives apart but belongs together: a span's log records (the
 per-message events, the inference details) come in exports of their own, before or after the
 span, and batches reach the receiver out of order. A span is released ``settle_s`` after it
-arrived, with every log record of it that has arrived by then; a log record that names a span
+arrived, with every log record of it that has arrived by then, and with every record that
+arrived since but was recorded before it (a batch delivered up to ``settle_s`` late is then
+audited in its place, not after newer requests of its conversation); a log record that names a span
 waits for it (released with it when it comes) for at most ``hold_at_most`` settle periods,
 then goes alone. Nothing waits on the stream going quiet, so under steady load every record
 is audited about ``settle_s`` after it arrived, and what is held is what arrived within that
@@ -13,6 +15,8 @@ time (the receiver bounds it: past its limit, senders are told to retry).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
 
 from ctxkit.audit.otlp import Record
@@ -23,14 +27,19 @@ Held = tuple[float, Record, str]
 
 
 class Settling:
-    """Records waiting to be audited, released in arrival order as they ripen."""
+    """Records waiting to be audited, released as they ripen, each with every held record
+    older than it (in recorded time)."""
 
     def __init__(self, settle_s: float, *, hold_at_most: float) -> None:
         self.settle_s = settle_s
         self.hold_at_most = hold_at_most
         self.held = 0
-        self._first: deque[Held] = deque()
-        """Spans and log records that name no span, in arrival order."""
+        self._held: dict[int, tuple[Record, str]] = {}
+        """Spans and log records that name no span, by their place in arrival order."""
+        self._by_arrival: deque[tuple[float, int]] = deque()
+        self._by_time: list[tuple[int, int]] = []
+        """A heap of (recorded time, place); places already released are skipped."""
+        self._places = itertools.count()
         self._logs: dict[tuple[str, str], list[Held]] = {}
         """(trace id, span id) -> the log records of that span, waiting for it."""
         self._log_order: deque[tuple[float, tuple[str, str]]] = deque()
@@ -44,19 +53,31 @@ class Settling:
                     self._log_order.append((arrival, key))
                 self._logs.setdefault(key, []).append((arrival, record, where))
             else:
-                self._first.append((arrival, record, where))
+                place = next(self._places)
+                self._held[place] = (record, where)
+                self._by_arrival.append((arrival, place))
+                heapq.heappush(self._by_time, (record.time_ns, place))
             self.held += 1
 
     def ripe(self, now: float, *, everything: bool = False) -> list[tuple[Record, str]]:
-        """What is ready at ``now`` (all of it with ``everything``), each span followed by the
+        """What is ready at ``now`` (all of it with ``everything``): what arrived
+        ``settle_s`` ago or more, and with it whatever arrived since that was recorded before
+        the newest of it (a batch delivered late finds its place); each span followed by the
         log records of it that have arrived."""
         out: list[tuple[Record, str]] = []
         cut = now - self.settle_s
-        while self._first and (everything or self._first[0][0] <= cut):
-            _, record, where = self._first.popleft()
-            out.append((record, where))
-            if record.kind == "span":
-                out.extend(self._release((record.trace_id, record.span_id)))
+        newest: int | None = None
+        while self._by_arrival and (everything or self._by_arrival[0][0] <= cut):
+            place = self._by_arrival.popleft()[1]
+            if place in self._held:
+                record = self._take(place, out)
+                newest = record.time_ns if newest is None else max(newest, record.time_ns)
+        while self._by_time and newest is not None and self._by_time[0][0] <= newest:
+            place = heapq.heappop(self._by_time)[1]
+            if place in self._held:
+                self._take(place, out)
+        if not self._held:
+            self._by_time.clear()
         self.held -= len(out)
         expired = now - self.hold_at_most * self.settle_s
         while self._log_order and (everything or self._log_order[0][0] <= expired):
@@ -64,6 +85,13 @@ class Settling:
             self.held -= len(alone)
             out.extend(alone)
         return out
+
+    def _take(self, place: int, out: list[tuple[Record, str]]) -> Record:
+        record, where = self._held.pop(place)
+        out.append((record, where))
+        if record.kind == "span":
+            out.extend(self._release((record.trace_id, record.span_id)))
+        return record
 
     def _release(self, key: tuple[str, str]) -> list[tuple[Record, str]]:
         return [(record, where) for _, record, where in self._logs.pop(key, ())]

@@ -120,3 +120,13 @@ def test_a_batch_delivered_late_goes_with_the_newer_one_it_was_recorded_before()
     assert sorted(r.span_id for r, _ in held.ripe(2.0)) == ["new", "old"]
     assert held.held == 1
     assert _names(held.ripe(3.5)) == [("span", "later")]
+
+
+def test_another_conversation_is_not_hurried_by_a_clock_that_runs_ahead():
+    held = Settling(2.0, hold_at_most=6)
+    ahead = Record("span", "chat", 10**12, "a", "ahead", "", {}, "x", {})
+    other = Record("span", "chat", 5, "b", "other", "", {}, "x", {})
+    held.add(0.0, [ahead], "w")
+    held.add(1.0, [other], "w")
+    assert _names(held.ripe(2.0)) == [("span", "ahead")]
+    assert _names(held.ripe(3.0)) == [("span", "other")]

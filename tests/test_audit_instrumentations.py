@@ -14,9 +14,11 @@ The agents run once, side by side, each exporting to a file and to one receiver.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,7 @@ from ctxkit.audit.files import read_paths
 from tests.fake_provider import FakeProvider
 from tests.record_instrumented import CONTENT_SETTINGS, EXPECTED, api_of
 from tests.system import missing, require_binary
-from tests.test_watch import Receiver, watching
+from tests.test_watch import Receiver, post, watching
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUMENTATIONS = sorted(CONTENT_SETTINGS)
@@ -362,3 +364,25 @@ def test_a_committed_recording_is_audited_exactly(name: str):
         (3, True)
     ]
     assert [(f.property, f.request, f.rule) for f in found] == committed_findings(name)
+
+
+def test_the_committed_recordings_received_live_count_each_break_once(tmp_path: Path):
+    """Every committed recording sent to one ``ctxkit watch`` over OTLP/HTTP (JSON, as the
+    file holds it; logs to /v1/logs): each conversation's findings are the file's, and the
+    violations counted on /metrics are the planted breaks, each once."""
+    names = sorted(p.stem for p in RECORDINGS.glob("*.jsonl"))
+    with watching(tmp_path, "--settle", "1") as receiver:
+        for name in names:
+            for line in (RECORDINGS / f"{name}.jsonl").read_text().splitlines():
+                signal = "logs" if '"resourceLogs"' in line[:40] else "traces"
+                code, _, _ = post(f"{receiver.url}/v1/{signal}", line.encode(), "application/json")
+                assert code == 200, (name, code)
+        _wait_until_audited(receiver, 3 * len(names))
+        expected = sorted(f for name in names for f in committed_findings(name))
+        with urllib.request.urlopen(receiver.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        counted = re.findall(r"^ctxkit_audit_violations_total\{[^}]*\} (\S+)$", text, re.M)
+        assert sum(float(v) for v in counted) == len(expected)
+        live = receiver.stop()
+    assert sorted(findings_of(live)) == expected
+    assert live["requests"] == 3 * len(names)

@@ -22,6 +22,13 @@ conversation (messages reordered, the system prompt or the newest user message d
 compactions, how much of the previous request's start was kept for the prompt cache, tokens
 against the model's context window).
 
+Each request is judged by the rules of the API it went to (Chat Completions, Responses,
+Anthropic Messages, Gemini, Bedrock Converse), told from what the recording says (the
+messages' shape, a recorded request body, the span name, the provider) and said beside each
+finding; a request whose API is not recorded, by the rules every API shares. Only model
+calls are requests: agent, workflow and chain spans are not. Files are read as a stream:
+memory holds a window of them, not all of them.
+
 PATH is a file, a directory (every file in it, as the file exporter rotates them), or - for
 stdin; gzip files are read as they are. Each file is in one of two forms, told from its first
 record:

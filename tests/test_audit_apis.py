@@ -300,3 +300,33 @@ def test_an_api_that_keeps_the_system_prompt_beside_the_list_counts_without_it()
     (finding,) = _findings(_span(attributes))
     assert finding.messages == (2,)
     assert "at messages.1.content" in finding.provider_error
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["role", "content", "parts", "type", "id", "name", "tool_calls",
+                         "tool_call_id", "function", "arguments", "response", "call_id",
+                         "functionCall", "functionResponse", "output", "text"]),
+        inner, max_size=5,
+    ),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(_json, max_size=6),
+    api=st.sampled_from(["openai", "responses", "gemini", "anthropic", "bedrock", UNKNOWN]),
+    name=st.sampled_from(["chat", "Responses API with x", "GenerateContent"]),
+)
+def test_hostile_messages_are_judged_or_skipped_never_a_crash(messages, api, name):
+    """Whatever a recording holds in its messages (ints for lists, lists for dicts), telling
+    the API, regrouping and judging it end in findings or a skipped record, never an error."""
+    tell(name, {"input.value": json.dumps({"messages": messages})}, messages)
+    as_sent(list(messages), api)
+    span = _span({"gen_ai.provider.name": "openai", "gen_ai.input.messages": _genai(messages)})
+    requests, _ = requests_of([(span, "f:1")])
+    auditor = Auditor()
+    for request in requests:
+        auditor.add(request)

@@ -197,6 +197,11 @@ class _Generic:
     """(id, name, output)"""
 
 
+def _list(value: Any) -> list[Any]:
+    """A recorded list, or none where the recording holds something else there."""
+    return value if isinstance(value, list) else []
+
+
 def _tool(call_id: Any, name: Any, value: Any) -> tuple[str, str, Any]:
     """(id, name, value) of a call or a result; an absent id (None, "", "None", as recorders
     write it) is empty."""
@@ -214,7 +219,7 @@ def _read(message: Mapping[str, Any]) -> _Generic | None:
     calls: list[tuple[str, str, Any]] = []
     results: list[tuple[str, str, Any]] = []
     if shape == "genai":
-        for part in message.get("parts") or ():
+        for part in _list(message.get("parts")):
             if not isinstance(part, Mapping):
                 continue
             kind = part.get("type")
@@ -232,7 +237,7 @@ def _read(message: Mapping[str, Any]) -> _Generic | None:
         texts.extend(
             str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
         )
-    for call in message.get("tool_calls") or ():
+    for call in _list(message.get("tool_calls")):
         if isinstance(call, Mapping):
             function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
             calls.append(_tool(call.get("id"), function.get("name"), function.get("arguments")))
@@ -321,14 +326,14 @@ def _regrouping_matters(messages: list[Any]) -> bool:
             continue
         ids: list[Any] = []
         calling = False
-        tool_calls = message.get("tool_calls")
+        tool_calls = _list(message.get("tool_calls"))
         if tool_calls:
             calling = True
             ids = [c.get("id") if type(c) is dict else None for c in tool_calls]
         elif message.get("role") == "tool" and "parts" not in message:
             ids = [message.get("tool_call_id")]
         else:
-            for part in message.get("parts") or ():
+            for part in _list(message.get("parts")):
                 if type(part) is dict:
                     kind = part.get("type")
                     if kind == "tool_call" or kind == "tool_call_response":

@@ -114,11 +114,12 @@ def _ids_in_parts(message: dict[str, Any]) -> dict[str, Any]:
     calls, answered = message.get("tool_calls"), message.get("tool_call_id")
     if not (calls or answered) or not isinstance(message.get("parts"), list):
         return message
+    calls = calls if isinstance(calls, list) else []
     parts = [p for p in message["parts"] if isinstance(p, Mapping)]
     if answered:
         text = "".join(str(p.get("content", "")) for p in parts if p.get("type") == "text")
         parts = [{"type": "tool_call_response", "id": str(answered), "response": text}]
-    for call in calls or ():
+    for call in calls:
         function = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
             parts.append(

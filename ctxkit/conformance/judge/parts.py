@@ -54,6 +54,12 @@ _OUTPUT_ITEMS = frozenset(f"{kind}_output" for kind in _CALL_ITEMS)
 THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
+def _kind(message: Mapping[str, Any]) -> str | None:
+    """A message's ``type`` where it is text (a hostile one may hold a list there)."""
+    kind = message.get("type")
+    return kind if isinstance(kind, str) else None
+
+
 def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The dict blocks of a message's list content (none for string content)."""
     content = message.get("content")
@@ -69,7 +75,7 @@ def _parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def family(message: Mapping[str, Any]) -> str:
     """The shape whose tool traffic the message carries (``openai`` when it has none)."""
-    kind = message.get("type")
+    kind = _kind(message)
     if kind in _CALL_ITEMS or kind in _OUTPUT_ITEMS or kind == "reasoning":
         return "responses"
     if "parts" in message:
@@ -108,7 +114,7 @@ def _keyed(bodies: list[Mapping[str, Any]]) -> list[str]:
 
 def calls(message: Mapping[str, Any]) -> list[str]:
     """The ids a message calls (client tools only), in order, whatever its shape."""
-    kind = message.get("type")
+    kind = _kind(message)
     if kind in _CALL_ITEMS:
         return [str(message.get("call_id"))]
     if "parts" in message:
@@ -130,7 +136,7 @@ def calls(message: Mapping[str, Any]) -> list[str]:
 
 def results(message: Mapping[str, Any]) -> list[str]:
     """Call ids a message answers, whatever its shape."""
-    kind = message.get("type")
+    kind = _kind(message)
     if kind in _OUTPUT_ITEMS:
         return [str(message.get("call_id"))]
     if message.get("role") == "tool" and "parts" not in message:
@@ -183,7 +189,7 @@ def is_result_message(message: Any) -> bool:
     Anthropic's API record its ``tool_result`` blocks)."""
     if not isinstance(message, Mapping):
         return False
-    if message.get("type") in _OUTPUT_ITEMS:
+    if _kind(message) in _OUTPUT_ITEMS:
         return True
     if message.get("role") == "tool":
         return bool(results(message))
@@ -197,7 +203,7 @@ def is_result_message(message: Any) -> bool:
 
 def is_call_item(message: Any) -> bool:
     """A Responses client call item (parallel calls come as several, one after another)."""
-    return isinstance(message, Mapping) and message.get("type") in _CALL_ITEMS
+    return isinstance(message, Mapping) and _kind(message) in _CALL_ITEMS
 
 
 def reasoning_id(message: Any) -> str | None:

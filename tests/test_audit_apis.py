@@ -330,3 +330,23 @@ def test_hostile_messages_are_judged_or_skipped_never_a_crash(messages, api, nam
     auditor = Auditor()
     for request in requests:
         auditor.add(request)
+
+
+_KEYS = [
+    "gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind", "ai.operationId",
+    "llm.request.type", "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system",
+    "ai.model.provider", "input.value", "request_data", "gen_ai.response.id",
+    "gen_ai.conversation.id", "session.id", "gen_ai.system_instructions",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(attributes=st.dictionaries(st.sampled_from(_KEYS), _json, max_size=6))
+def test_hostile_attributes_are_read_or_skipped_never_a_crash(attributes):
+    """Any value under the attributes the audit reads (an OTLP array where text is expected,
+    a dict, a number) tells what it can and never raises."""
+    span = _span({**attributes, "gen_ai.input.messages": _genai([USER, CALL, RESULT])})
+    requests, _ = requests_of([(span, "f:1")])
+    auditor = Auditor()
+    for request in requests:
+        auditor.add(request)

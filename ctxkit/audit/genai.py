@@ -323,7 +323,7 @@ def model_call(record: Record) -> bool | None:
     attributes = record.attributes
     for name, calls in CONTEXT_KINDS.items():
         value = attributes.get(name)
-        if value is not None:
+        if isinstance(value, str):
             return value in calls
     if attributes.get("llm.request.type") in ("chat", "completion"):
         return True

@@ -6,7 +6,7 @@ and that form loses what the API's rules turn on: Logfire and OpenInference writ
 Responses ``function_call`` item as an assistant message of its own, OpenInference writes a
 Gemini turn's ``functionResponse`` parts as one ``tool`` message each, with a name and no id.
 Judged by the Chat Completions rules, both look broken; as the API received them, neither is.
-So each request is told its API (:func:`tell`, in the order of :data:`EVIDENCE`) and its
+So each request is told its API (:func:`tell`) and its
 messages are written as that API's own items (:func:`as_sent`) before any rule is applied:
 the audit then judges them as it judges the API's raw request bodies.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from ctxkit.conformance.judge.parts import family
 
-__all__ = ["API_NAMES", "EVIDENCE", "UNKNOWN", "Told", "as_sent", "from_body", "tell"]
+__all__ = ["API_NAMES", "UNKNOWN", "Told", "as_sent", "from_body", "tell"]
 
 UNKNOWN = ""
 API_NAMES = {
@@ -35,16 +35,6 @@ API_NAMES = {
     "bedrock": "Bedrock Converse",
     UNKNOWN: "the rules every API shares",
 }
-EVIDENCE = (
-    "the messages' own shape (Responses items, Anthropic or Bedrock blocks, Gemini parts)",
-    "the AI SDK's provider (ai.model.provider, e.g. openai.responses)",
-    "the request body the instrumentation recorded (OpenInference input.value, Logfire "
-    "request_data): its input, contents or messages",
-    "the span's name (Logfire's 'Responses API with ...', OpenLLMetry's openai.response)",
-    "the provider (gen_ai.provider.name, gen_ai.system, llm.provider, llm.system), for a "
-    "provider with one API, or OpenAI with gen_ai.operation.name chat",
-)
-"""What tells a request's API, strongest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +43,6 @@ class Told:
 
     api: str
     how: str
-
-    @property
-    def name(self) -> str:
-        return API_NAMES[self.api]
 
 
 _NATIVE = frozenset({"responses", "anthropic", "gemini", "bedrock"})
@@ -153,8 +139,13 @@ def _recorded_body(attributes: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def tell(name: str, attributes: Mapping[str, Any], messages: Sequence[Any]) -> Told:
-    """The API of a recorded model call: its span (or log record) name, its attributes and
-    the messages read from it, weighed in the order of :data:`EVIDENCE`."""
+    """The API of a recorded model call, from its span (or log record) name, its attributes
+    and the messages read from it, strongest first: the messages' own shape (Responses items,
+    Anthropic or Bedrock blocks, Gemini parts); the AI SDK's ``ai.model.provider``; a request
+    body recorded beside the messages (OpenInference ``input.value``, Logfire
+    ``request_data``); the span's name (Logfire's ``Responses API with ...``, OpenLLMetry's
+    ``openai.response``); the provider, where it has one API, or OpenAI with operation
+    ``chat``."""
     shapes = {family(m) for m in messages if isinstance(m, Mapping)} & _NATIVE
     if len(shapes) == 1:
         (api,) = shapes

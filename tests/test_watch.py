@@ -435,3 +435,20 @@ def test_the_inspector_shows_an_audited_conversation_like_a_managed_one(tmp_path
     assert conversation["compactions"] == 1  # the dropped calling message, inferred
     assert conversation["violations"] == 1
     assert "list files" not in events.read_text()  # no message content in the stream
+
+
+def test_a_recording_that_cannot_be_written_is_said_once_and_the_audit_goes_on(tmp_path: Path):
+    """``--record`` on a full disk (/dev/full): the first write fails, the watch says so once,
+    stops recording, and goes on answering and auditing."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    lines = otlp_lines(fleet(seed=5, size=3), batch=5, seed=1)
+    with watching(tmp_path, "--record", "/dev/full", "--settle", "0.5") as receiver:
+        for line in lines:
+            code, _, _ = post(f"{receiver.url}/v1/traces", line.encode(), "application/json")
+            assert code == 200
+        report = receiver.stop()
+    log = receiver.log.read_text()
+    assert log.count("stopped recording to /dev/full") == 1, log
+    assert "Traceback" not in log
+    assert report["requests"] > 0

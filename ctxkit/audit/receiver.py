@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sys
 import threading
 import time
 import zlib
@@ -262,11 +263,22 @@ class Watch:
             self._queued += len(records)
         self.metrics.queue_depth.set(self.queue.qsize())
         if self.record is not None:
-            text = line() + "\n"
-            with self._record_lock:
+            self._write_record(line() + "\n")
+        return True
+
+    def _write_record(self, text: str) -> None:
+        """Append to ``--record``; a write that fails (a full disk) stops the recording,
+        said once, and the audit goes on."""
+        with self._record_lock:
+            if self.record is None:
+                return
+            try:
                 self.record.write(text)
                 self.record.flush()
-        return True
+            except OSError as exc:
+                name = getattr(self.record, "name", "the recording")
+                print(f"ctxkit: stopped recording to {name}: {exc}", file=sys.stderr, flush=True)
+                self.record = None
 
     def _bad(self, reason: str) -> None:
         self.metrics.skipped.labels("undecodable").inc()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -210,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
         if stream is not None:
             stream.close()
         if record is not None:
-            record.close()
+            with contextlib.suppress(OSError):  # a failed write was said when it failed
+                record.close()
     outcome = Outcome(watch.auditor, watch.problems)
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")

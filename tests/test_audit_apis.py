@@ -8,6 +8,7 @@ OpenInference's google-genai); tests/test_audit_recordings.py runs the libraries
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -312,9 +313,11 @@ _json = st.recursive(
     ),
     max_leaves=20,
 )  # fmt: skip
+HOSTILE_EXAMPLES = int(os.environ.get("CTXKIT_HOSTILE_EXAMPLES", "300"))
+"""Examples per hostile-input property (CTXKIT_HOSTILE_EXAMPLES=6000 for a deep local run)."""
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=HOSTILE_EXAMPLES, deadline=None)
 @given(
     messages=st.lists(_json, max_size=6),
     api=st.sampled_from(["openai", "responses", "gemini", "anthropic", "bedrock", UNKNOWN]),
@@ -340,7 +343,7 @@ _KEYS = [
 ]  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=HOSTILE_EXAMPLES, deadline=None)
 @given(attributes=st.dictionaries(st.sampled_from(_KEYS), _json, max_size=6))
 def test_hostile_attributes_are_read_or_skipped_never_a_crash(attributes):
     """Any value under the attributes the audit reads (an OTLP array where text is expected,

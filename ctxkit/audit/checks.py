@@ -599,7 +599,7 @@ class ConversationAudit:
                 if before >= 0 and reasoning_id(messages[before]) is not None
                 else None
             )
-            thinking = [b for b in blocks(message) if b.get("type") in THINKING]
+            thinking = [b for b in blocks(message) if str(b.get("type")) in THINKING]
             leading = fingerprint(thinking) if thinking else None
             for call_id in calls(message):
                 if is_call_item(message):

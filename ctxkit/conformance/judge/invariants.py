@@ -398,7 +398,7 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
 def _leading_thinking(message: Mapping[str, Any]) -> list[Any]:
     found = []
     for block in _blocks(message):
-        if block.get("type") not in THINKING:
+        if str(block.get("type")) not in THINKING:
             break
         found.append(dict(block))
     return found

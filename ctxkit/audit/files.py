@@ -11,6 +11,10 @@ Each file's form is told from its first record; a file in neither form is the us
 malformed message list, is a :class:`~ctxkit.audit.request.Problem` with its file and line, and
 the rest goes on. A file that is one JSON document (a pretty-printed export, or an array of
 bodies) is read as a whole.
+
+Files are read as a stream (:class:`Reading`): what is held at any time is a window of
+:data:`REORDER` records and requests, whatever the files' length, so a day of a fleet's traces
+is audited in the memory of a few seconds of it.
 """
 
 from __future__ import annotations

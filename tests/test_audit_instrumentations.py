@@ -49,6 +49,32 @@ def findings_of(report: dict) -> list[tuple[str, int, str]]:
     ]
 
 
+def record_side_by_side(commands: dict[str, list[str]], timeout: float = 120) -> dict[str, str]:
+    """Run each recorder in a process of its own (instrumentations patch a whole process),
+    all at once; each one's standard error once all have succeeded."""
+    runs = {
+        name: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, command in commands.items()
+    }
+    errors = {}
+    for name, run in runs.items():
+        _, errors[name] = run.communicate(timeout=timeout)
+        assert run.returncode == 0, (name, errors[name])
+    return errors
+
+
+def audit_report(paths: list[Path], tmp_path: Path, exit_code: int) -> dict:
+    """``ctxkit audit PATHS --report-json``: the report, once the run exited as expected."""
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "audit", *map(str, paths),
+         "--report-json", str(report_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    return json.loads(report_path.read_text())
+
+
 @dataclass
 class Recorded:
     files: dict[str, Path]
@@ -65,26 +91,21 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     files = {name: folder / f"{name}.jsonl" for name in INSTRUMENTATIONS}
     record = folder / "watched.jsonl"
     with watching(folder, "--settle", "1", "--record", str(record)) as receiver:
-        agents = [
-            subprocess.Popen(
-                [
+        script = str(ROOT / "tests" / "record_instrumented.py")
+        record_side_by_side(
+            {
+                name: [
                     sys.executable,
-                    str(ROOT / "tests" / "record_instrumented.py"),
+                    script,
                     name,
                     "--file",
                     str(files[name]),
                     "--endpoint",
                     receiver.url,
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for name in INSTRUMENTATIONS
-        ]
-        for name, agent in zip(INSTRUMENTATIONS, agents, strict=True):
-            _, errors = agent.communicate(timeout=120)
-            assert agent.returncode == 0, (name, errors)
+                ]
+                for name in INSTRUMENTATIONS
+            }
+        )
         _wait_until_audited(receiver, 3 * len(INSTRUMENTATIONS))
         live = receiver.stop()
         yield Recorded(files, live, receiver.log.read_text(), record)
@@ -101,16 +122,7 @@ def _wait_until_audited(receiver: Receiver, requests: int) -> None:
 def test_a_recorded_split_pair_is_found_at_its_request(
     recorded: Recorded, instrumentation: str, tmp_path: Path
 ):
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "ctxkit", "audit", str(recorded.files[instrumentation]),
-            "--report-json", str(report_path),
-        ],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    report = json.loads(report_path.read_text())
+    report = audit_report([recorded.files[instrumentation]], tmp_path, 1)
     (conversation,) = report["conversations"]
     assert conversation["requests"] == 3
     assert conversation["keyed_by"] == "trace"
@@ -143,18 +155,12 @@ def ai_sdk_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     files = {mode: folder / f"{mode}.jsonl" for mode in ("legacy", "otel", "ai5", "ai6")}
     with FakeProvider() as fake:
         script = str(ROOT / "tests" / "js" / "record_ai_sdk.mjs")
-        runs = [
-            subprocess.Popen(
-                [node, script, mode, "--base-url", fake.url, "--out", str(path)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for mode, path in files.items()
-        ]
-        for run in runs:
-            _, errors = run.communicate(timeout=120)
-            assert run.returncode == 0, errors
+        record_side_by_side(
+            {
+                mode: [node, script, mode, "--base-url", fake.url, "--out", str(path)]
+                for mode, path in files.items()
+            }
+        )
         assert len(fake.requests) == 3 * len(files)  # three model calls each
     return files
 
@@ -174,14 +180,7 @@ def test_ai_sdk_model_calls_are_the_requests_and_the_split_pair_is_found(
     """AI SDK 7 through @ai-sdk/otel (legacy ai.* spans, GenAI spans), AI SDK 5 and 6 with
     their own telemetry. The invoke_agent span (otel) and the outer ai.generateText span carry
     the run's messages too: only the model calls are requests, so the break is at request 2."""
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "audit", str(ai_sdk_recordings[mode]),
-         "--report-json", str(report_path)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    report = json.loads(report_path.read_text())
+    report = audit_report([ai_sdk_recordings[mode]], tmp_path, 1)
     (conversation,) = report["conversations"]
     assert conversation["requests"] == 3
     assert findings_of(report) == [("tool_pair_integrity", 2, "openai.result_has_call")]
@@ -199,19 +198,13 @@ def pydantic_ai_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[int
     folder = tmp_path_factory.mktemp("pydantic-ai")
     files = {version: folder / f"v{version}.jsonl" for version in VERSIONS}
     script = str(ROOT / "tests" / "record_pydantic_ai.py")
-    runs = [
-        subprocess.Popen(
-            [sys.executable, script, "--version", str(version), "--file", str(path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for version, path in files.items()
-    ]
-    for run in runs:
-        _, errors = run.communicate(timeout=120)
-        assert run.returncode == 0, errors
-        assert "3 request bodies" in errors
+    errors = record_side_by_side(
+        {
+            str(version): [sys.executable, script, "--version", str(version), "--file", str(path)]
+            for version, path in files.items()
+        }
+    )
+    assert all("3 request bodies" in text for text in errors.values()), errors
     return files
 
 
@@ -222,14 +215,7 @@ def test_pydantic_ai_every_version_three_model_calls_one_conversation_no_finding
     the three model calls are requests, joined by pydantic-ai's own conversation id, and the
     clean call and result (which v6 records as a tool message, earlier versions inside the
     user's turn) draw nothing."""
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "audit", *map(str, pydantic_ai_recordings.values()),
-         "--report-json", str(report_path)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads(report_path.read_text())
+    report = audit_report(list(pydantic_ai_recordings.values()), tmp_path, 0)
     assert sorted((c["key"], c["keyed_by"], c["requests"]) for c in report["conversations"]) == [
         (f"conv-pydantic-ai-v{version}", "gen_ai.conversation.id", 3)
         for version in sorted(pydantic_ai_recordings)
@@ -240,14 +226,7 @@ def test_pydantic_ai_every_version_three_model_calls_one_conversation_no_finding
 def test_what_watch_recorded_audits_as_it_did_live(recorded: Recorded, tmp_path: Path):
     """``ctxkit watch --record`` writes every export it took as the Collector's file exporter
     does: the file audits to the same findings, and each model call is in it once."""
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "audit", str(recorded.record),
-         "--report-json", str(report_path)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    report = json.loads(report_path.read_text())
+    report = audit_report([recorded.record], tmp_path, 1)
     assert sorted(findings_of(report)) == sorted(findings_of(recorded.live))
     assert report["requests"] == recorded.live["requests"] == 3 * len(INSTRUMENTATIONS)
 
@@ -295,18 +274,13 @@ imports: not installed beside it.)"""
 def framework_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("frameworks")
     files = {name: folder / f"{name}.jsonl" for name in FRAMEWORKS}
-    runs = [
-        subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / script), *args, "--file", str(files[name])],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name, ((script, *args), _) in FRAMEWORKS.items()
-    ]
-    for run in runs:
-        _, errors = run.communicate(timeout=180)
-        assert run.returncode == 0, errors
+    record_side_by_side(
+        {
+            name: [sys.executable, str(ROOT / "tests" / script), *args, "--file", str(files[name])]
+            for name, ((script, *args), _) in FRAMEWORKS.items()
+        },
+        timeout=180,
+    )
     return files
 
 
@@ -314,14 +288,7 @@ def framework_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def test_a_framework_s_model_calls_are_the_requests(
     framework_recordings: dict[str, Path], name: str, tmp_path: Path
 ):
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "audit", str(framework_recordings[name]),
-         "--report-json", str(report_path)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    report = json.loads(report_path.read_text())
+    report = audit_report([framework_recordings[name]], tmp_path, 1)
     (conversation,) = report["conversations"]
     assert conversation["requests"] == 3  # not the chain, workflow or agent spans
     assert findings_of(report) == [FRAMEWORKS[name][1]]

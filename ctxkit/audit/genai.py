@@ -236,7 +236,7 @@ def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None
     return messages
 
 
-def _recorded_body(value: Any) -> list[Any] | None:
+def _openinference_body(value: Any) -> list[Any] | None:
     """The messages of the request body OpenInference records in ``input.value`` beside the
     flattened ``llm.input_messages``, which lose what the body has (a tool message's
     ``tool_call_id``, for LiteLLM): a body of messages, input items or contents, or a bare list
@@ -383,7 +383,7 @@ def _messages_of(
         return found, "gen_ai.prompt"
     found = _openinference(record.attributes)
     if found is not None:
-        body = _recorded_body(record.attributes.get("input.value"))
+        body = _openinference_body(record.attributes.get("input.value"))
         if body is not None:
             return body, "input.value"
         return found, "llm.input_messages"

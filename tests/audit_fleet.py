@@ -26,12 +26,12 @@ BREAKAGES = (
 """What can be planted, and the finding each must give (see :data:`EXPECTED`)."""
 
 EXPECTED = {
-    "split_pair": ("tool_pair_integrity", ""),
+    "split_pair": ("tool_pair_integrity", "stray"),
     "dropped_system": ("preservation", "dropped-system"),
     "reorder": ("ordering", "reordered"),
     "dropped_user": ("preservation", "dropped-user"),
     "lost_reasoning": ("tool_pair_integrity", "reasoning-separated"),
-    "gemini_count": ("tool_pair_integrity", ""),
+    "gemini_count": ("tool_pair_integrity", "unanswered"),
 }
 
 SHAPES = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")

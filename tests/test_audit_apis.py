@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.audit import Auditor
-from ctxkit.audit.apis import UNKNOWN, as_sent, from_body, tell
+from ctxkit.audit.apis import UNKNOWN, from_body, tell
 from ctxkit.audit.genai import model_call, requests_of
 from ctxkit.audit.otlp import Record
 from ctxkit.conformance.judge.invariants import check_tool_pairs
+from ctxkit.conformance.judge.sent import as_sent
 
 
 def _span(attributes: dict, *, name: str = "chat", span_id: str = "01", start: int = 5) -> Record:

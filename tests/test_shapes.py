@@ -24,7 +24,7 @@ from ctxkit.shapes import (
     text_of,
     validate_history,
 )
-from ctxkit.shapes.rules import rule, rule_set
+from ctxkit.shapes.rules import BREAKS, rule, rule_set
 
 RULES = Path(__file__).resolve().parent.parent / "conformance" / "rules"
 
@@ -63,9 +63,34 @@ def test_every_rule_the_checks_cite_exists():
 def test_the_rule_files_are_plain_json_with_the_documented_keys():
     for path in RULES.glob("*.json"):
         data = json.loads(path.read_text())
-        assert set(data) == {"$comment", "shape", "api", "system", "pairing", "rules"}
+        assert set(data) == {
+            "$comment",
+            "shape",
+            "api",
+            "system",
+            "pairing",
+            "parallel_calls",
+            "without_ids",
+            "words",
+            "rules",
+        }
+        assert set(data["words"]) == {"result", "call", "answer"}
         for item in data["rules"]:
-            assert set(item) == {"id", "property", "holds", "error"}
+            assert set(item) - {"breaks"} == {"id", "property", "holds", "error"}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_api_names_one_rule_per_kind_of_pair_break(shape):
+    """The judge, the repair and the audit cite the rule of a kind of break by asking the
+    API's rule set: each API has exactly one rule for a call unanswered and one for a stray
+    result, and at most one for an id used twice."""
+    rules = rule_set(shape)
+    for kind in BREAKS:
+        tagged = [r.id for r in rules.rules if r.breaks == kind]
+        assert len(tagged) == (kind != "duplicate" or len(tagged)), (kind, tagged)
+        assert rules.breaking(kind) == (tagged[0] if tagged else "")
+    result, call, answer = rules.said("custom_tool_call")
+    assert "{" not in result + call + answer
 
 
 # -- each shape: what a message is -----------------------------------------------------------

@@ -1,11 +1,12 @@
 """The audit's checks: each request against the provider's rules, and each request against the
 one before it in its conversation.
 
-The per-request checks are the conformance suite's own invariants
-(:func:`~ctxkit.conformance.judge.invariants.check_tool_pairs`): a third caller beside the state
-machine and ``instrument()``. Across requests, a :class:`ConversationAudit` keeps only
-fingerprints of the previous request's messages (8 bytes each in the analysis, plus their
-token counts), never their text, and infers what the manager did between the two requests:
+The per-request checks are the conformance suite's own, asked of the rule set of the API the
+request went to (:func:`~ctxkit.conformance.judge.invariants.check_tool_pairs` with its
+``api``): a third caller beside the state machine and ``instrument()``. Across requests, a
+:class:`ConversationAudit` keeps only fingerprints of the previous request's messages (8 bytes
+each in the analysis, plus their token counts), never their text, and infers what the manager
+did between the two requests:
 
 * messages of the previous request that are gone (``dropped``) or that came back after being
   gone (``re-added``), and new messages before the last kept one (``rewritten``: a summary, a
@@ -24,27 +25,27 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxkit.audit.apis import API_NAMES, as_sent
+from ctxkit.audit.apis import API_NAMES
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.judge.catalogue import by_id
 from ctxkit.conformance.judge.comes_from import ALWAYS_IGNORED
-from ctxkit.conformance.judge.invariants import PAIR_RULES, check_tool_pairs, moves
+from ctxkit.conformance.judge.invariants import Violation, check_tool_pairs, moves
 from ctxkit.conformance.judge.parts import (
     THINKING,
     blocks,
     calls,
-    family,
     is_call_item,
     positional,
     reasoning_id,
+    user_turn,
 )
 from ctxkit.conformance.judge.parts import results as result_ids
-from ctxkit.shapes.rules import rule, system_in_messages
+from ctxkit.shapes.rules import rule, rule_set, system_in_messages
 from ctxkit.tokens import TokenCounter
 
 __all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint"]
@@ -163,39 +164,13 @@ class Compaction:
     tokens_after: int
 
 
-def _message_index(text: str) -> int | None:
-    """The view index a suite sentence names first (``view[3] ...``)."""
-    if text.startswith("view["):
-        digits = text[5 : text.find("]")]
-        if digits.isdigit():
-            return int(digits)
-    return None
-
-
-_KIND_OF_RULE = {rule_id: kind for kind, rules in PAIR_RULES.items() for rule_id in rules.values()}
-
-
-def _api_rule(rule_id: str, api: str) -> str:
-    """The rule of the API the request went to that a pair break breaks, whose error text is
-    the one the agent would have seen: a break found in a recorder's generic form (chat-like
-    messages, GenAI parts) is the same kind of break in the API's rules. None for an API the
-    recording does not name: no provider's words are quoted then."""
-    if not api or not rule_id:
-        return ""
-    shape = rule_id.partition(".")[0]
-    if shape == api or shape not in ("openai", "genai"):
-        return rule_id
-    kind = _KIND_OF_RULE.get(rule_id)
-    return PAIR_RULES[kind].get(api, "") if kind else ""
-
-
 _VIEW_INDEX = re.compile(r"view\[(\d+)\]")
 
 
-def _in_request_words(sentence: str, recorded: Callable[[int], int]) -> str:
-    """A suite sentence about a view (a part of the request, or the request as its API
-    received it), said of the recorded request: ``recorded`` gives a view index's message."""
-    return _VIEW_INDEX.sub(lambda m: f"message[{recorded(int(m.group(1)))}]", sentence).replace(
+def _in_request_words(sentence: str, start: int) -> str:
+    """A suite sentence about a view (the request from message ``start`` on), said of the
+    recorded request."""
+    return _VIEW_INDEX.sub(lambda m: f"message[{int(m.group(1)) + start}]", sentence).replace(
         "the view", "the request"
     )
 
@@ -211,15 +186,6 @@ def _is_system(message: Any) -> bool:
         "system",
         "developer",
     )
-
-
-def _user_turn(message: Any) -> bool:
-    """A user message that is the user's turn (text), not only tool results."""
-    if not isinstance(message, Mapping) or message.get("role") != "user":
-        return False
-    if result_ids(message):
-        return False
-    return message.get("type") in (None, "message")
 
 
 def _splice(previous: Sequence[int], current: Sequence[int]) -> tuple[int, int] | None:
@@ -400,7 +366,7 @@ class ConversationAudit:
         self._previous, self._previous_tokens = array("q", prints), array("q", tokens)
         self._previous_system = systems
         self._previous_newest_user = next(
-            (i for i in range(len(messages) - 1, -1, -1) if _user_turn(messages[i])), None
+            (i for i in range(len(messages) - 1, -1, -1) if user_turn(messages[i])), None
         )
         self._keep(found, request)
         return found
@@ -434,45 +400,36 @@ class ConversationAudit:
     def _pairs(
         self, index: int, request: Request, prints: list[int], *, alone: bool = False
     ) -> list[Finding]:
-        """The pair rules of the request's API on the request as that API received it. A
-        request in the API's own form that repeats a clean previous request's head and end,
-        each cut at a unit boundary (an agent loop's next turn, a sliding window that keeps
-        the system prompt), is checked from where it stops repeating: what it repeats was
-        checked, and nothing was pending where it resumes. One its recorder wrote in another
-        grouping is regrouped (:func:`~ctxkit.audit.apis.as_sent`) and checked whole, as is
-        one checked ``alone`` (a late request, which leaves what the next one is checked
-        against as it was)."""
+        """The pair rules of the request's API, on the request as that API received it. A
+        request that repeats a clean previous request's head and end, each cut at a unit
+        boundary (an agent loop's next turn, a sliding window that keeps the system prompt),
+        is checked from where it stops repeating: what it repeats was checked, and nothing was
+        pending where it resumes. One checked ``alone`` (a late request) is checked whole and
+        leaves what the next one is checked against as it was."""
         messages = request.messages
-        sent, positions = as_sent(messages, request.api)
-        carried = self._carried(prints) if positions is None and not alone else None
+        carried = None if alone else self._carried(prints)
         start = carried[0] + len(self._previous) - carried[1] if carried else 0
-        violations = check_tool_pairs(sent[start:] if start else sent)
+        violations = check_tool_pairs(messages[start:] if start else messages, request.api)
         if carried:
-            violations.extend(self._repeated_ids(messages, start, carried))
-
-        def recorded(at: int) -> int:
-            return positions[at] if positions is not None and at < len(positions) else at + start
-
+            violations.extend(self._repeated_ids(messages, start, carried, request.api))
         found = []
         for violation in violations:
-            if request.partial and violation.rule.endswith(("has_call", "output_has_call")):
+            if request.partial and violation.kind == "stray":
                 continue  # the call is in an earlier response, on the provider's side
-            at = _message_index(violation.message)
             found.append(
                 Finding(
                     violation.property,
                     index,
-                    _in_request_words(violation.message, recorded),
+                    _in_request_words(violation.message, start),
                     request.where,
                     violation.kind,
-                    _api_rule(violation.rule, request.api),
-                    (recorded(at),) if at is not None else (),
+                    violation.rule,
+                    () if violation.at is None else (violation.at + start,),
                     violation.ids,
                 )
             )
         if not alone:
-            clean = not violations and positions is None
-            self._remember_boundaries(messages, start, carried, clean=clean)
+            self._remember_boundaries(messages, start, carried, clean=not violations)
         return found
 
     def _carried(self, prints: list[int]) -> tuple[int, int] | None:
@@ -503,10 +460,11 @@ class ConversationAudit:
                 return head, resume
         return None
 
-    def _repeated_ids(self, messages: list[Any], start: int, carried: tuple[int, int]) -> list[Any]:
-        """Calls after ``start`` that reuse an id a repeated call already has."""
-        from ctxkit.conformance.judge.invariants import Violation
-
+    def _repeated_ids(
+        self, messages: list[Any], start: int, carried: tuple[int, int], api: str
+    ) -> list[Violation]:
+        """Calls after ``start`` that reuse an id a repeated call already has (indexes from
+        ``start``, as the judge gives them for the rest of the request)."""
         head, resume = carried
         found = []
         for offset, message in enumerate(messages[start:]):
@@ -521,7 +479,9 @@ class ConversationAudit:
                             "tool_pair_integrity",
                             f"view[{offset}] calls {call_id}, already called by message[{shown}]",
                             (call_id,),
-                            rule=PAIR_RULES["duplicate"].get(family(message), ""),
+                            "duplicate",
+                            rule_set(api).breaking("duplicate") if api else "",
+                            offset,
                         )
                     )
         return found
@@ -774,7 +734,7 @@ class ConversationAudit:
         newest = self._previous_newest_user
         if newest is not None and newest in dropped:
             new_users = [
-                i for i, m in enumerate(request.messages) if _user_turn(m) and matched[i] is None
+                i for i, m in enumerate(request.messages) if user_turn(m) and matched[i] is None
             ]
             if not new_users:
                 found.append(

@@ -45,32 +45,19 @@ from typing import Any, Literal
 
 from ctxkit.shapes import anthropic, gemini, inspect_message, responses
 from ctxkit.shapes.base import InvalidMessage, MessageInfo
-from ctxkit.shapes.rules import PAIR_RULES, rule
+from ctxkit.shapes.rules import rule, rule_set
 
 __all__ = ["Change", "Repair", "repair"]
 
 Action = Literal["dropped", "restored"]
 What = Literal["call", "result", "reasoning", "thinking"]
 
-_UNANSWERED = PAIR_RULES["unanswered"]
-"""The rule a call without its result breaks, by shape."""
-_UNCLAIMED = PAIR_RULES["stray"]
-"""The rule a result no call claims breaks, by shape."""
 _SERVER = "anthropic.server_result_in_message"
 _REASONING_WITH_CALL = "responses.reasoning_with_call"
 _REASONING_FOLLOWED = "responses.reasoning_followed"
 _THINKING = "anthropic.thinking_kept"
-_UNIQUE = PAIR_RULES["duplicate"]["openai"]
 
-for _id in (
-    *_UNANSWERED.values(),
-    *_UNCLAIMED.values(),
-    _SERVER,
-    _REASONING_WITH_CALL,
-    _REASONING_FOLLOWED,
-    _THINKING,
-    _UNIQUE,
-):
+for _id in (_SERVER, _REASONING_WITH_CALL, _REASONING_FOLLOWED, _THINKING):
     rule(_id)  # a misspelt id fails at import, not in a repair
 
 
@@ -202,7 +189,7 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
             continue
         for position, call_id in enumerate(info.call_ids):
             if call_id in where_called:
-                unique = _UNIQUE if info.shape == "openai" else None
+                unique = rule_set(info.shape or "openai").breaking("duplicate") or None
                 drops.append(_Drop(index, "call", position, call_id, unique, False))
             else:
                 where_called[call_id] = index
@@ -218,7 +205,8 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
     def stray(index: int, position: int, result_id: str) -> None:
         shape = slots[index].info.shape  # type: ignore[union-attr]
         second = result_id in answered
-        reason = _UNIQUE if second and shape == "openai" else _UNCLAIMED.get(shape or "openai")
+        rules = rule_set(shape or "openai")
+        reason = (second and rules.breaking("duplicate")) or rules.breaking("stray")
         forced = second or result_id not in where_called
         drops.append(_Drop(index, "result", position, result_id, reason, forced))
         answered.add(result_id)
@@ -231,7 +219,7 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
             continue
         for position, result_id in enumerate(info.result_ids):
             if info.positional:  # answers by place: nothing but the turn before may claim it
-                rule_id = _UNCLAIMED.get(info.shape or "gemini")
+                rule_id = rule_set(info.shape or "gemini").breaking("stray")
                 drops.append(_Drop(index, "result", position, result_id, rule_id, True))
             else:
                 stray(index, position, result_id)
@@ -279,7 +267,11 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
                 following += 1
         for call_id, (where, position) in expected.items():
             lost = call_id not in anywhere and not info.positional
-            drops.append(_Drop(where, "call", position, call_id, _UNANSWERED[shape], lost))
+            drops.append(
+                _Drop(
+                    where, "call", position, call_id, rule_set(shape).breaking("unanswered"), lost
+                )
+            )
         index = following
     return drops
 

@@ -1,11 +1,16 @@
 """The rules each provider enforces on a request, read from the language-neutral data in the
 top-level ``conformance/rules/`` folder (shipped inside the package as ``ctxkit/shapes/spec``).
 
-Each file names its shape, where its API keeps a system prompt (``system``: ``messages`` when a
-message of the list carries it, else the request field beside the list), how results answer
-calls (``pairing``), and its rules: an id, the
-property a break of it fails, what must hold, and the error text the provider answers with.
-Checks cite a rule by id, so a finding can say what the provider would have said.
+Each file is one API's rule set, the one place its rules live: where the API keeps a system
+prompt (``system``: ``messages`` when a message of the list carries it, else the request field
+beside the list), how results answer calls (``pairing``), how parallel calls are written
+(``parallel_calls``: in one ``message``, or as call ``items`` in a row), how a call without an
+id is paired (``without_ids``: ``refused``, or by ``name_and_position``), what the API calls a
+result, a call and an answer (``words``, for sentences in its own terms), and its rules: an id,
+the property a break of it fails, which kind of pair break it is (``breaks``: ``unanswered``,
+``stray``, ``duplicate``), what must hold, and the error text the provider answers with.
+The suite's judge, the guard, the repair and the audit all ask these sets; checks cite a rule
+by id, so a finding can say what the provider would have said.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-__all__ = ["PAIR_RULES", "Rule", "RuleSet", "rule", "rule_set", "system_in_messages"]
+__all__ = ["BREAKS", "Rule", "RuleSet", "rule", "rule_set", "system_in_messages"]
 
 Pairing = Literal["next", "following"]
+Break = Literal["unanswered", "stray", "duplicate"]
+BREAKS: tuple[Break, ...] = ("unanswered", "stray", "duplicate")
+"""The kinds of pair break: a call not answered as the API wants, a result no call before it
+claims, a call id used twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +37,8 @@ class Rule:
     property: str
     holds: str
     error: str
+    breaks: Break | None = None
+    """The kind of pair break this rule is, where it is one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +48,22 @@ class RuleSet:
     system: str
     """``messages``, or the request field beside the list that holds the system prompt."""
     pairing: Pairing
+    parallel_calls: Literal["message", "items"]
+    without_ids: Literal["refused", "name_and_position"]
+    words: Mapping[str, str]
+    """``result``, ``call``, ``answer``: a result, what makes a call and what answers one, in
+    the API's words (``{call}`` stands for a Responses call item's type)."""
     rules: tuple[Rule, ...]
+
+    def breaking(self, kind: Break) -> str:
+        """The id of the rule a pair break of this kind breaks in this API ('' if none)."""
+        return next((r.id for r in self.rules if r.breaks == kind), "")
+
+    def said(self, call: str = "function_call") -> tuple[str, str, str]:
+        """(a result, what makes a call, what answers one), for a sentence in this API's
+        words (``call``: the call item's type, for Responses)."""
+        words = self.words
+        return tuple(words[k].format(call=call) for k in ("result", "call", "answer"))  # type: ignore[return-value]
 
 
 @cache
@@ -54,7 +80,13 @@ def rule_set(shape: str) -> RuleSet:
         data["api"],
         data["system"],
         data["pairing"],
-        tuple(Rule(r["id"], r["property"], r["holds"], r["error"]) for r in data["rules"]),
+        data["parallel_calls"],
+        data["without_ids"],
+        dict(data["words"]),
+        tuple(
+            Rule(r["id"], r["property"], r["holds"], r["error"], r.get("breaks"))
+            for r in data["rules"]
+        ),
     )
 
 
@@ -71,25 +103,3 @@ def rule(rule_id: str) -> Rule:
         if candidate.id == rule_id:
             return candidate
     raise KeyError(rule_id)
-
-
-PAIR_RULES: Mapping[str, Mapping[str, str]] = {
-    "unanswered": {
-        "openai": "openai.calls_answered",
-        "anthropic": "anthropic.calls_answered_next",
-        "responses": "responses.calls_answered",
-        "gemini": "gemini.responses_match_calls",
-        "bedrock": "bedrock.calls_answered_next",
-        "genai": "genai.calls_answered",
-    },
-    "stray": {
-        "openai": "openai.result_has_call",
-        "anthropic": "anthropic.result_has_call",
-        "responses": "responses.output_has_call",
-        "gemini": "gemini.response_has_call",
-        "bedrock": "bedrock.result_has_call",
-        "genai": "genai.response_has_call",
-    },
-    "duplicate": {"openai": "openai.unique_call_ids"},
-}
-"""Which provider rule each kind of pair break is, by the shape of the message at fault."""

@@ -10,8 +10,9 @@ is decided in :mod:`ctxkit.conformance.judge.comes_from`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxkit.conformance.judge.comes_from import (
@@ -36,15 +37,14 @@ from ctxkit.conformance.judge.parts import (
 from ctxkit.conformance.judge.parts import blocks as _blocks
 from ctxkit.conformance.judge.parts import calls as _calls
 from ctxkit.conformance.judge.parts import family as _family
-from ctxkit.conformance.judge.parts import pairing as _pairing
 from ctxkit.conformance.judge.parts import positional as _positional
 from ctxkit.conformance.judge.parts import results as _results
 from ctxkit.conformance.judge.parts import tool_ids as _tool_ids
-from ctxkit.shapes.rules import PAIR_RULES, rule
+from ctxkit.conformance.judge.sent import as_sent
+from ctxkit.shapes.rules import Break, RuleSet, rule, rule_set
 
 __all__ = [
     "ANNOTATION_KEYS",
-    "PAIR_RULES",
     "RELAXED_KINDS",
     "HistoryIndex",
     "Violation",
@@ -67,7 +67,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Violation:
     """One broken property: its id, a plain sentence, the call ids involved if any, and what
-    kind of break it is, for callers that filter (``ordering``: ``reordered``,
+    kind of break it is, for callers that filter (``tool_pair_integrity``: ``unanswered``,
+    ``stray``, ``duplicate``, ``reasoning-separated``, ``thinking-dropped``,
+    ``server-result-moved``; ``ordering``: ``reordered``,
     ``synthetic-tool-ids``, ``repeated``; ``preservation``: ``dropped-system``,
     ``merged-system``, ``dropped-user``; empty where a property has one kind only)."""
 
@@ -78,6 +80,8 @@ class Violation:
     rule: str = ""
     """The provider rule broken (``openai.calls_answered``, ...: ``conformance/rules/``), where
     the break is one a provider refuses the request for."""
+    at: int | None = None
+    """The view index of the message at fault, where one is."""
 
     def __str__(self) -> str:
         return f"{self.property}: {self.message}"
@@ -123,38 +127,34 @@ def _strip(message: Mapping[str, Any], ignore: frozenset[str]) -> dict[str, Any]
 # -- tool_pair_integrity ---------------------------------------------------------------------
 
 
-_WORDS = {
-    "openai": ("tool result", "assistant message", "result"),
-    "anthropic": ("tool_result block", "tool_use block", "tool_result"),
-    "gemini": ("functionResponse part", "functionCall part", "functionResponse"),
-    "bedrock": ("toolResult block", "toolUse block", "toolResult"),
-    "genai": ("tool_call_response part", "tool_call part", "tool_call_response"),
-}
-"""What each shape calls a result, what holds a call, and what answers one as a bare noun,
-for sentences in its own words."""
+def _rules(message: Any) -> RuleSet:
+    """The rule set of the shape a message's tool traffic is written in."""
+    return rule_set(_family(message) if isinstance(message, Mapping) else "openai")
 
 
-def _words(message: Any) -> tuple[str, str, str]:
+def _said(message: Any) -> tuple[str, str, str]:
     """(a result, what makes a call, what answers one) in the words of the message's shape:
     a Responses ``function_call_output`` item and its ``function_call`` item, a Gemini
     ``functionResponse`` part and its ``functionCall`` part, a Chat Completions tool result
     and its assistant message."""
-    shape = _family(message) if isinstance(message, Mapping) else "openai"
-    if shape == "responses":
-        call = str(message.get("type") or "function_call").removesuffix("_output")
-        return f"{call}_output item", f"{call} item", "output item"
-    return _WORDS.get(shape, _WORDS["openai"])
+    rules = _rules(message)
+    if rules.parallel_calls == "items":
+        return rules.said(str(message.get("type") or "function_call").removesuffix("_output"))
+    return rules.said()
 
 
-def _pair_rule(break_kind: str, message: Any) -> str:
-    shape = _family(message) if isinstance(message, Mapping) else ""
-    return PAIR_RULES[break_kind].get(shape, "")
+def _cited(kind: Break, message: Any) -> str:
+    return _rules(message).breaking(kind)
 
 
-def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
+_GENERIC = frozenset({"openai", "genai"})
+"""Shapes recorders write every API's traffic in (chat-like messages, GenAI parts)."""
+
+
+def check_tool_pairs(view: Sequence[Any], api: str | None = None) -> list[Violation]:
     """In the view: each calling message is followed at once by all its results and nothing
     else in between; no result appears anywhere else; no call id is used twice. Each shape's
-    rules are in ``conformance/rules/``:
+    rules are its rule set (``conformance/rules/``):
 
     - Chat Completions, Responses and GenAI: the result messages (``tool`` messages,
       ``*_output`` items) right after the call, in any order; parallel Responses calls come as
@@ -163,18 +163,63 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
       (Gemini: as many responses as calls, by id, else by position and name);
     - Anthropic server tools: each result block in the same message as its call.
 
+    ``api``, where the view goes to a known API (a rule set's shape: ``responses``,
+    ``gemini``, ...): the view is judged as that API receives it (chat-like and GenAI messages
+    in its grouping, :func:`~ctxkit.conformance.judge.sent.as_sent`; indexes still the view's),
+    and a break in a generic message cites that API's rule. ``""``: an API not known, judged by
+    the rules every API shares, citing no provider's rule. None (the default): each message by
+    its own shape.
+
     What travels with a call (reasoning items, thinking blocks) needs the history:
     :func:`check_attachments`.
     """
+    if api is None:
+        return _pair_violations(view)
+    sent, positions = as_sent(list(view), api)
+    found = []
+    for violation in _pair_violations(sent):
+        if positions is not None:
+            violation = _renumbered(violation, positions)
+        found.append(_citing(violation, api))
+    return found
+
+
+def _citing(violation: Violation, api: str) -> Violation:
+    """The violation citing ``api``'s rule: a break found in a generic message is the same
+    kind of break in the API's rules; an unknown API's, no rule."""
+    cited = violation.rule
+    if not cited or (api and cited.partition(".")[0] not in _GENERIC):
+        return violation
+    kind = rule(cited).breaks if api else None
+    return replace(violation, rule=rule_set(api).breaking(kind) if kind else "")
+
+
+_VIEW_INDEX = re.compile(r"view\[(\d+)\]")
+
+
+def _renumbered(violation: Violation, positions: Sequence[int]) -> Violation:
+    """A violation found in the view as the API received it, said of the view as given."""
+
+    def given(at: int) -> int:
+        return positions[at] if at < len(positions) else at
+
+    return replace(
+        violation,
+        message=_VIEW_INDEX.sub(lambda m: f"view[{given(int(m.group(1)))}]", violation.message),
+        at=None if violation.at is None else given(violation.at),
+    )
+
+
+def _pair_violations(view: Sequence[Any]) -> list[Violation]:
     found: list[Violation] = []
 
-    def fail(message: str, *ids: str, kind: str = "", rule: str = "") -> None:
-        found.append(Violation("tool_pair_integrity", message, tuple(ids), kind, rule))
+    def fail(at: int, message: str, *ids: str, kind: str = "", rule: str = "") -> None:
+        found.append(Violation("tool_pair_integrity", message, tuple(ids), kind, rule, at))
 
     where_called: dict[str, int] = {}
     for index, message in enumerate(view):
         if not isinstance(message, Mapping):
-            fail(f"view[{index}] is a {type(message).__name__}, not a message dict")
+            fail(index, f"view[{index}] is a {type(message).__name__}, not a message dict")
             continue
         _check_server_tools(index, message, fail)
         if _positional(message):
@@ -182,10 +227,12 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
         for call_id in _calls(message):
             if call_id in where_called:
                 fail(
+                    index,
                     f"view[{index}] calls {call_id}, "
                     f"already called by view[{where_called[call_id]}]",
                     call_id,
-                    rule=_pair_rule("duplicate", message),
+                    kind="duplicate",
+                    rule=_cited("duplicate", message),
                 )
             else:
                 where_called[call_id] = index
@@ -203,20 +250,21 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
             index += 1
             continue
         family = _family(message)
+        rules = rule_set(family)
         if message.get("tool_calls") and any(
             isinstance(b, Mapping) and b.get("type") == "tool_use" for b in _blocks(message)
         ):
-            fail(f"view[{index}] mixes tool_calls and tool_use blocks", *called)
+            fail(index, f"view[{index}] mixes tool_calls and tool_use blocks", *called)
         expected = dict.fromkeys(called)
         following = index + 1
-        if is_call_item(message):
-            # Parallel Responses calls: call items (and reasoning between them) in a row.
+        if rules.parallel_calls == "items":
+            # Parallel calls: call items (and reasoning between them) in a row.
             while following < len(view) and (
                 is_call_item(view[following]) or reasoning_id(view[following]) is not None
             ):
                 expected.update(dict.fromkeys(_calls(view[following])))
                 following += 1
-        if _pairing(message) == "following":
+        if rules.pairing == "following":
             while following < len(view) and is_result_message(view[following]):
                 if _family(view[following]) != family:
                     break
@@ -233,13 +281,15 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
             after = view[following] if following < len(view) else None
             if isinstance(after, Mapping) and _results(after) and _family(after) == family:
                 counted = _results(after)
-                if family == "gemini" and len(counted) != len(called):
+                if rules.without_ids == "name_and_position" and len(counted) != len(called):
+                    cited = rules.breaking("unanswered")
                     fail(
+                        following,
                         f"view[{following}] answers {len(counted)} of the "
-                        f"{len(called)} function calls of view[{index}]: "
-                        + rule("gemini.responses_match_calls").error,
+                        f"{len(called)} function calls of view[{index}]: " + rule(cited).error,
                         *called,
-                        rule="gemini.responses_match_calls",
+                        kind="unanswered",
+                        rule=cited,
                     )
                 for result_id in counted:
                     if result_id in expected:
@@ -250,13 +300,15 @@ def check_tool_pairs(view: Sequence[Any]) -> list[Violation]:
                             following, result_id, where_called, answered, fail, after
                         )
                 following += 1
-        answer = _words(message)[2]
+        answer = _said(message)[2]
         for call_id in expected:
             fail(
+                index,
                 f"view[{index}] calls {call_id}, but no {answer} for it follows at once"
                 + _where_else(view, call_id, following),
                 call_id,
-                rule=_pair_rule("unanswered", message),
+                kind="unanswered",
+                rule=rules.breaking("unanswered"),
             )
         index = following
     return found
@@ -271,6 +323,7 @@ def _check_server_tools(index: int, message: Mapping[str, Any], fail: Any) -> No
             called.add(tool_id)
         elif tool_id not in called:
             fail(
+                index,
                 f"view[{index}].content[{position}] is a server tool result for {tool_id}, but "
                 f"no server_tool_use before it in the same message calls {tool_id}: "
                 + rule("anthropic.server_result_in_message").error,
@@ -282,6 +335,7 @@ def _check_server_tools(index: int, message: Mapping[str, Any], fail: Any) -> No
             answered.add(tool_id)
     for tool_id in sorted(called - answered):
         fail(
+            index,
             f"view[{index}] calls server tool {tool_id}, but its result is not in the same message",
             tool_id,
             kind="server-result-moved",
@@ -360,6 +414,7 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
                     (call_id,),
                     "reasoning-separated",
                     "responses.reasoning_with_call",
+                    index,
                 )
             )
     by_id = {
@@ -390,6 +445,7 @@ def _reasoning_violations(history, view, called_at) -> list[Violation]:
                     (),
                     "reasoning-separated",
                     "responses.reasoning_followed",
+                    index,
                 )
             )
     return found
@@ -429,6 +485,7 @@ def _thinking_violations(history, view, called_at) -> list[Violation]:
             tuple(_calls(caller)),
             "thinking-dropped",
             "anthropic.thinking_kept",
+            len(view) - 2,
         )
     ]
 
@@ -440,10 +497,12 @@ def _report_stray_results(view, index, message, where_called, answered, fail) ->
         # right before them, which has not claimed them.
         if _results(message):
             fail(
+                index,
                 f"view[{index}] answers calls ({', '.join(_results(message))}) that the message "
-                "right before it does not make: " + rule("gemini.response_has_call").error,
+                "right before it does not make: " + rule(_cited("stray", message)).error,
                 *_results(message),
-                rule="gemini.response_has_call",
+                kind="stray",
+                rule=_cited("stray", message),
             )
         return
     for result_id in _results(message):
@@ -451,22 +510,32 @@ def _report_stray_results(view, index, message, where_called, answered, fail) ->
 
 
 def _report_stray_result(index, result_id, where_called, answered, fail, message=None) -> None:
-    stray = _pair_rule("stray", message)
-    result, caller, _ = _words(message)
+    stray = _cited("stray", message)
+    result, caller, _ = _said(message)
     if result_id in answered:
-        fail(f"view[{index}] is a second {result} for {result_id}", result_id, rule=stray)
+        fail(
+            index,
+            f"view[{index}] is a second {result} for {result_id}",
+            result_id,
+            kind="stray",
+            rule=stray,
+        )
     elif result_id in where_called:
         fail(
+            index,
             f"view[{index}] is a {result} for {result_id}, but it does not come right after "
             f"view[{where_called[result_id]}], which calls {result_id}",
             result_id,
+            kind="stray",
             rule=stray,
         )
     else:
         fail(
+            index,
             f"view[{index}] is a {result} for {result_id}, but no {caller} in the "
             f"view calls {result_id}",
             result_id,
+            kind="stray",
             rule=stray,
         )
     answered.add(result_id)

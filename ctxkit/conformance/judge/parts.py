@@ -2,7 +2,8 @@
 
 The suite must not trust the code it checks, so this reads the six shapes again, independently
 of ``ctxkit.shapes``, and strictly. Stdlib only: production code that checks live views imports
-it. The shapes and their rules are the data in ``conformance/rules/``:
+it. How each shape's results must answer its calls is its rule set, the data in
+``conformance/rules/`` (:mod:`ctxkit.shapes.rules`); what the messages look like:
 
 - ``openai``: ``tool_calls`` answered by the ``role: tool`` messages right after;
 - ``anthropic``: ``tool_use`` blocks answered by the very next (user) message's ``tool_result``
@@ -29,16 +30,13 @@ __all__ = [
     "is_result",
     "is_result_message",
     "newest_user_message",
-    "pairing",
     "positional",
     "reasoning_id",
     "results",
     "server_results",
     "tool_ids",
+    "user_turn",
 ]
-
-NEXT = frozenset({"anthropic", "bedrock", "gemini"})
-"""Shapes whose very next message answers every call."""
 
 _CALL_ITEMS = frozenset(
     {
@@ -88,11 +86,6 @@ def family(message: Mapping[str, Any]) -> str:
     if any(b.get("type") in ("tool_use", "tool_result") for b in content):
         return "anthropic"
     return "openai"
-
-
-def pairing(message: Mapping[str, Any]) -> str:
-    """``next`` or ``following``: how the message's calls must be answered."""
-    return "next" if family(message) in NEXT else "following"
 
 
 def _gemini_call(part: Mapping[str, Any]) -> Any:
@@ -227,14 +220,15 @@ def server_results(message: Mapping[str, Any]) -> list[tuple[int, str, str]]:
     return found
 
 
-def _user_turn(message: Mapping[str, Any]) -> bool:
+def user_turn(message: Any) -> bool:
+    """A user message that is the user's turn (words of their own), not only tool results."""
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        return False
     if results(message):
         return False
-    if message.get("type") not in (None, "message"):
-        return False
-    return message.get("role") == "user"
+    return message.get("type") in (None, "message")
 
 
 def newest_user_message(history: Sequence[Mapping[str, Any]]) -> int | None:
     """Index of the newest user message that is the user's turn, not only tool results."""
-    return next((i for i in range(len(history) - 1, -1, -1) if _user_turn(history[i])), None)
+    return next((i for i in range(len(history) - 1, -1, -1) if user_turn(history[i])), None)

@@ -43,6 +43,7 @@ COMMANDS = (
     "usage",
     "conformance",
     "audit",
+    "replay",
     "watch",
     "demo",
     "inspector",

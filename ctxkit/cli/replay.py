@@ -1,0 +1,320 @@
+"""``ctxkit replay``: recorded traffic through candidate managers, compared with what the agent
+really sent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
+from ctxkit.cli.options import check_writable_file, config_from_json
+
+__all__ = ["PRESETS", "add_parser"]
+
+DESCRIPTION = """\
+Run recorded traffic through candidate context managers and see what each would have sent,
+broken, cost and lost, beside what the agent really sent (`recorded`, always compared).
+
+The recording is anything `ctxkit audit` reads (OTLP traces or logs, raw request bodies),
+keyed into conversations the same way. Each conversation is rebuilt: the messages the agent
+added, in order, and every model call. Each manager gets a fresh instance per conversation,
+the messages as the agent added them, and a view asked for at every model call under the
+budget that request had (the model's window less --output-tokens, or --budget). Every view,
+the recorded ones too, is measured by the same code:
+
+  findings         the audit's checks on each view, by the rules of the API the request
+                   went to (pairs split, history reordered, system prompt dropped, ...)
+                   and a view over its budget
+  tokens sent      exact counts (tiktoken), per request and in all, against recorded
+  billed           input tokens with the prefix repeated from the previous request
+                   (what a prompt cache serves) at --cache-discount off
+  prefix kept      of each request's tokens, the share the next request starts with
+  references kept  of the identifiers, numbers, paths and quoted strings that the model's
+                   next answer uses from earlier in the conversation, the share still in
+                   the view it was given (verbatim, a summary included)
+
+Where a recording holds history the recorded manager made (a summary, a truncated
+message), that cannot be rebuilt as the agent's: it is counted and the rest is replayed.
+"""
+
+EPILOG = """\
+MANAGER is anything `ctxkit conformance` takes (module:attr, a file, an adapter's name, a
+.mjs file), optionally named (NAME=TARGET), or the reference manager by name:
+  reference                 the default: a window of the newest units, long outputs cut
+  reference:summarize       the window plus a running summary of what it left out
+  reference:hierarchical    older units as paragraphs, the oldest as one line each
+  reference:recall          the window plus the left-out units the user asks about again
+A --config JSON or --form after a --manager applies to that manager.
+
+exit codes: 0 no candidate has a required finding or passes a --fail-if; 1 one does; 2 bad
+usage or input.
+
+examples:
+  ctxkit replay traces.jsonl --manager reference --manager reference:hierarchical
+  ctxkit replay bodies.jsonl --manager mypkg.ctx:Window --config '{"max_messages": 20}'
+  ctxkit replay traces/ --manager reference --fail-if 'tokens>recorded' --report-json r.json
+"""
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "reference": {},
+    "reference:summarize": {"strategies": ["truncate_outputs", "truncate", "summarize"]},
+    "reference:hierarchical": {"strategies": ["truncate_outputs", "hierarchical"]},
+    "reference:recall": {"recall": {}},
+}
+"""The reference manager's strategies by name (``docs/memory.md``)."""
+
+
+class _Manager(argparse.Action):
+    """``--manager [NAME=]TARGET``: a new manager; ``--config`` and ``--form`` after it are
+    its own."""
+
+    def __call__(self, parser: Any, namespace: Any, value: Any, option: Any = None) -> None:
+        managers = list(getattr(namespace, "managers", None) or [])
+        name, sep, target = str(value).partition("=")
+        if not sep or "/" in name or ":" in name:
+            name, target = str(value), str(value)
+        managers.append({"name": name, "target": target, "config": None, "form": None})
+        namespace.managers = managers
+
+
+class _Own(argparse.Action):
+    """``--config`` / ``--form``: the latest ``--manager``'s."""
+
+    def __call__(self, parser: Any, namespace: Any, value: Any, option: Any = None) -> None:
+        managers = getattr(namespace, "managers", None)
+        if not managers:
+            parser.error(f"{option} applies to the --manager before it: give a --manager first")
+        managers[-1][self.dest] = value
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    from ctxkit.cli.audit import add_window_option
+
+    parser = commands.add_parser(
+        "replay",
+        help="run recorded traffic through candidate managers and compare what each sends",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument(
+        "paths", nargs="*", metavar="RECORDING", help="files or directories ctxkit audit reads"
+    )
+    parser.add_argument(
+        "--manager", action=_Manager, metavar="[NAME=]TARGET", help="a manager to replay through"
+    )
+    parser.add_argument("--config", action=_Own, metavar="JSON", help="the manager's config")
+    parser.add_argument(
+        "--form", action=_Own, choices=("contract", "function", "session"), help="its form"
+    )
+    parser.add_argument(
+        "--format", choices=("auto", "otlp", "bodies"), default="auto", help="the files' form"
+    )
+    parser.add_argument("--budget", type=int, metavar="TOKENS", help="every request's budget")
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=4096,
+        metavar="TOKENS",
+        help="tokens kept for the answer when the budget is the model's window (4096)",
+    )
+    add_window_option(parser)
+    parser.add_argument(
+        "--cache-discount",
+        type=float,
+        default=0.9,
+        metavar="SHARE",
+        help="what a cached input token saves (0.9: billed at a tenth, as Anthropic's and "
+        "OpenAI's newest models bill cache reads)",
+    )
+    parser.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="fail past a threshold: tokens>recorded, billed>1.1*recorded, references<0.9, "
+        "prefix<0.5 (totals of each candidate)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
+    parser.add_argument(
+        "--shard", metavar="I/N", help="replay only shard I of N (by conversation key)"
+    )
+    parser.add_argument("--report-json", type=Path, metavar="F", help="write the JSON report")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="the RECORDINGs are JSON reports of shards: join them into one",
+    )
+    parser.set_defaults(run=run, managers=[])
+
+
+def _specs(args: argparse.Namespace) -> list[Any]:
+    from ctxkit.replay.run import RECORDED, ManagerSpec
+
+    specs = [ManagerSpec(RECORDED, RECORDED)]
+    seen = {RECORDED}
+    for given in args.managers:
+        target, config = given["target"], {}
+        if target in PRESETS:
+            config = dict(PRESETS[target])
+            target = "ctxkit.reference:mount"
+        elif target.startswith("reference:"):
+            raise UsageError(
+                f"--manager {target}: no such reference preset; the presets: " + ", ".join(PRESETS)
+            )
+        if given["config"] is not None:
+            config.update(config_from_json(given["config"]))
+        name = given["name"]
+        while name in seen:
+            name += "'"
+        seen.add(name)
+        specs.append(ManagerSpec(name, target, config, given["form"]))
+    return specs
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 < int(index) <= int(count):
+        raise UsageError(f"--shard {text!r}: give I/N with 1 <= I <= N, e.g. --shard 2/4")
+    return int(index), int(count)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxkit.replay import report as reports
+
+    if args.report_json is not None:
+        check_writable_file("--report-json", args.report_json)
+    if not args.paths:
+        raise UsageError("give a RECORDING to replay (a file or folder ctxkit audit reads)")
+    try:
+        thresholds = [reports.parse_threshold(text) for text in args.fail_if]
+    except ValueError as exc:
+        raise UsageError(f"--fail-if {exc}") from None
+    report = _merged(args.paths) if args.merge else _replayed(args)
+    print(reports.text_report(report))
+    if args.report_json is not None:
+        args.report_json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    failed = reports.failures(report, thresholds)
+    for reason in failed:
+        print(f"FAIL {reason}")
+    return EXIT_FOUND_PROBLEM if failed else EXIT_OK
+
+
+def _replayed(args: argparse.Namespace) -> dict[str, Any]:
+    from ctxkit.audit.files import Reading, UnknownFormat
+    from ctxkit.replay.report import as_json
+    from ctxkit.replay.session import Options, Outcome, conversations_of, replay, shard_of
+
+    if args.budget is not None and args.budget <= 0:
+        raise UsageError(f"--budget {args.budget}: give a positive number of tokens")
+    if not 0 <= args.cache_discount <= 1:
+        raise UsageError(f"--cache-discount {args.cache_discount}: give a share from 0 to 1")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: give 1 or more")
+    for name in args.paths:
+        if name != "-" and not Path(name).exists():
+            raise UsageError(f"{name}: no such file or directory")
+    specs = _specs(args)
+    shard = _shard(args.shard)
+    windows = dict(args.window)
+    read = Reading(args.paths, args.format)
+    try:
+        conversations = conversations_of(read, windows)
+    except UnknownFormat as exc:
+        raise UsageError(str(exc)) from None
+    if shard is not None:
+        index, count = shard
+        conversations = [c for c in conversations if shard_of(c.key, count) == index - 1]
+    if not conversations and shard is None:
+        raise UsageError(
+            "no request to replay in "
+            + ", ".join(args.paths)
+            + (
+                f" ({len(read.problems)} record(s) skipped: run ctxkit audit on it)"
+                if read.problems
+                else ""
+            )
+        )
+    options = Options(args.budget, args.output_tokens, windows, args.cache_discount)
+    _check_managers(specs)
+    done = _progress(len(conversations))
+    results = replay(conversations, specs, options, jobs=args.jobs, progress=done)
+    notes = sorted(read.notes)
+    unbudgeted = sum(
+        1 for c in conversations for call in c.calls if options.budget_of(call) is None
+    )
+    if unbudgeted:
+        notes.append(
+            f"{unbudgeted} request(s) of a model whose window is not known were asked for "
+            "without a budget: give --budget or --window MODEL=TOKENS"
+        )
+    lost = sum(n for c in conversations for _, n in c.unreconstructed)
+    if lost:
+        notes.append(
+            f"{lost} message(s) the recorded manager made (a summary, a truncation) cannot be "
+            "rebuilt as the agent's and are not replayed"
+        )
+    shard_said = None if shard is None else f"{shard[0]}/{shard[1]}"
+    return as_json(Outcome(specs, results, conversations, read.problems, notes, shard_said))
+
+
+def _check_managers(specs: list[Any]) -> None:
+    """Every manager loads before any replay starts: a typo is a usage error at once."""
+    import asyncio
+
+    from ctxkit.conformance.targets.load import LoadError
+    from ctxkit.replay.run import RECORDED, _close
+
+    async def each() -> None:
+        from ctxkit.conformance.replay import open_manager
+
+        for spec in specs:
+            if spec.target == RECORDED:
+                continue
+            try:
+                manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
+            except (LoadError, TypeError, ValueError) as exc:
+                raise UsageError(f"--manager {spec.target}: {exc}") from None
+            await _close(manager)
+
+    asyncio.run(each())
+
+
+def _progress(total: int) -> Any:
+    """Conversations done, on a terminal's stderr."""
+    if not sys.stderr.isatty() or total < 2:
+        return None
+    counted = [0]
+
+    def done(count: int) -> None:
+        counted[0] += count
+        print(f"\rreplayed {counted[0]}/{total} conversations", end="", file=sys.stderr)
+        if counted[0] >= total:
+            print(file=sys.stderr)
+
+    return done
+
+
+def _merged(paths: list[str]) -> dict[str, Any]:
+    """Shards' JSON reports joined into one."""
+    from ctxkit.replay.report import VERSION, merge
+
+    parts = []
+    for name in paths:
+        try:
+            part = json.loads(Path(name).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--merge {name}: not a replay report: {exc}") from None
+        if not isinstance(part, dict) or part.get("version") != VERSION:
+            raise UsageError(f"--merge {name}: not a version {VERSION} replay report")
+        parts.append(part)
+    try:
+        return merge(parts)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"--merge: {exc}") from None

@@ -1,0 +1,135 @@
+"""A conversation rebuilt from its recorded requests: what the agent added, and when it called
+the model.
+
+A message first seen in request k was added before request k: the history is the recorded
+messages in the order they were first seen, each repeat of a message in a request matched to
+one already added (so two equal messages in a row stay two). A new message the request puts
+before one it repeats was not added by the agent but made by whatever managed its context (a
+summary, a truncated output, an edited message): it cannot be added to the history, so it is
+counted and said (:attr:`Conversation.unreconstructed`), and the rest is replayed.
+
+The model's output at a call is what the next request adds first, while it is the model's
+(assistant turns, Responses call and reasoning items): the output of the last call is not
+recorded and is left out of what needs it (references kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.audit.checks import fingerprint
+from ctxkit.audit.request import Request
+
+__all__ = ["Call", "Conversation", "is_output"]
+
+_OUTPUT_ITEMS = frozenset({"function_call", "custom_tool_call", "reasoning", "computer_call"})
+
+
+def is_output(message: Any) -> bool:
+    """A message the model wrote: an assistant (or Gemini ``model``) turn, or a Responses
+    output item (a call, reasoning)."""
+    if not isinstance(message, Mapping):
+        return False
+    if message.get("type") in _OUTPUT_ITEMS:
+        return True
+    return message.get("role") in ("assistant", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One model call: the recorded request, and how much of the history it came after."""
+
+    index: int
+    """The request's index in its conversation (0-based, in time order, as in the audit)."""
+    added: int
+    """The history's length when the call was made: its first ``added`` messages."""
+    recorded: tuple[int, ...]
+    """The recorded request's messages, as fingerprints into :attr:`Conversation.messages`."""
+    model: str
+    api: str
+    api_told: str
+    where: str
+    time_ns: int
+
+
+@dataclass
+class Conversation:
+    """A conversation's history and calls, built request by request (:meth:`add`)."""
+
+    key: str
+    keyed_by: str
+    messages: dict[int, Any] = field(default_factory=dict)
+    """Every message seen, by fingerprint."""
+    history: list[int] = field(default_factory=list)
+    """The agent's messages in the order it added them, as fingerprints."""
+    calls: list[Call] = field(default_factory=list)
+    unreconstructed: list[tuple[int, int]] = field(default_factory=list)
+    """``(request, messages)``: new messages a request put before ones it repeats (a summary,
+    a truncation): made by the recorded manager, not added by the agent, so not replayed."""
+
+    def add(self, request: Request) -> None:
+        """The next request of the conversation (in time order)."""
+        prints = [fingerprint(m) for m in request.messages]
+        for value, message in zip(prints, request.messages, strict=True):
+            self.messages.setdefault(value, message)
+        matched = _matched(self.history, prints)
+        last = max((i for i, p in enumerate(matched) if p is not None), default=-1)
+        inserted = sum(1 for i in range(last) if matched[i] is None)
+        if inserted:
+            self.unreconstructed.append((len(self.calls), inserted))
+        self.history.extend(prints[i] for i in range(last + 1, len(prints)))
+        self.calls.append(
+            Call(
+                len(self.calls),
+                len(self.history),
+                tuple(prints),
+                request.model,
+                request.api,
+                request.api_told,
+                request.where,
+                request.time_ns,
+            )
+        )
+
+    def added_before(self, call: Call) -> list[Any]:
+        """The messages the agent added before ``call`` and after the call before it."""
+        start = self.calls[call.index - 1].added if call.index else 0
+        return [self.messages[p] for p in self.history[start : call.added]]
+
+    def output_of(self, call: Call) -> list[Any] | None:
+        """What the model answered at ``call``: the model's messages the next request adds
+        first. None for the last call (its answer is not recorded)."""
+        if call.index + 1 >= len(self.calls):
+            return None
+        output = []
+        for message in self.added_before(self.calls[call.index + 1]):
+            if not is_output(message):
+                break
+            output.append(message)
+        return output
+
+    def recorded_view(self, call: Call) -> list[Any]:
+        return [self.messages[p] for p in call.recorded]
+
+
+def _matched(history: list[int], prints: list[int]) -> list[int | None]:
+    """For each of the request's messages, the history position it repeats (None: new). A
+    repeat takes the first unused equal message after the last one taken, else the first
+    unused one anywhere: equal messages in a row are two messages, not one seen twice."""
+    where: dict[int, list[int]] = {}
+    for position, value in enumerate(history):
+        where.setdefault(value, []).append(position)
+    used: set[int] = set()
+    last = -1
+    matched: list[int | None] = []
+    for value in prints:
+        free = [p for p in where.get(value, ()) if p not in used]
+        later = next((p for p in free if p > last), None)
+        chosen = later if later is not None else (free[0] if free else None)
+        matched.append(chosen)
+        if chosen is not None:
+            used.add(chosen)
+            last = max(last, chosen)
+    return matched

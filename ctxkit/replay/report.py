@@ -1,0 +1,284 @@
+"""What a replay reports: per manager, totals and each conversation's figures, as JSON (schema
+``conformance/replay-report.schema.json``, ``version`` 1) and as a table; the gate's verdict."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed
+from ctxkit.replay.session import Outcome
+
+__all__ = ["Threshold", "as_json", "failures", "merge", "parse_threshold", "text_report", "totals"]
+
+VERSION = 1
+
+
+def totals(conversations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One manager's figures over its conversations' JSON (the same sums for one run and for
+    shards merged)."""
+
+    def total(key: str) -> Any:
+        return sum(c[key] for c in conversations)
+
+    needed, previous = total("references_needed"), total("prefix_tokens")
+    findings = [f for c in conversations for f in c["findings"]]
+    return {
+        "conversations": len(conversations),
+        "requests": total("requests"),
+        "tokens_sent": total("tokens_sent"),
+        "billed_tokens": round(total("billed_tokens"), 1),
+        "findings": dict(sorted(Counter(f["property"] for f in findings).items())),
+        "required_findings": sum(1 for f in findings if f["level"] == "required"),
+        "compactions": total("compactions"),
+        "prefix_kept": round(total("prefix_kept_tokens") / previous, 4) if previous else None,
+        "references_needed": needed,
+        "references_kept": round(total("references_found") / needed, 4) if needed else None,
+        "errors": sum(1 for c in conversations if c["error"]),
+    }
+
+
+def _conversation(replayed: Replayed, unreconstructed: int) -> dict[str, Any]:
+    return {
+        "key": replayed.key,
+        "requests": replayed.requests,
+        "tokens_sent": replayed.tokens_sent,
+        "tokens": list(replayed.tokens),
+        "budgets": list(replayed.budgets),
+        "billed_tokens": round(replayed.billed, 1),
+        "compactions": replayed.compactions,
+        "prefix_kept": None if replayed.prefix_kept is None else round(replayed.prefix_kept, 4),
+        "prefix_kept_tokens": replayed.prefix_kept_tokens,
+        "prefix_tokens": replayed.prefix_total,
+        "references_needed": replayed.references_needed,
+        "references_found": replayed.references_kept,
+        "references_kept": (
+            None if replayed.references_share is None else round(replayed.references_share, 4)
+        ),
+        "findings": [
+            {
+                "property": f.property,
+                "level": f.level,
+                "request": f.request,
+                "kind": f.kind,
+                "rule": f.rule,
+                "message": f.message,
+                "api": f.api,
+            }
+            for f in replayed.findings
+        ],
+        "unreconstructed": unreconstructed,
+        "error": replayed.error,
+    }
+
+
+def as_json(outcome: Outcome) -> dict[str, Any]:
+    """The report: every manager, ``recorded`` first, with totals and per-conversation
+    figures; request indexes 0-based, as in the audit."""
+    lost = {c.key: sum(n for _, n in c.unreconstructed) for c in outcome.conversations}
+    return {
+        "version": VERSION,
+        "tool": "ctxkit replay",
+        "shard": outcome.shard,
+        "conversations": len(outcome.conversations),
+        "notes": list(outcome.notes),
+        "managers": [
+            _manager(
+                spec, [_conversation(r, lost.get(r.key, 0)) for r in outcome.results[spec.name]]
+            )
+            for spec in outcome.managers
+        ],
+    }
+
+
+def _manager(spec: ManagerSpec, conversations: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "target": spec.target,
+        "config": dict(spec.config),
+        "form": spec.form,
+        "totals": totals(conversations),
+        "conversations": conversations,
+    }
+
+
+def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Shards' reports joined into one: each manager's conversations put together and its
+    totals summed again. ValueError when they are not shards of one replay."""
+    if not reports:
+        raise ValueError("no report to merge")
+    first = reports[0]
+    names = [m["name"] for m in first["managers"]]
+    conversations: dict[str, list[Any]] = {name: [] for name in names}
+    notes: set[str] = set()
+    for part in reports:
+        if [m["name"] for m in part["managers"]] != names:
+            raise ValueError("their managers differ: merge the shards of one replay")
+        for manager in part["managers"]:
+            conversations[manager["name"]].extend(manager["conversations"])
+        notes.update(part["notes"])
+    return {
+        "version": VERSION,
+        "tool": "ctxkit replay",
+        "shard": None,
+        "conversations": sum(part["conversations"] for part in reports),
+        "notes": sorted(notes),
+        "managers": [
+            {
+                **manager,
+                "totals": totals(conversations[manager["name"]]),
+                "conversations": conversations[manager["name"]],
+            }
+            for manager in first["managers"]
+        ],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """``--fail-if METRIC OP VALUE``: ``tokens>recorded``, ``references<0.9``,
+    ``billed>1.1*recorded``, ``prefix<0.5``."""
+
+    metric: str
+    op: str
+    factor: float
+    against_recorded: bool
+    text: str
+
+    def broken(self, figures: Mapping[str, Any], recorded: Mapping[str, Any]) -> bool:
+        key = _METRICS[self.metric]
+        value = figures.get(key)
+        limit = recorded.get(key) if self.against_recorded else 1.0
+        if value is None or limit is None:
+            return False
+        limit = self.factor * limit
+        return value > limit if self.op == ">" else value < limit
+
+
+_METRICS = {
+    "tokens": "tokens_sent",
+    "billed": "billed_tokens",
+    "references": "references_kept",
+    "prefix": "prefix_kept",
+}
+_THRESHOLD = re.compile(
+    r"^(?P<metric>[a-z]+)\s*(?P<op>[<>])\s*(?:(?P<factor>\d+(?:\.\d+)?)\s*\*?\s*)?"
+    r"(?P<recorded>recorded)?$"
+)
+
+
+def parse_threshold(text: str) -> Threshold:
+    """A ``--fail-if`` expression; ValueError naming what is wrong."""
+    match = _THRESHOLD.match(text.strip())
+    if not match or (match["factor"] is None and match["recorded"] is None):
+        raise ValueError(
+            f"{text!r} is not METRIC<VALUE or METRIC>VALUE (metrics: {', '.join(_METRICS)}; "
+            "a value is a number, 'recorded', or a factor of it: 1.1*recorded)"
+        )
+    if match["metric"] not in _METRICS:
+        raise ValueError(
+            f"{text!r}: no metric {match['metric']!r}; the metrics: " + ", ".join(_METRICS)
+        )
+    factor = float(match["factor"]) if match["factor"] is not None else 1.0
+    return Threshold(match["metric"], match["op"], factor, match["recorded"] is not None, text)
+
+
+def failures(report: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list[str]:
+    """Why the gate fails, one sentence each: a manager other than ``recorded`` with a
+    required finding, or past a ``--fail-if`` threshold."""
+    recorded = next((m["totals"] for m in report["managers"] if m["target"] == RECORDED), {})
+    said = []
+    for manager in report["managers"]:
+        if manager["target"] == RECORDED:
+            continue
+        figures = manager["totals"]
+        if figures["required_findings"]:
+            said.append(
+                f"{manager['name']}: {figures['required_findings']} required finding(s) "
+                "(a request the provider would refuse, or history reordered)"
+            )
+        for threshold in thresholds:
+            if threshold.broken(figures, recorded):
+                said.append(f"{manager['name']}: {threshold.text}")
+    return said
+
+
+def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
+    """The comparison table, then where each candidate broke first."""
+    from io import StringIO
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"replayed {_plural(report['conversations'], 'conversation')}",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in (
+        "manager",
+        "requests",
+        "tokens sent",
+        "billed",
+        "prefix kept",
+        "refs kept",
+        "compactions",
+        "required",
+        "errors",
+    ):
+        left = column == "manager"
+        table.add_column(
+            column, justify="left" if left else "right", no_wrap=True, min_width=len(column)
+        )
+    recorded = next((m["totals"] for m in report["managers"] if m["target"] == RECORDED), None)
+    for manager in report["managers"]:
+        figures = manager["totals"]
+        ratio = (
+            ""
+            if not recorded or not recorded["tokens_sent"]
+            else (f"{figures['tokens_sent'] / recorded['tokens_sent']:.2f}x")
+        )
+        table.add_row(
+            manager["name"],
+            str(figures["requests"]),
+            f"{figures['tokens_sent']:,}" + (f" ({ratio})" if ratio else ""),
+            f"{figures['billed_tokens']:,.0f}",
+            _share(figures["prefix_kept"]),
+            _share(figures["references_kept"]),
+            str(figures["compactions"]),
+            str(figures["required_findings"]),
+            str(figures["errors"]),
+        )
+    out = StringIO()
+    console = Console(file=out, width=width, force_terminal=False, color_system=None)
+    console.print(table)
+    for manager in report["managers"]:
+        for conversation in manager["conversations"]:
+            first = next((f for f in conversation["findings"] if f["level"] == "required"), None)
+            if first is not None:
+                console.print(
+                    f"{manager['name']}: conversation {conversation['key']}, request "
+                    f"{first['request']}: {first['property']}: {first['message']}"
+                )
+                break
+        for conversation in manager["conversations"]:
+            if conversation["error"]:
+                console.print(
+                    f"{manager['name']}: conversation {conversation['key']} stopped at "
+                    f"{conversation['error']}"
+                )
+                break
+    for note in report["notes"]:
+        console.print(f"note: {note}")
+    return out.getvalue().rstrip()
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,0 +1,191 @@
+"""One conversation through one manager: the agent's messages added as it added them, a view
+asked for at each model call, and each view measured as the audit measures a recorded request.
+
+Every manager, ``recorded`` included, is measured by the same code: a fresh
+:class:`~ctxkit.audit.checks.ConversationAudit` per conversation judges its views (the pair
+rules of the API each request went to, ordering, preservation, the context window, the
+prompt-cache prefix), so a difference between two managers is a difference in what they sent.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.audit.checks import ConversationAudit, Finding
+from ctxkit.audit.request import Request
+from ctxkit.replay.conversation import Call, Conversation
+from ctxkit.replay.references import kept, references, text_of
+from ctxkit.tokens import TokenCounter
+
+__all__ = ["ManagerSpec", "Replayed", "replay_conversation"]
+
+RECORDED = "recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSpec:
+    """A manager to replay through: its name in the report, and the TARGET, ``--config`` and
+    ``--form`` that build it as ``ctxkit conformance`` builds one (``recorded``: what the
+    agent really sent)."""
+
+    name: str
+    target: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    form: str | None = None
+
+
+@dataclass
+class Replayed:
+    """One manager's figures over one conversation."""
+
+    key: str
+    requests: int = 0
+    tokens: list[int] = field(default_factory=list)
+    """Tokens of each view sent."""
+    budgets: list[int | None] = field(default_factory=list)
+    """The budget each view was asked for under (None: no window known)."""
+    billed: float = 0.0
+    """Input tokens billed, a cached prefix counted at (1 - discount) of a token."""
+    findings: list[Finding] = field(default_factory=list)
+    findings_count: int = 0
+    compactions: int = 0
+    prefix_kept: float | None = None
+    """Of the tokens each view before the last sent, the share the next view starts with."""
+    prefix_kept_tokens: int = 0
+    prefix_total: int = 0
+    references_needed: int = 0
+    references_kept: int = 0
+    error: str = ""
+    """What the manager raised, where it stopped the replay (the figures are up to there)."""
+    views: list[list[Any]] | None = None
+    """Each view, where kept (``keep_views``)."""
+
+    @property
+    def tokens_sent(self) -> int:
+        return sum(self.tokens)
+
+    @property
+    def references_share(self) -> float | None:
+        if not self.references_needed:
+            return None
+        return self.references_kept / self.references_needed
+
+
+Budget = Callable[[Call], int | None]
+
+
+async def replay_conversation(
+    conversation: Conversation,
+    spec: ManagerSpec,
+    *,
+    counter: TokenCounter,
+    budget_of: Budget,
+    windows: Mapping[str, int] | None = None,
+    cache_discount: float = 0.9,
+    keep_views: bool = False,
+) -> Replayed:
+    """Replay ``conversation`` through a fresh manager built from ``spec``."""
+    result = Replayed(conversation.key, views=[] if keep_views else None)
+    audit = ConversationAudit(conversation.key, conversation.keyed_by, counter, windows or {})
+    manager = None
+    try:
+        if spec.target != RECORDED:
+            from ctxkit.conformance.replay import open_manager
+
+            manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
+        for call in conversation.calls:
+            budget = budget_of(call)
+            if manager is None:
+                view = conversation.recorded_view(call)
+            else:
+                for message in conversation.added_before(call):
+                    await manager.add_message(copy.deepcopy(message))
+                view = await _view(manager, budget, call)
+            _measure(result, audit, conversation, call, view, budget, cache_discount)
+    except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
+        result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
+    finally:
+        if manager is not None:
+            await _close(manager)
+    result.findings = audit.findings + result.findings
+    result.findings.sort(key=lambda f: f.request)
+    result.findings_count += audit.findings_count
+    result.compactions = audit.compacted
+    result.prefix_kept = audit.prefix_kept
+    result.prefix_kept_tokens, result.prefix_total = audit.kept_tokens, audit.total_tokens
+    return result
+
+
+async def _view(manager: Any, budget: int | None, call: Call) -> list[Any]:
+    from ctxkit.conformance.replay import Provider
+
+    provider = None
+    if budget is not None:
+        provider = Provider({"context_window": budget, "max_output_tokens": 0})
+    view = await manager.get_messages_for_request(token_budget=budget, provider=provider)
+    return list(view)
+
+
+def _measure(
+    result: Replayed,
+    audit: ConversationAudit,
+    conversation: Conversation,
+    call: Call,
+    view: list[Any],
+    budget: int | None,
+    cache_discount: float,
+) -> None:
+    request = Request(
+        messages=view,
+        time_ns=call.time_ns,
+        where=call.where,
+        model=call.model,
+        api=call.api,
+        api_told=call.api_told,
+    )
+    audit.add(request)
+    tokens = audit.last_tokens
+    index = result.requests
+    result.requests += 1
+    result.tokens.append(tokens)
+    result.budgets.append(budget)
+    cached = audit.last_prefix_tokens
+    result.billed += tokens - cached + cached * (1 - cache_discount)
+    if budget is not None and tokens > budget:
+        result.findings.append(
+            Finding(
+                "budget",
+                index,
+                f"the view has {tokens} tokens, over the request's budget of {budget}",
+                call.where,
+                "over-budget",
+            )
+        )
+        result.findings_count += 1
+    if result.views is not None:
+        result.views.append(view)
+    answer = conversation.output_of(call)
+    if answer:
+        earlier = text_of(conversation.messages[p] for p in conversation.history[: call.added])
+        needed = references(text_of(answer), earlier)
+        result.references_needed += len(needed)
+        result.references_kept += kept(needed, text_of(view))
+
+
+async def _close(manager: Any) -> None:
+    """Close a manager that can be (a process, a file); its failure to is not the replay's."""
+    import inspect
+
+    for name in ("close", "aclose", "stop"):
+        method = getattr(manager, name, None)
+        if callable(method):
+            try:
+                outcome = method()
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                pass
+            return

@@ -1,0 +1,148 @@
+"""A replay from recording to figures: conversations read and keyed as the audit keys them,
+then each replayed through each manager, in this process or in ``jobs`` worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.audit.auditor import Auditor
+from ctxkit.audit.request import Problem, Request
+from ctxkit.audit.windows import context_window
+from ctxkit.replay.conversation import Call, Conversation
+from ctxkit.replay.run import ManagerSpec, Replayed, replay_conversation
+from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
+
+__all__ = ["Options", "Outcome", "conversations_of", "replay", "shard_of"]
+
+OUTPUT_TOKENS = 4_096
+"""Tokens kept for the model's answer when the budget is a model's window."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How views are asked for and priced."""
+
+    budget: int | None = None
+    """Every request's budget; None: the model's window less :attr:`output_tokens`."""
+    output_tokens: int = OUTPUT_TOKENS
+    windows: Mapping[str, int] = field(default_factory=dict)
+    cache_discount: float = 0.9
+    keep_views: bool = False
+
+    def budget_of(self, call: Call) -> int | None:
+        if self.budget is not None:
+            return self.budget
+        window = context_window(call.model, self.windows)
+        return None if window is None else max(1, window - self.output_tokens)
+
+
+@dataclass
+class Outcome:
+    """Every manager's figures, conversation by conversation (the same order for each)."""
+
+    managers: list[ManagerSpec]
+    results: dict[str, list[Replayed]]
+    conversations: list[Conversation]
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    shard: str | None = None
+    """``I/N`` when one shard of the recording was replayed."""
+
+
+def conversations_of(
+    requests: Iterable[Request], windows: Mapping[str, int] | None = None
+) -> list[Conversation]:
+    """The recording's conversations, keyed as ``ctxkit audit`` keys them, in the order they
+    began."""
+    found: dict[str, Conversation] = {}
+
+    def rebuild(audit: Any, request: Request, _: Any) -> None:
+        conversation = found.get(audit.key)
+        if conversation is None:
+            conversation = found[audit.key] = Conversation(audit.key, audit.keyed_by)
+        conversation.add(request)
+
+    auditor = Auditor(windows=windows, listener=rebuild)
+    for request in requests:
+        auditor.add(request)
+        request.messages = []
+    return list(found.values())
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard a conversation belongs to: a hash of its key that every machine computes
+    alike (Python's own ``hash`` of a string differs between processes)."""
+    import zlib
+
+    return zlib.crc32(key.encode("utf-8")) % shards
+
+
+def replay(
+    conversations: Sequence[Conversation],
+    managers: Sequence[ManagerSpec],
+    options: Options,
+    *,
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, list[Replayed]]:
+    """Each conversation through each manager. ``jobs`` > 1 replays conversations in that many
+    worker processes (conversations are independent); ``progress`` is told each one done."""
+    results: dict[str, list[Replayed]] = {spec.name: [] for spec in managers}
+    if jobs <= 1 or len(conversations) < 2:
+        for conversation in conversations:
+            for spec, replayed in zip(managers, _one(conversation, managers, options), strict=True):
+                results[spec.name].append(replayed)
+            if progress is not None:
+                progress(1)
+        return results
+    import multiprocessing
+
+    # spawned, not forked: a fork copies the locks of the parent's threads (tiktoken's among
+    # them) in whatever state they are, and a worker can wait on one forever
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
+        futures = [pool.submit(_one, c, managers, options) for c in conversations]
+        for future in futures:
+            for spec, replayed in zip(managers, future.result(), strict=True):
+                results[spec.name].append(replayed)
+            if progress is not None:
+                progress(1)
+    return results
+
+
+def _one(
+    conversation: Conversation, managers: Sequence[ManagerSpec], options: Options
+) -> list[Replayed]:
+    """One conversation through every manager (what a worker process runs)."""
+    counter = _counter()
+
+    async def every() -> list[Replayed]:
+        return [
+            await replay_conversation(
+                conversation,
+                spec,
+                counter=counter,
+                budget_of=options.budget_of,
+                windows=options.windows,
+                cache_discount=options.cache_discount,
+                keep_views=options.keep_views,
+            )
+            for spec in managers
+        ]
+
+    return asyncio.run(every())
+
+
+_COUNTER: TokenCounter | None = None
+
+
+def _counter() -> TokenCounter:
+    """One token counter per process: its caches serve every conversation it replays."""
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = TokenCounter(DEFAULT_ENCODING)
+    return _COUNTER

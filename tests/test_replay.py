@@ -1,0 +1,361 @@
+"""``ctxkit replay``: recorded traffic through candidate managers.
+
+What must hold: a recording of an agent that never compacted, replayed through a manager
+that keeps everything, is the recording again (same messages, same token counts), in every
+recording form; a last-N window shows its pair breaks at the requests they happen; the
+reference manager none, each view within its budget; ``recorded`` shows what the audit shows;
+references kept are what they are on conversations built with known answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.audit.auditor import Auditor
+from ctxkit.audit.files import Reading, read_paths
+from ctxkit.audit.request import Request
+from ctxkit.replay.conversation import Conversation
+from ctxkit.replay.references import references
+from ctxkit.replay.run import ManagerSpec
+from ctxkit.replay.session import Options, conversations_of, replay
+from tests.audit_fleet import body_lines, fleet, otlp_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ManagerSpec("recorded", "recorded")
+EVERYTHING = ManagerSpec("everything", "tests.replay_managers:everything")
+LAST_FOUR = ManagerSpec("last four", "tests.replay_managers:last_four")
+
+pytestmark = pytest.mark.xdist_group("replay")
+
+
+def _never_compacted() -> list[Any]:
+    """Clean conversations of every shape whose agent never compacted."""
+    found = [c for c in fleet(7, 96) if not c.planted and not c.clean_compactions]
+    assert {c.shape for c in found} == {
+        "openai",
+        "anthropic",
+        "responses",
+        "gemini",
+        "bedrock",
+        "genai",
+    }
+    return found
+
+
+def _write(path: Path, form: str, conversations: list[Any]) -> Path:
+    lines = (
+        otlp_lines(conversations, batch=4, seed=1)
+        if form == "otlp"
+        else body_lines(conversations, keyed=True)
+    )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def clean_fleet() -> list[Any]:
+    return _never_compacted()
+
+
+@pytest.mark.parametrize("form", ["otlp", "bodies"])
+def test_a_recording_that_never_compacted_is_reproduced_by_a_manager_that_keeps_everything(
+    tmp_path, form, clean_fleet
+):
+    path = _write(tmp_path / "recording.jsonl", form, clean_fleet)
+    conversations = conversations_of(Reading([str(path)], "auto"))
+    assert sorted(c.key for c in conversations) == sorted(c.key for c in clean_fleet)
+    results = replay(conversations, [RECORDED, EVERYTHING], Options(keep_views=True))
+    sent = {c.key: c.requests for c in clean_fleet}
+    for recorded, everything in zip(results["recorded"], results["everything"], strict=True):
+        assert everything.error == ""
+        assert recorded.views == everything.views
+        assert everything.tokens == recorded.tokens
+        assert everything.findings == recorded.findings == []
+        assert len(everything.views) == len(sent[everything.key])
+    for conversation in conversations:
+        assert conversation.unreconstructed == []
+
+
+def test_a_committed_instrumentation_recording_replays_exactly_through_keep_everything():
+    """A real instrumentation's recording (OpenLLMetry on the OpenAI SDK): the agent's
+    requests up to the planted break, where the recording dropped a message, rebuilt."""
+    path = ROOT / "tests" / "recordings" / "openllmetry-openai.jsonl"
+    (conversation,) = conversations_of(Reading([str(path)], "auto"))
+    results = replay([conversation], [RECORDED, EVERYTHING], Options(keep_views=True))
+    recorded, everything = results["recorded"][0], results["everything"][0]
+    assert everything.views[:2] == recorded.views[:2]
+    assert everything.tokens[:2] == recorded.tokens[:2]
+    assert [(f.property, f.request) for f in recorded.findings] == [("tool_pair_integrity", 2)]
+    assert everything.findings == []
+
+
+def _first_cut_result(view: list[dict[str, Any]]) -> bool:
+    """A view whose first message after the system prompt is a tool result (or, in the API
+    shapes, answers a call) begins inside a tool pair: the window cut it."""
+    from ctxkit.conformance.judge.parts import is_result
+
+    rest = [m for m in view if m.get("role") != "system"]
+    return bool(rest) and is_result(rest[0])
+
+
+def test_a_last_n_window_shows_its_pair_breaks_at_the_requests_they_happen(tmp_path):
+    # Responses left out: a cut there may part a reasoning item from its call, found as such
+    conversations = [c for c in fleet(11, 60) if c.shape != "responses" and not c.planted]
+    path = _write(tmp_path / "recording.jsonl", "bodies", conversations)
+    rebuilt = conversations_of(Reading([str(path)], "auto"))
+    results = replay(rebuilt, [RECORDED, LAST_FOUR], Options(keep_views=True))
+    broke = 0
+    for window in results["last four"]:
+        cut = {k for k, view in enumerate(window.views) if _first_cut_result(view)}
+        found = {f.request for f in window.findings if f.property == "tool_pair_integrity"}
+        assert found == cut, window.key
+        broke += bool(cut)
+    assert broke, "the window cuts a pair somewhere in the fleet"
+
+
+def test_the_reference_manager_breaks_nothing_and_keeps_each_view_within_its_budget(tmp_path):
+    conversations = [c for c in fleet(13, 36) if not c.planted][:12]
+    path = _write(tmp_path / "recording.jsonl", "otlp", conversations)
+    rebuilt = conversations_of(Reading([str(path)], "auto"))
+    reference = ManagerSpec("reference", "ctxkit.reference:mount")
+    results = replay(rebuilt, [reference], Options(budget=400))
+    compacted = 0
+    for replayed in results["reference"]:
+        assert replayed.error == ""
+        assert [f for f in replayed.findings if f.level == "required"] == []
+        assert all(tokens <= 400 for tokens in replayed.tokens), replayed.tokens
+        compacted += replayed.compactions
+    assert compacted, "a budget of 400 tokens makes the reference manager compact"
+
+
+def test_recorded_shows_what_the_audit_shows(tmp_path):
+    conversations = fleet(17, 36)
+    assert any(c.planted for c in conversations)
+    path = _write(tmp_path / "recording.jsonl", "otlp", conversations)
+    auditor = Auditor()
+    for request in read_paths([str(path)]).requests:
+        auditor.add(request)
+    audited = {
+        key: sorted((f.property, f.kind, f.request) for f in audit.findings)
+        for key, audit in auditor.conversations.items()
+    }
+    results = replay(conversations_of(Reading([str(path)], "auto")), [RECORDED], Options())
+    replayed = {
+        r.key: sorted((f.property, f.kind, f.request) for f in r.findings)
+        for r in results["recorded"]
+    }
+    assert replayed == audited
+    assert any(replayed.values())
+
+
+# -- references kept -------------------------------------------------------------------------
+
+
+def _request(messages: list[dict[str, Any]], at: int) -> Request:
+    return Request(messages=messages, time_ns=at, where=f"test:{at}", model="gpt-4o", api="openai")
+
+
+FACTS = [
+    {"role": "system", "content": "You are a helpful operator."},
+    {"role": "user", "content": "The staging database listens on port 6543."},
+    {"role": "assistant", "content": "Noted."},
+    {"role": "user", "content": "Its settings live in config/staging.yaml, key max_connections."},
+    {"role": "assistant", "content": "Noted too."},
+    {"role": "user", "content": "Which port, and where are the settings?"},
+]
+ANSWER = {
+    "role": "assistant",
+    "content": "Port 6543; the settings are in config/staging.yaml under max_connections.",
+}
+
+
+def _known() -> Conversation:
+    """A conversation whose last answer uses three references from earlier messages: the
+    port (message 1), the path and the key (message 3)."""
+    conversation = Conversation("known", "test")
+    conversation.add(_request(FACTS, 1))
+    conversation.add(_request([*FACTS, ANSWER, {"role": "user", "content": "thanks"}], 2))
+    return conversation
+
+
+def test_references_are_the_answers_identifiers_numbers_paths_and_quotes_seen_before():
+    earlier = "\n".join(m["content"] for m in FACTS)
+    assert references(ANSWER["content"], earlier) == {
+        "6543",
+        "config/staging.yaml",
+        "max_connections",
+    }
+    assert references('use "connection refused" and 42', 'it said "connection refused"') == {
+        "connection refused"
+    }
+    assert references("see db.yaml", "nothing of it here") == set()
+
+
+@pytest.mark.parametrize(
+    ("target", "kept"),
+    [
+        ("tests.replay_managers:everything", 3),  # all three there
+        ("tests.replay_managers:last_four", 2),  # message 1 (the port) cut away
+    ],
+)
+def test_references_kept_on_a_conversation_with_known_answers(target, kept):
+    results = replay([_known()], [ManagerSpec("m", target)], Options())
+    (replayed,) = results["m"]
+    assert replayed.references_needed == 3
+    assert replayed.references_kept == kept
+
+
+_WORDS = st.sampled_from(
+    ["alpha", "max_tokens", "port 6543", "src/app.py", "getMessages", "'quoted text'", "0.25"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_WORDS, min_size=1, max_size=6), min_size=2, max_size=8))
+def test_a_manager_that_keeps_everything_keeps_every_reference(turns):
+    messages: list[dict[str, Any]] = []
+    conversation = Conversation("any", "test")
+    for at, words in enumerate(turns):
+        messages.append(
+            {"role": "user" if at % 2 == 0 else "assistant", "content": " ".join(words)}
+        )
+        if messages[-1]["role"] == "user":
+            conversation.add(_request(list(messages), at))
+    results = replay([conversation], [EVERYTHING], Options())
+    (replayed,) = results["everything"]
+    assert replayed.references_kept == replayed.references_needed
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def _ctxkit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxkit", "replay", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def _schema_valid(report: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((ROOT / "conformance" / "replay-report.schema.json").read_text())
+    jsonschema.validate(report, schema)
+
+
+@pytest.fixture(scope="module")
+def fleet_file(tmp_path_factory) -> Path:
+    conversations = [c for c in fleet(19, 24) if c.shape in ("openai", "anthropic")]
+    return _write(tmp_path_factory.mktemp("replay") / "fleet.jsonl", "bodies", conversations)
+
+
+def test_a_candidate_with_a_required_finding_fails_the_gate(tmp_path, fleet_file):
+    report = tmp_path / "report.json"
+    done = _ctxkit(
+        str(fleet_file),
+        "--manager",
+        "window=tests.replay_managers:last_four",
+        "--manager",
+        "reference",
+        "--report-json",
+        str(report),
+    )
+    assert done.returncode == 1, done.stderr
+    assert "FAIL window: " in done.stdout
+    assert "FAIL reference" not in done.stdout
+    data = json.loads(report.read_text())
+    _schema_valid(data)
+    assert [m["name"] for m in data["managers"]] == ["recorded", "window", "reference"]
+    window = data["managers"][1]
+    assert window["totals"]["required_findings"] > 0
+    first = next(c for c in window["conversations"] if c["findings"])
+    assert f"window: conversation {first['key']}, request {first['findings'][0]['request']}" in (
+        done.stdout
+    )
+
+
+def test_thresholds_fail_the_gate_and_a_clean_candidate_passes(fleet_file):
+    passing = _ctxkit(str(fleet_file), "--manager", "reference")
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    # the recorded agent compacted; the reference manager, with the model's whole window,
+    # did not: it sent more than half the recorded tokens
+    more = _ctxkit(str(fleet_file), "--manager", "reference", "--fail-if", "tokens>0.5*recorded")
+    assert more.returncode == 1
+    assert "FAIL reference: tokens>0.5*recorded" in more.stdout
+
+
+def test_shards_merge_into_the_whole_replay(tmp_path, fleet_file):
+    whole = tmp_path / "whole.json"
+    assert (
+        _ctxkit(str(fleet_file), "--manager", "reference", "--report-json", str(whole)).returncode
+        == 0
+    )
+    parts = []
+    for index in (1, 2):
+        part = tmp_path / f"part{index}.json"
+        done = _ctxkit(
+            str(fleet_file),
+            "--manager",
+            "reference",
+            "--shard",
+            f"{index}/2",
+            "--report-json",
+            str(part),
+        )
+        assert done.returncode == 0, done.stderr
+        parts.append(str(part))
+    merged = tmp_path / "merged.json"
+    assert _ctxkit("--merge", *parts, "--report-json", str(merged)).returncode == 0
+    want, got = json.loads(whole.read_text()), json.loads(merged.read_text())
+    _schema_valid(got)
+    for a, b in zip(want["managers"], got["managers"], strict=True):
+        assert a["totals"] == b["totals"]
+        assert sorted(c["key"] for c in a["conversations"]) == sorted(
+            c["key"] for c in b["conversations"]
+        )
+
+
+def test_two_jobs_give_the_same_report_as_one(tmp_path, fleet_file):
+    reports = []
+    for jobs in ("1", "2"):
+        path = tmp_path / f"jobs{jobs}.json"
+        done = _ctxkit(
+            str(fleet_file), "--manager", "reference", "--jobs", jobs, "--report-json", str(path)
+        )
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(path.read_text()))
+    assert reports[0] == reports[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--manager", "no_such_module:Manager"], "--manager no_such_module:Manager"),
+        (["--manager", "reference:nope"], "no such reference preset"),
+        (["--manager", "reference", "--fail-if", "speed>3"], "no metric 'speed'"),
+        (["--manager", "reference", "--shard", "3/2"], "--shard '3/2'"),
+        (["--manager", "reference", "--budget", "0"], "--budget 0"),
+    ],
+)
+def test_bad_usage_is_exit_2_with_the_reason(fleet_file, args, said):
+    done = _ctxkit(str(fleet_file), *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_recording_is_exit_2(tmp_path):
+    done = _ctxkit(str(tmp_path / "missing.jsonl"), "--manager", "reference")
+    assert done.returncode == 2
+    assert "no such file or directory" in done.stderr

@@ -254,10 +254,44 @@ def _schema_valid(report: dict[str, Any]) -> None:
     jsonschema.validate(report, schema)
 
 
+FACT_TURNS = [
+    ("The staging database listens on port 6543.", "Noted: port 6543."),
+    ("Its settings are in config/staging.yaml.", "Noted: config/staging.yaml."),
+    ("The pool size key is max_connections.", "Noted: max_connections."),
+    ("We also run a cache on port 11211.", "Noted: the cache on 11211."),
+    ("Which port does the staging database use?", "It listens on port 6543."),
+    (
+        "Where are its settings, and which key sets the pool?",
+        "In config/staging.yaml, under max_connections.",
+    ),
+    ("thanks", "You are welcome."),
+]
+
+
+def _fact_lines() -> list[str]:
+    """A conversation whose answers repeat facts said turns before: a window that forgets
+    them shows it in references kept."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are the ops assistant."}]
+    lines = []
+    for turn, (said, answer) in enumerate(FACT_TURNS):
+        messages.append({"role": "user", "content": said})
+        body = {
+            "model": "gpt-4o",
+            "messages": list(messages),
+            "metadata": {"conversation_id": "facts"},
+        }
+        lines.append(json.dumps({"timestamp": 1_770_000_000_000_000_000 + turn, "body": body}))
+        messages.append({"role": "assistant", "content": answer})
+    return lines
+
+
 @pytest.fixture(scope="module")
 def fleet_file(tmp_path_factory) -> Path:
     conversations = [c for c in fleet(19, 24) if c.shape in ("openai", "anthropic")]
-    return _write(tmp_path_factory.mktemp("replay") / "fleet.jsonl", "bodies", conversations)
+    path = _write(tmp_path_factory.mktemp("replay") / "fleet.jsonl", "bodies", conversations)
+    with path.open("a") as out:
+        out.write("\n".join(_fact_lines()) + "\n")
+    return path
 
 
 def test_a_candidate_with_a_required_finding_fails_the_gate(tmp_path, fleet_file):
@@ -279,6 +313,14 @@ def test_a_candidate_with_a_required_finding_fails_the_gate(tmp_path, fleet_file
     assert [m["name"] for m in data["managers"]] == ["recorded", "window", "reference"]
     window = data["managers"][1]
     assert window["totals"]["required_findings"] > 0
+    facts = {
+        m["name"]: next(c for c in m["conversations"] if c["key"] == "facts")
+        for m in data["managers"]
+    }
+    # each "Noted" answer repeats what the user just said, which every view holds; the answers
+    # at requests 4 and 5 need facts said turns before, which the window has dropped
+    assert facts["reference"]["references_kept"] == facts["recorded"]["references_kept"] == 1.0
+    assert facts["window"]["references_kept"] < 1.0
     first = next(c for c in window["conversations"] if c["findings"])
     assert f"window: conversation {first['key']}, request {first['findings'][0]['request']}" in (
         done.stdout
@@ -359,3 +401,100 @@ def test_a_missing_recording_is_exit_2(tmp_path):
     done = _ctxkit(str(tmp_path / "missing.jsonl"), "--manager", "reference")
     assert done.returncode == 2
     assert "no such file or directory" in done.stderr
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def test_the_page_draws_every_manager_and_the_view_where_a_candidate_broke(tmp_path, fleet_file):
+    """A real run's page in Debian's headless Chromium: a row and a line per manager, the
+    shares as bars, the view the window would have sent where it first broke. With
+    CTXKIT_DOCS_PICTURES set, its screenshot is the docs' picture (docs/replay.md)."""
+    import os
+
+    from selenium.webdriver.common.by import By
+
+    from tests.test_survey import chromium
+
+    page = tmp_path / "replay.html"
+    done = _ctxkit(
+        str(fleet_file),
+        "--manager",
+        "reference",
+        "--manager",
+        "reference:hierarchical",
+        "--manager",
+        "window=tests.replay_managers:last_four",
+        "--budget",
+        "300",
+        "--html",
+        str(page),
+    )
+    assert done.returncode == 1, done.stderr
+    with chromium(1200, 1100) as browser:
+        browser.get(page.as_uri())
+        rows = browser.find_elements(By.CSS_SELECTOR, "table:first-of-type tbody tr")
+        names = [r.find_element(By.CSS_SELECTOR, ".key").text for r in rows[:4]]
+        assert names == ["recorded", "reference", "reference:hierarchical", "window"]
+        first_chart = browser.find_element(By.CSS_SELECTOR, "h3.key + svg")
+        assert len(first_chart.find_elements(By.TAG_NAME, "polyline")) == 5  # 4 + budget
+        summary = browser.find_element(By.CSS_SELECTOR, "details summary")
+        assert "window would have sent at request" in summary.text
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+        shot = tmp_path / "replay.png"
+        browser.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("CTXKIT_DOCS_PICTURES"):
+            (ROOT / "docs" / "assets" / "replay.png").write_bytes(shot.read_bytes())
+
+
+def test_recorded_text_never_becomes_markup_on_the_page(tmp_path):
+    from ctxkit.replay.report import write_html
+
+    evil = "<script>alert(1)</script>"
+    report = {
+        "version": 1,
+        "tool": "ctxkit replay",
+        "shard": None,
+        "conversations": 1,
+        "notes": [evil],
+        "managers": [
+            {
+                "name": evil,
+                "target": "recorded",
+                "config": {},
+                "form": None,
+                "totals": {
+                    "requests": 1,
+                    "tokens_sent": 5,
+                    "billed_tokens": 5,
+                    "prefix_kept": None,
+                    "references_kept": None,
+                    "compactions": 0,
+                    "required_findings": 0,
+                    "errors": 0,
+                },
+                "conversations": [
+                    {
+                        "key": evil,
+                        "requests": 1,
+                        "tokens": [5],
+                        "budgets": [None],
+                        "findings": [
+                            {
+                                "property": "ordering",
+                                "level": "required",
+                                "request": 0,
+                                "message": evil,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    page = tmp_path / "page.html"
+    write_html(report, page, {(evil, evil): (0, [{"role": "user", "content": evil}])})
+    text = page.read_text()
+    assert "<script>" not in text
+    assert text.count("&lt;script&gt;") >= 4

@@ -145,6 +145,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-json", type=Path, metavar="F", help="write the JSON report")
     parser.add_argument(
+        "--html", type=Path, metavar="F", help="write a self-contained HTML page with plots"
+    )
+    parser.add_argument(
+        "--show-views",
+        action="store_true",
+        help="print the view each candidate would have sent where it first broke (content!)",
+    )
+    parser.add_argument(
         "--merge",
         action="store_true",
         help="the RECORDINGs are JSON reports of shards: join them into one",
@@ -188,28 +196,48 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 def run(args: argparse.Namespace) -> int:
     from ctxkit.replay import report as reports
 
-    if args.report_json is not None:
-        check_writable_file("--report-json", args.report_json)
+    for option, path in (("--report-json", args.report_json), ("--html", args.html)):
+        if path is not None:
+            check_writable_file(option, path)
     if not args.paths:
         raise UsageError("give a RECORDING to replay (a file or folder ctxkit audit reads)")
     try:
         thresholds = [reports.parse_threshold(text) for text in args.fail_if]
     except ValueError as exc:
         raise UsageError(f"--fail-if {exc}") from None
-    report = _merged(args.paths) if args.merge else _replayed(args)
+    views: dict[Any, Any] = {}
+    if args.merge:
+        report = _merged(args.paths)
+    else:
+        report, views = _replayed(args)
     print(reports.text_report(report))
+    if args.show_views:
+        for (name, key), (request, view) in views.items():
+            print(f"\n{name} would have sent, in conversation {key} at request {request}:")
+            print(json.dumps(view, indent=2, ensure_ascii=False))
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    if args.html is not None:
+        reports.write_html(report, args.html, views)
     failed = reports.failures(report, thresholds)
     for reason in failed:
         print(f"FAIL {reason}")
     return EXIT_FOUND_PROBLEM if failed else EXIT_OK
 
 
-def _replayed(args: argparse.Namespace) -> dict[str, Any]:
+def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """The report of a replay, and the views of each candidate's first break (for
+    --show-views and --html)."""
     from ctxkit.audit.files import Reading, UnknownFormat
     from ctxkit.replay.report import as_json
-    from ctxkit.replay.session import Options, Outcome, conversations_of, replay, shard_of
+    from ctxkit.replay.session import (
+        Options,
+        Outcome,
+        conversations_of,
+        first_breaks,
+        replay,
+        shard_of,
+    )
 
     if args.budget is not None and args.budget <= 0:
         raise UsageError(f"--budget {args.budget}: give a positive number of tokens")
@@ -261,7 +289,10 @@ def _replayed(args: argparse.Namespace) -> dict[str, Any]:
             "rebuilt as the agent's and are not replayed"
         )
     shard_said = None if shard is None else f"{shard[0]}/{shard[1]}"
-    return as_json(Outcome(specs, results, conversations, read.problems, notes, shard_said))
+    report = as_json(Outcome(specs, results, conversations, read.problems, notes, shard_said))
+    wanted = args.show_views or args.html is not None
+    views = first_breaks(conversations, specs, results, options) if wanted else {}
+    return report, views
 
 
 def _check_managers(specs: list[Any]) -> None:

@@ -12,7 +12,16 @@ from typing import Any
 from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed
 from ctxkit.replay.session import Outcome
 
-__all__ = ["Threshold", "as_json", "failures", "merge", "parse_threshold", "text_report", "totals"]
+__all__ = [
+    "Threshold",
+    "as_json",
+    "failures",
+    "merge",
+    "parse_threshold",
+    "text_report",
+    "totals",
+    "write_html",
+]
 
 VERSION = 1
 
@@ -282,3 +291,83 @@ def _share(value: float | None) -> str:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+SHOWN = 30
+"""Conversations drawn on the page: those with findings first, then the longest."""
+
+
+def write_html(
+    report: Mapping[str, Any],
+    path: Any,
+    views: Mapping[tuple[str, str], tuple[int, list[Any]]] | None = None,
+) -> None:
+    """One self-contained page: the comparison, the shares as bars, and per conversation the
+    tokens each manager sent per request, its findings and (``views``: by manager and
+    conversation key) the view a candidate would have sent where it first broke. Rendered by
+    Jinja2 with autoescaping on: recorded text can never become markup."""
+    import json
+
+    from jinja2 import Environment, PackageLoader, select_autoescape
+    from markupsafe import Markup
+
+    from ctxkit.replay.charts import COLOURS, bars, lines
+
+    managers = report["managers"]
+    by_key: dict[str, dict[str, Any]] = {}
+    for manager in managers:
+        for conversation in manager["conversations"]:
+            by_key.setdefault(conversation["key"], {})[manager["name"]] = conversation
+    ranked = sorted(
+        by_key.items(),
+        key=lambda item: (
+            -sum(len(c["findings"]) for c in item[1].values()),
+            -max(c["requests"] for c in item[1].values()),
+            item[0],
+        ),
+    )
+    shown = []
+    for key, per_manager in ranked[:SHOWN]:
+        first = next(iter(per_manager.values()))
+        chart = lines(
+            {name: c["tokens"] for name, c in per_manager.items()},
+            first.get("budgets", []),
+            breaks={
+                name: sorted({f["request"] for f in c["findings"] if f["level"] == "required"})
+                for name, c in per_manager.items()
+            },
+        )
+        shown.append(
+            {
+                "key": key,
+                "chart": Markup(chart),
+                "findings": [(name, f) for name, c in per_manager.items() for f in c["findings"]],
+                "views": [
+                    (name, request, json.dumps(view, indent=2, ensure_ascii=False))
+                    for (name, at), (request, view) in (views or {}).items()
+                    if at == key
+                ],
+            }
+        )
+    recorded = next((m["totals"] for m in managers if m["target"] == RECORDED), None)
+    environment = Environment(
+        loader=PackageLoader("ctxkit.replay", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    page = environment.get_template("replay.html.j2").render(
+        conversations=report["conversations"],
+        managers=managers,
+        notes=report["notes"],
+        shard=report.get("shard"),
+        colours=COLOURS,
+        recorded_tokens=recorded["tokens_sent"] if recorded else 0,
+        prefix_chart=Markup(
+            bars({m["name"]: m["totals"]["prefix_kept"] for m in managers}, "prefix kept")
+        ),
+        references_chart=Markup(
+            bars({m["name"]: m["totals"]["references_kept"] for m in managers}, "references kept")
+        ),
+        shown=shown,
+        hidden=max(0, len(ranked) - SHOWN),
+    )
+    path.write_text(page, encoding="utf-8")

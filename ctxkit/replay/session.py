@@ -13,10 +13,10 @@ from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.request import Problem, Request
 from ctxkit.audit.windows import context_window
 from ctxkit.replay.conversation import Call, Conversation
-from ctxkit.replay.run import ManagerSpec, Replayed, replay_conversation
+from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed, replay_conversation
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["Options", "Outcome", "conversations_of", "replay", "shard_of"]
+__all__ = ["Options", "Outcome", "conversations_of", "first_breaks", "replay", "shard_of"]
 
 OUTPUT_TOKENS = 4_096
 """Tokens kept for the model's answer when the budget is a model's window."""
@@ -146,3 +146,38 @@ def _counter() -> TokenCounter:
     if _COUNTER is None:
         _COUNTER = TokenCounter(DEFAULT_ENCODING)
     return _COUNTER
+
+
+def first_breaks(
+    conversations: Sequence[Conversation],
+    managers: Sequence[ManagerSpec],
+    results: Mapping[str, Sequence[Replayed]],
+    options: Options,
+) -> dict[tuple[str, str], tuple[int, list[Any]]]:
+    """For each candidate with a required finding, the exact view it would have sent at its
+    first one: ``(manager, conversation key) -> (request, view)``. The conversation is
+    replayed again through that manager alone, keeping its views (a manager is expected to
+    answer the same history the same way; one that does not shows its second answer)."""
+    from dataclasses import replace
+
+    found: dict[tuple[str, str], tuple[int, list[Any]]] = {}
+    by_key = {c.key: c for c in conversations}
+    for spec in managers:
+        if spec.target == RECORDED:
+            continue
+        first = next(
+            (
+                (r.key, f.request)
+                for r in results[spec.name]
+                for f in r.findings
+                if f.level == "required"
+            ),
+            None,
+        )
+        if first is None:
+            continue
+        key, request = first
+        (again,) = _one(by_key[key], [spec], replace(options, keep_views=True))
+        if again.views is not None and request < len(again.views):
+            found[(spec.name, key)] = (request, again.views[request])
+    return found

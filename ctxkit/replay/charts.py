@@ -12,6 +12,7 @@ COLOURS = ("#5b6472", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8
 """``recorded`` first (grey), then each candidate."""
 
 _WIDTH, _HEIGHT, _LEFT, _BOTTOM, _TOP = 560, 180, 56, 24, 10
+_BARS_WIDTH = 480
 
 
 def lines(
@@ -59,7 +60,7 @@ def lines(
                     f'fill="none" stroke="{colour}" stroke-width="2"><title>{escape(name)}: '
                     f"required finding at request {index}</title></circle>"
                 )
-    return _svg(parts, "tokens sent per request")
+    return _svg(parts, "tokens sent per request", _WIDTH, _HEIGHT)
 
 
 def bars(values: Mapping[str, float | None], what: str) -> str:
@@ -74,18 +75,13 @@ def bars(values: Mapping[str, float | None], what: str) -> str:
         if share is None:
             parts.append(f'<text x="{label_w}" y="{top + 14}" font-size="12" fill="#777">-</text>')
             continue
-        width = (_WIDTH - label_w - 60) * max(0.0, min(1.0, share))
+        width = (_BARS_WIDTH - label_w - 60) * max(0.0, min(1.0, share))
         parts.append(
             f'<rect x="{label_w}" y="{top + 3}" width="{width:.1f}" height="{row - 8}" '
             f'fill="{colour}"/><text x="{label_w + width + 6:.1f}" y="{top + 14}" '
             f'font-size="12">{100 * share:.1f}%</text>'
         )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_WIDTH} {height}" '
-        f'width="{_WIDTH}" height="{height}" role="img" aria-label="{escape(what)}">'
-        + "".join(parts)
-        + "</svg>"
-    )
+    return _svg(parts, what, _BARS_WIDTH, height)
 
 
 def _axes(top: int, longest: int, plot_w: float, plot_h: float) -> str:
@@ -105,10 +101,10 @@ def _axes(top: int, longest: int, plot_w: float, plot_h: float) -> str:
     return "".join(ticks)
 
 
-def _svg(parts: list[str], what: str) -> str:
+def _svg(parts: list[str], what: str, width: int, height: int) -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_WIDTH} {_HEIGHT}" '
-        f'width="{_WIDTH}" height="{_HEIGHT}" role="img" aria-label="{escape(what)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{escape(what)}">'
         + "".join(parts)
         + "</svg>"
     )

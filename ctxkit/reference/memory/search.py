@@ -14,7 +14,11 @@ term; 0.7: it holds terms carrying 70% of the weight, e.g. the rare ones and not
 A query term that no item holds counts half its idf in the sum: it may be the asker's
 wording, which no item could match (``how often ...``), or what they ask about, which nothing
 here is about (``kubernetes``); so one such word lowers every score, and a query whose rare
-words are all missing finds nothing.
+words are all missing finds nothing. Words people ask *with* rather than about
+(:data:`WORDING`: ``use``, ``happen``, ``long``, ``kept``) weigh a tenth of that, present or
+not: ``which port does the staging database use`` is about the port, the staging database,
+and finds ``The staging database listens on port 6543.`` (measured on questions worded as
+people ask them: ``benchmarks/recall.py``).
 
 Raw BM25 (FTS5's ``bm25()``, ``k1 = 1.2``, ``b = 0.75``) is unbounded and depends on the
 corpus, so no fixed threshold means the same in two memories; with ``k1 = 0`` it counts each
@@ -79,6 +83,31 @@ STOP_WORDS = frozenset(
 """English function words, dropped from a query (never from what is stored) unless it has
 nothing else: ``why did the deploy fail`` asks about ``deploy`` and ``fail``, and a memory that
 happens never to hold ``why`` must not count that against every item."""
+WORDING = frozenset(
+    """use uses used using go goes going went gone get gets getting got make makes making made
+    need needs needed keep keeps keeping kept run runs running ran work works working worked
+    happen happens happening happened take takes taking took taken find finds found know knows
+    knew known tell tells told say says said mean means meant call calls called set sets put
+    puts show shows showed shown give gives gave given see sees saw seen look looks looked want
+    wants wanted like likes come comes came live lives lived last lasts lasted change changes
+    changed send sends sent hold holds held stay stays stayed allow allows allowed wait waits
+    waited let lets help helps begin begins start starts started stop stops stopped end ends
+    ended try tries tried ask asks asked seem seems turn turns move moves moved leave
+    leaves left bring brings brought write writes wrote written read reads become becomes
+    became check checks checked handle handles handled deal manage manages managed owns
+    long old new big large small little good bad best better many much often ever never
+    always usually first last next different right wrong real main current usual
+    enough sure possible able exactly actually really still already soon later
+    thing things way ways kind kinds sort type part parts place places people person someone
+    anyone something anything everything stuff info information detail details lot lots
+    please thanks hi hello ok okay yes also even else""".split()  # noqa: SIM905
+)
+"""Words people ask with rather than about (``which port does the staging database *use*``,
+``how *long* are logs *kept*``): common verbs and their forms, common adjectives and vague
+nouns. Kept in the query, but each weighs :data:`WORDING_WEIGHT` of its idf, present or
+absent: a memory where one unrelated note says ``happens`` must not make ``when do deploys
+happen`` a question about that note."""
+WORDING_WEIGHT = 0.1
 _TOLERANCE = 1e-9
 
 
@@ -146,7 +175,10 @@ def _weigh(db: Database, terms: list[tuple[str, str]], items: int) -> list[Term]
         else:
             row = execute("SELECT doc FROM items_terms WHERE term = ?", (key,)).fetchone()
             df = row[0] if row else 0
-        weighed.append(Term(word, df, idf(items, df) * (1.0 if df else ABSENT_WEIGHT)))
+        weight = idf(items, df) * (1.0 if df else ABSENT_WEIGHT)
+        if word.casefold() in WORDING:
+            weight *= WORDING_WEIGHT
+        weighed.append(Term(word, df, weight))
     return weighed
 
 

@@ -52,7 +52,11 @@ class Auditor:
         windows: Mapping[str, int] | None = None,
         encoding: str = DEFAULT_ENCODING,
         listener: Listener | None = None,
+        check: bool = True,
     ) -> None:
+        self.check = check
+        """False: requests are only keyed into conversations, not checked (``ctxkit replay``
+        keys a recording so, and measures every manager's views itself)."""
         self.counter = TokenCounter(encoding)
         self.windows = dict(windows or {})
         self.listener = listener
@@ -78,7 +82,11 @@ class Auditor:
             audit.inferred.add(keyed_by)
         if request.partial:
             audit.partial += 1
-        found = audit.add(request, prints)
+        if self.check:
+            found = audit.add(request, prints)
+        else:
+            audit.requests += 1
+            found = []
         self.requests += 1
         if request.trace_id:
             groups = self._by_trace.setdefault(request.trace_id, {})

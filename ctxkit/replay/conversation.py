@@ -68,6 +68,7 @@ class Conversation:
     unreconstructed: list[tuple[int, int]] = field(default_factory=list)
     """``(request, messages)``: new messages a request put before ones it repeats (a summary,
     a truncation): made by the recorded manager, not added by the agent, so not replayed."""
+    _texts: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, request: Request) -> None:
         """The next request of the conversation (in time order)."""
@@ -109,6 +110,20 @@ class Conversation:
                 break
             output.append(message)
         return output
+
+    def earlier_text(self, call: Call) -> str:
+        """The text of every message the agent added before ``call`` (what a reference must
+        appear in to count), made once per call whatever the managers."""
+        from ctxkit.replay.references import text_of
+
+        done = max((i for i in self._texts if i <= call.index), default=-1)
+        text = self._texts.get(done, "")
+        for index in range(done + 1, call.index + 1):
+            start = self.calls[index - 1].added if index else 0
+            added = text_of(self.messages[p] for p in self.history[start : self.calls[index].added])
+            text = f"{text}\n{added}" if text else added
+            self._texts[index] = text
+        return text
 
     def recorded_view(self, call: Call) -> list[Any]:
         return [self.messages[p] for p in call.recorded]

@@ -27,7 +27,7 @@ given differently with a different view is not known (the recorded answer is the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["kept", "references", "text_of"]
@@ -57,8 +57,9 @@ def text_of(messages: Iterable[Any]) -> str:
     return "\n".join(found)
 
 
-def references(answer: str, earlier: str) -> set[str]:
-    """The references of ``answer`` (see the module) that appear in ``earlier``."""
+def references(answer: str, earlier: str | Callable[[], str]) -> set[str]:
+    """The references of ``answer`` (see the module) that appear in ``earlier`` (a text, or
+    what makes it: asked for only when the answer has a reference)."""
     found: set[str] = set()
     for pattern in _PATTERNS:
         for match in pattern.finditer(answer):
@@ -67,7 +68,10 @@ def references(answer: str, earlier: str) -> set[str]:
             if len(text) >= 3 and (len(text) >= 4 or text[0].isdigit()):
                 found.add(text)
     longest = {ref for ref in found if not any(ref != other and ref in other for other in found)}
-    return {ref for ref in longest if ref in earlier}
+    if not longest:
+        return set()
+    text = earlier if isinstance(earlier, str) else earlier()
+    return {ref for ref in longest if ref in text}
 
 
 def kept(refs: set[str], view_text: str) -> int:

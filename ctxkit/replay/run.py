@@ -169,10 +169,10 @@ def _measure(
         result.views.append(view)
     answer = conversation.output_of(call)
     if answer:
-        earlier = text_of(conversation.messages[p] for p in conversation.history[: call.added])
-        needed = references(text_of(answer), earlier)
-        result.references_needed += len(needed)
-        result.references_kept += kept(needed, text_of(view))
+        needed = references(text_of(answer), lambda: conversation.earlier_text(call))
+        if needed:
+            result.references_needed += len(needed)
+            result.references_kept += kept(needed, text_of(view))
 
 
 async def _close(manager: Any) -> None:

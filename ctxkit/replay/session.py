@@ -66,7 +66,7 @@ def conversations_of(
             conversation = found[audit.key] = Conversation(audit.key, audit.keyed_by)
         conversation.add(request)
 
-    auditor = Auditor(windows=windows, listener=rebuild)
+    auditor = Auditor(windows=windows, listener=rebuild, check=False)
     for request in requests:
         auditor.add(request)
         request.messages = []
@@ -92,32 +92,47 @@ def replay(
     """Each conversation through each manager. ``jobs`` > 1 replays conversations in that many
     worker processes (conversations are independent); ``progress`` is told each one done."""
     results: dict[str, list[Replayed]] = {spec.name: [] for spec in managers}
+
+    def take(chunk: list[list[Replayed]]) -> None:
+        for replayed in chunk:
+            for spec, one in zip(managers, replayed, strict=True):
+                results[spec.name].append(one)
+        if progress is not None:
+            progress(len(chunk))
+
     if jobs <= 1 or len(conversations) < 2:
         for conversation in conversations:
-            for spec, replayed in zip(managers, _one(conversation, managers, options), strict=True):
-                results[spec.name].append(replayed)
-            if progress is not None:
-                progress(1)
+            take(_some([conversation], managers, options))
         return results
     import multiprocessing
 
     # spawned, not forked: a fork copies the locks of the parent's threads (tiktoken's among
     # them) in whatever state they are, and a worker can wait on one forever
     spawn = multiprocessing.get_context("spawn")
+    size = max(1, len(conversations) // (jobs * CHUNKS_PER_JOB))
+    chunks = [conversations[at : at + size] for at in range(0, len(conversations), size)]
     with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
-        futures = [pool.submit(_one, c, managers, options) for c in conversations]
-        for future in futures:
-            for spec, replayed in zip(managers, future.result(), strict=True):
-                results[spec.name].append(replayed)
-            if progress is not None:
-                progress(1)
+        for chunk in [pool.submit(_some, list(c), managers, options) for c in chunks]:
+            take(chunk.result())
     return results
+
+
+CHUNKS_PER_JOB = 8
+"""Conversations go to workers in about this many batches each: few enough that sending them
+costs little, many enough that a slow batch does not leave the other workers idle."""
+
+
+def _some(
+    conversations: Sequence[Conversation], managers: Sequence[ManagerSpec], options: Options
+) -> list[list[Replayed]]:
+    """Conversations through every manager, one after another (what a worker runs)."""
+    return [_one(conversation, managers, options) for conversation in conversations]
 
 
 def _one(
     conversation: Conversation, managers: Sequence[ManagerSpec], options: Options
 ) -> list[Replayed]:
-    """One conversation through every manager (what a worker process runs)."""
+    """One conversation through every manager."""
     counter = _counter()
 
     async def every() -> list[Replayed]:

@@ -337,6 +337,34 @@ def test_thresholds_fail_the_gate_and_a_clean_candidate_passes(fleet_file):
     assert "FAIL reference: tokens>0.5*recorded" in more.stdout
 
 
+def test_a_price_per_model_gives_the_cost_and_a_cost_gate_needs_one(tmp_path, fleet_file):
+    report = tmp_path / "report.json"
+    priced = _ctxkit(
+        str(fleet_file),
+        "--manager",
+        "reference",
+        "--price",
+        "gpt-4o=2.5",
+        "--price",
+        "claude=3",
+        "--report-json",
+        str(report),
+        "--fail-if",
+        "cost>100",
+    )
+    assert priced.returncode == 0, priced.stdout + priced.stderr
+    data = json.loads(report.read_text())
+    _schema_valid(data)
+    for manager in data["managers"]:
+        billed, cost = manager["totals"]["billed_tokens"], manager["totals"]["cost"]
+        # every model here is priced 2.5 or 3 dollars a million tokens
+        assert 2.5 * billed / 1e6 <= cost + 1e-6
+        assert cost <= 3 * billed / 1e6 + 1e-6
+    unpriced = _ctxkit(str(fleet_file), "--manager", "reference", "--fail-if", "cost>100")
+    assert unpriced.returncode == 1
+    assert "cost>100 cannot be judged: no cost figure (give --price" in unpriced.stdout
+
+
 def test_shards_merge_into_the_whole_replay(tmp_path, fleet_file):
     whole = tmp_path / "whole.json"
     assert (

@@ -56,6 +56,7 @@ examples:
   ctxkit replay traces.jsonl --manager reference --manager reference:hierarchical
   ctxkit replay bodies.jsonl --manager mypkg.ctx:Window --config '{"max_messages": 20}'
   ctxkit replay traces/ --manager reference --fail-if 'tokens>recorded' --report-json r.json
+  ctxkit replay bodies.jsonl --manager reference --price gpt-4o=2.5 --fail-if 'cost>1.1*recorded'
 """
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -132,12 +133,20 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "OpenAI's newest models bill cache reads)",
     )
     parser.add_argument(
+        "--price",
+        type=_price,
+        action="append",
+        default=[],
+        metavar="MODEL=DOLLARS",
+        help="dollars per million input tokens of a model (by name or prefix): adds the cost",
+    )
+    parser.add_argument(
         "--fail-if",
         action="append",
         default=[],
         metavar="EXPR",
         help="fail past a threshold: tokens>recorded, billed>1.1*recorded, references<0.9, "
-        "prefix<0.5 (totals of each candidate)",
+        "prefix<0.5, cost>25 (totals of each candidate)",
     )
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     parser.add_argument(
@@ -158,6 +167,21 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="the RECORDINGs are JSON reports of shards: join them into one",
     )
     parser.set_defaults(run=run, managers=[])
+
+
+def _price(text: str) -> tuple[str, float]:
+    """``--price MODEL=DOLLARS``."""
+    model, sep, dollars = text.rpartition("=")
+    try:
+        value = float(dollars)
+    except ValueError:
+        value = -1.0
+    if not sep or not model or not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not MODEL=DOLLARS (a model name or prefix, dollars per million "
+            "input tokens: gpt-4o=2.5)"
+        )
+    return model, value
 
 
 def _specs(args: argparse.Namespace) -> list[Any]:
@@ -269,7 +293,13 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
                 else ""
             )
         )
-    options = Options(args.budget, args.output_tokens, windows, args.cache_discount)
+    options = Options(
+        args.budget,
+        args.output_tokens,
+        windows,
+        args.cache_discount,
+        prices=dict(args.price),
+    )
     _check_managers(specs)
     done = _progress(len(conversations))
     results = replay(conversations, specs, options, jobs=args.jobs, progress=done)

@@ -40,6 +40,11 @@ def totals(conversations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "requests": total("requests"),
         "tokens_sent": total("tokens_sent"),
         "billed_tokens": round(total("billed_tokens"), 1),
+        "cost": (
+            round(total("cost"), 6)
+            if conversations and all(c.get("cost") is not None for c in conversations)
+            else None
+        ),
         "findings": dict(sorted(Counter(f["property"] for f in findings).items())),
         "required_findings": sum(1 for f in findings if f["level"] == "required"),
         "compactions": total("compactions"),
@@ -58,6 +63,7 @@ def _conversation(replayed: Replayed, unreconstructed: int) -> dict[str, Any]:
         "tokens": list(replayed.tokens),
         "budgets": list(replayed.budgets),
         "billed_tokens": round(replayed.billed, 1),
+        "cost": round(replayed.cost, 6) if replayed.priced and replayed.requests else None,
         "compactions": replayed.compactions,
         "prefix_kept": None if replayed.prefix_kept is None else round(replayed.prefix_kept, 4),
         "prefix_kept_tokens": replayed.prefix_kept_tokens,
@@ -149,7 +155,7 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class Threshold:
     """``--fail-if METRIC OP VALUE``: ``tokens>recorded``, ``references<0.9``,
-    ``billed>1.1*recorded``, ``prefix<0.5``."""
+    ``billed>1.1*recorded``, ``cost>25``, ``prefix<0.5``."""
 
     metric: str
     op: str
@@ -157,12 +163,14 @@ class Threshold:
     against_recorded: bool
     text: str
 
-    def broken(self, figures: Mapping[str, Any], recorded: Mapping[str, Any]) -> bool:
+    def broken(self, figures: Mapping[str, Any], recorded: Mapping[str, Any]) -> bool | None:
+        """Whether the figures pass the threshold; None when a figure it needs is unknown
+        (no reference in any answer, no --price for a model)."""
         key = _METRICS[self.metric]
         value = figures.get(key)
         limit = recorded.get(key) if self.against_recorded else 1.0
         if value is None or limit is None:
-            return False
+            return None
         limit = self.factor * limit
         return value > limit if self.op == ">" else value < limit
 
@@ -170,6 +178,7 @@ class Threshold:
 _METRICS = {
     "tokens": "tokens_sent",
     "billed": "billed_tokens",
+    "cost": "cost",
     "references": "references_kept",
     "prefix": "prefix_kept",
 }
@@ -210,7 +219,18 @@ def failures(report: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list
                 "(a request the provider would refuse, or history reordered)"
             )
         for threshold in thresholds:
-            if threshold.broken(figures, recorded):
+            broken = threshold.broken(figures, recorded)
+            if broken is None:
+                said.append(
+                    f"{manager['name']}: {threshold.text} cannot be judged: no {threshold.metric} "
+                    "figure"
+                    + (
+                        " (give --price MODEL=DOLLARS for every model)"
+                        if threshold.metric == "cost"
+                        else ""
+                    )
+                )
+            elif broken:
                 said.append(f"{manager['name']}: {threshold.text}")
     return said
 
@@ -243,6 +263,9 @@ def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
             column, justify="left" if left else "right", no_wrap=True, min_width=len(column)
         )
     recorded = next((m["totals"] for m in report["managers"] if m["target"] == RECORDED), None)
+    priced = all(m["totals"].get("cost") is not None for m in report["managers"])
+    if priced:
+        table.add_column("cost", justify="right", no_wrap=True)
     for manager in report["managers"]:
         figures = manager["totals"]
         ratio = (
@@ -260,6 +283,7 @@ def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
             str(figures["compactions"]),
             str(figures["required_findings"]),
             str(figures["errors"]),
+            *([f"${figures['cost']:,.4f}"] if priced else []),
         )
     out = StringIO()
     console = Console(file=out, width=width, force_terminal=False, color_system=None)

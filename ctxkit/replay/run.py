@@ -49,6 +49,10 @@ class Replayed:
     """The budget each view was asked for under (None: no window known)."""
     billed: float = 0.0
     """Input tokens billed, a cached prefix counted at (1 - discount) of a token."""
+    cost: float = 0.0
+    """Dollars for the billed tokens (see :attr:`priced`)."""
+    priced: bool = True
+    """Every request's model had a price (``--price``): else :attr:`cost` means nothing."""
     findings: list[Finding] = field(default_factory=list)
     findings_count: int = 0
     compactions: int = 0
@@ -75,6 +79,7 @@ class Replayed:
 
 
 Budget = Callable[[Call], int | None]
+Price = Callable[[Call], float | None]
 
 
 async def replay_conversation(
@@ -83,6 +88,7 @@ async def replay_conversation(
     *,
     counter: TokenCounter,
     budget_of: Budget,
+    price_of: Price | None = None,
     windows: Mapping[str, int] | None = None,
     cache_discount: float = 0.9,
     keep_views: bool = False,
@@ -104,7 +110,8 @@ async def replay_conversation(
                 for message in conversation.added_before(call):
                     await manager.add_message(copy.deepcopy(message))
                 view = await _view(manager, budget, call)
-            _measure(result, audit, conversation, call, view, budget, cache_discount)
+            price = price_of(call) if price_of is not None else None
+            _measure(result, audit, conversation, call, view, budget, cache_discount, price)
     except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
         result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
     finally:
@@ -137,6 +144,7 @@ def _measure(
     view: list[Any],
     budget: int | None,
     cache_discount: float,
+    price: float | None,
 ) -> None:
     request = Request(
         messages=view,
@@ -153,7 +161,12 @@ def _measure(
     result.tokens.append(tokens)
     result.budgets.append(budget)
     cached = audit.last_prefix_tokens
-    result.billed += tokens - cached + cached * (1 - cache_discount)
+    billed = tokens - cached + cached * (1 - cache_discount)
+    result.billed += billed
+    if price is None:
+        result.priced = False
+    else:
+        result.cost += billed * price / 1e6
     if budget is not None and tokens > budget:
         result.findings.append(
             Finding(

@@ -32,12 +32,22 @@ class Options:
     windows: Mapping[str, int] = field(default_factory=dict)
     cache_discount: float = 0.9
     keep_views: bool = False
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """Dollars per million input tokens, by model name or prefix (``--price``)."""
 
     def budget_of(self, call: Call) -> int | None:
         if self.budget is not None:
             return self.budget
         window = context_window(call.model, self.windows)
         return None if window is None else max(1, window - self.output_tokens)
+
+    def price_of(self, call: Call) -> float | None:
+        """Dollars per million input tokens of the call's model (the longest prefix given);
+        None when no --price names it."""
+        best = max(
+            (name for name in self.prices if call.model.startswith(name)), key=len, default=None
+        )
+        return None if best is None else self.prices[best]
 
 
 @dataclass
@@ -142,6 +152,7 @@ def _one(
                 spec,
                 counter=counter,
                 budget_of=options.budget_of,
+                price_of=options.price_of,
                 windows=options.windows,
                 cache_discount=options.cache_discount,
                 keep_views=options.keep_views,

@@ -10,17 +10,18 @@ prompt-cache prefix), so a difference between two managers is a difference in wh
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
+from ctxkit.audit.windows import context_window
 from ctxkit.replay.conversation import Call, Conversation
 from ctxkit.replay.references import kept, references, text_of
 from ctxkit.tokens import TokenCounter
 
-__all__ = ["ManagerSpec", "Replayed", "replay_conversation"]
+__all__ = ["ManagerSpec", "Options", "Replayed", "replay_conversation"]
 
 RECORDED = "recorded"
 
@@ -78,8 +79,36 @@ class Replayed:
         return self.references_kept / self.references_needed
 
 
-Budget = Callable[[Call], int | None]
-Price = Callable[[Call], float | None]
+OUTPUT_TOKENS = 4_096
+"""Tokens kept for the model's answer when the budget is a model's window."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How views are asked for and priced."""
+
+    budget: int | None = None
+    """Every request's budget; None: the model's window less :attr:`output_tokens`."""
+    output_tokens: int = OUTPUT_TOKENS
+    windows: Mapping[str, int] = field(default_factory=dict)
+    cache_discount: float = 0.9
+    keep_views: bool = False
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """Dollars per million input tokens, by model name or prefix (``--price``)."""
+
+    def budget_of(self, call: Call) -> int | None:
+        if self.budget is not None:
+            return self.budget
+        window = context_window(call.model, self.windows)
+        return None if window is None else max(1, window - self.output_tokens)
+
+    def price_of(self, call: Call) -> float | None:
+        """Dollars per million input tokens of the call's model (the longest prefix given);
+        None when no --price names it."""
+        best = max(
+            (name for name in self.prices if call.model.startswith(name)), key=len, default=None
+        )
+        return None if best is None else self.prices[best]
 
 
 async def replay_conversation(
@@ -87,15 +116,11 @@ async def replay_conversation(
     spec: ManagerSpec,
     *,
     counter: TokenCounter,
-    budget_of: Budget,
-    price_of: Price | None = None,
-    windows: Mapping[str, int] | None = None,
-    cache_discount: float = 0.9,
-    keep_views: bool = False,
+    options: Options,
 ) -> Replayed:
     """Replay ``conversation`` through a fresh manager built from ``spec``."""
-    result = Replayed(conversation.key, views=[] if keep_views else None)
-    audit = ConversationAudit(conversation.key, conversation.keyed_by, counter, windows or {})
+    result = Replayed(conversation.key, views=[] if options.keep_views else None)
+    audit = ConversationAudit(conversation.key, conversation.keyed_by, counter, options.windows)
     manager = None
     try:
         if spec.target != RECORDED:
@@ -103,15 +128,15 @@ async def replay_conversation(
 
             manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
         for call in conversation.calls:
-            budget = budget_of(call)
+            budget = options.budget_of(call)
             if manager is None:
                 view = conversation.recorded_view(call)
             else:
                 for message in conversation.added_before(call):
                     await manager.add_message(copy.deepcopy(message))
                 view = await _view(manager, budget, call)
-            price = price_of(call) if price_of is not None else None
-            _measure(result, audit, conversation, call, view, budget, cache_discount, price)
+            price = options.price_of(call)
+            _measure(result, audit, conversation, call, view, budget, options.cache_discount, price)
     except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
         result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
     finally:

@@ -11,43 +11,11 @@ from typing import Any
 
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.request import Problem, Request
-from ctxkit.audit.windows import context_window
-from ctxkit.replay.conversation import Call, Conversation
-from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed, replay_conversation
+from ctxkit.replay.conversation import Conversation
+from ctxkit.replay.run import RECORDED, ManagerSpec, Options, Replayed, replay_conversation
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
 __all__ = ["Options", "Outcome", "conversations_of", "first_breaks", "replay", "shard_of"]
-
-OUTPUT_TOKENS = 4_096
-"""Tokens kept for the model's answer when the budget is a model's window."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """How views are asked for and priced."""
-
-    budget: int | None = None
-    """Every request's budget; None: the model's window less :attr:`output_tokens`."""
-    output_tokens: int = OUTPUT_TOKENS
-    windows: Mapping[str, int] = field(default_factory=dict)
-    cache_discount: float = 0.9
-    keep_views: bool = False
-    prices: Mapping[str, float] = field(default_factory=dict)
-    """Dollars per million input tokens, by model name or prefix (``--price``)."""
-
-    def budget_of(self, call: Call) -> int | None:
-        if self.budget is not None:
-            return self.budget
-        window = context_window(call.model, self.windows)
-        return None if window is None else max(1, window - self.output_tokens)
-
-    def price_of(self, call: Call) -> float | None:
-        """Dollars per million input tokens of the call's model (the longest prefix given);
-        None when no --price names it."""
-        best = max(
-            (name for name in self.prices if call.model.startswith(name)), key=len, default=None
-        )
-        return None if best is None else self.prices[best]
 
 
 @dataclass
@@ -151,11 +119,7 @@ def _one(
                 conversation,
                 spec,
                 counter=counter,
-                budget_of=options.budget_of,
-                price_of=options.price_of,
-                windows=options.windows,
-                cache_discount=options.cache_discount,
-                keep_views=options.keep_views,
+                options=options,
             )
             for spec in managers
         ]

@@ -14,21 +14,29 @@ newest ``--messages`` messages, as OTLP/JSON lines). Runs over the same file:
 
 Goal (issue 33): replay through the reference manager at most 3x the audit on one core.
 
+Memory: the peak resident memory of a process replaying, through the reference manager, a
+recording of ``--conversations`` and one of twice as many, each conversation's requests in a
+row (a fleet whose conversations end as others begin): what is held is the conversations in
+flight, so the two peaks should be about the same.
+
     python benchmarks/replay.py [--conversations N] [--requests N] [--messages N] [--json F]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,21 +44,66 @@ sys.path.insert(0, str(ROOT))
 from ctxkit.audit import Auditor  # noqa: E402
 from ctxkit.audit.files import Reading  # noqa: E402
 from ctxkit.replay.run import ManagerSpec  # noqa: E402
-from ctxkit.replay.session import Options, conversations_of, replay  # noqa: E402
+from ctxkit.replay.session import Options, Recording, replay  # noqa: E402
 
 RECORDED = ManagerSpec("recorded", "recorded")
 REFERENCE = ManagerSpec("reference", "ctxkit.reference:mount")
 FUNCTION = ManagerSpec("everything", "tests.replay_managers:everything")
 
 
-def _fleet_lines(conversations: int, requests: int, messages: int) -> list[str]:
-    """The audit benchmark's recording (one definition of the fleet, not two)."""
+@functools.cache
+def _audit_bench() -> Any:
+    """``benchmarks/audit.py``, whose fleet this measures too (one definition of it, not two)."""
     spec = importlib.util.spec_from_file_location("audit_bench", ROOT / "benchmarks" / "audit.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.exports(conversations, requests, messages)
+    return module
+
+
+def _fleet_lines(conversations: int, requests: int, messages: int) -> list[str]:
+    return _audit_bench().exports(conversations, requests, messages)
+
+
+_PEAK = """
+import re, sys
+from ctxkit.replay.run import ManagerSpec
+from ctxkit.replay.session import Options, Recording, replay
+recording = Recording([sys.argv[1]])
+managers = [ManagerSpec("recorded", "recorded"), ManagerSpec("reference", "ctxkit.reference:mount")]
+replay(recording, managers, Options(), total=recording.conversations)
+# VmHWM, not ru_maxrss: the latter keeps the peak of the process this one was forked from.
+print(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+"""
+
+
+def _sequential_lines(conversations: int, requests: int, messages: int) -> list[str]:
+    """The fleet's conversations as request bodies, each conversation's requests in a row, one
+    conversation after another (as a long recording of conversations that end holds them)."""
+    bench = _audit_bench()
+    lines = []
+    for number in range(conversations):
+        for index, view in enumerate(bench.conversation(number, requests, messages)):
+            body = {
+                "model": "gpt-4o",
+                "messages": view,
+                "metadata": {"conversation_id": f"c{number}"},
+            }
+            stamp = 1_760_000_000_000_000_000 + (number * requests + index) * 1_000_000
+            lines.append(json.dumps({"timestamp": stamp, "body": body}))
+    return lines
+
+
+def peak_mib(path: Path) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return int(done.stdout.split()[-1]) / 1024
 
 
 def _best(run: Callable[[], None], repeat: int) -> float:
@@ -85,8 +138,10 @@ def main() -> int:
 
     def replayed(*specs: ManagerSpec, jobs: int = 1) -> Callable[[], None]:
         def run() -> None:
-            conversations = conversations_of(Reading([str(recording)]))
-            results = replay(conversations, [RECORDED, *specs], Options(), jobs=jobs)
+            conversations = Recording([str(recording)])
+            count = conversations.conversations
+            managers = [RECORDED, *specs]
+            results, _ = replay(conversations, managers, Options(), jobs=jobs, total=count)
             for spec in (RECORDED, *specs):
                 assert sum(r.requests for r in results[spec.name]) == total, spec.name
                 assert not any(r.error for r in results[spec.name]), spec.name
@@ -117,10 +172,20 @@ def main() -> int:
     print(f"--jobs 2 speed-up over one process: {speedup:.2f}x")
     goal = seconds["replay reference"] / base
     print(f"replay through the reference manager: {goal:.2f}x the audit (goal: at most 3x)")
+    peaks = []
+    for times in (1, 2):
+        path = folder / f"sequential{times}.jsonl"
+        lines = _sequential_lines(times * args.conversations, args.requests, args.messages)
+        path.write_text("\n".join(lines))
+        peaks.append(peak_mib(path))
+    print(
+        f"peak memory replaying {args.conversations} and {2 * args.conversations} conversations "
+        f"one after another: {peaks[0]:.1f} MiB and {peaks[1]:.1f} MiB "
+        f"({peaks[1] / peaks[0]:.2f}x)"
+    )
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"seconds": seconds, "requests": total, "jobs_2_speedup": speedup}, indent=2)
-        )
+        figures = {"seconds": seconds, "requests": total, "jobs_2_speedup": speedup}
+        args.json.write_text(json.dumps({**figures, "peak_mib": peaks}, indent=2))
     return 0
 
 

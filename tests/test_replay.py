@@ -20,12 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxkit.audit.auditor import Auditor
-from ctxkit.audit.files import Reading, read_paths
+from ctxkit.audit.files import read_paths
 from ctxkit.audit.request import Request
 from ctxkit.replay.conversation import Conversation
 from ctxkit.replay.references import references
 from ctxkit.replay.run import ManagerSpec
-from ctxkit.replay.session import Options, conversations_of, replay
+from ctxkit.replay.session import Options, Recording
+from ctxkit.replay.session import replay as replay_all
 from tests.audit_fleet import body_lines, fleet, otlp_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,11 @@ EVERYTHING = ManagerSpec("everything", "tests.replay_managers:everything")
 LAST_FOUR = ManagerSpec("last four", "tests.replay_managers:last_four")
 
 pytestmark = pytest.mark.xdist_group("replay")
+
+
+def replay(conversations: Any, managers: list[ManagerSpec], options: Options) -> dict[str, Any]:
+    """Each manager's figures, one process."""
+    return replay_all(conversations, managers, options)[0]
 
 
 def _never_compacted() -> list[Any]:
@@ -70,7 +76,7 @@ def test_a_recording_that_never_compacted_is_reproduced_by_a_manager_that_keeps_
     tmp_path, form, clean_fleet
 ):
     path = _write(tmp_path / "recording.jsonl", form, clean_fleet)
-    conversations = conversations_of(Reading([str(path)], "auto"))
+    conversations = list(Recording([str(path)]))
     assert sorted(c.key for c in conversations) == sorted(c.key for c in clean_fleet)
     results = replay(conversations, [RECORDED, EVERYTHING], Options(keep_views=True))
     sent = {c.key: c.requests for c in clean_fleet}
@@ -88,7 +94,7 @@ def test_a_committed_instrumentation_recording_replays_exactly_through_keep_ever
     """A real instrumentation's recording (OpenLLMetry on the OpenAI SDK): the agent's
     requests up to the planted break, where the recording dropped a message, rebuilt."""
     path = ROOT / "tests" / "recordings" / "openllmetry-openai.jsonl"
-    (conversation,) = conversations_of(Reading([str(path)], "auto"))
+    (conversation,) = list(Recording([str(path)]))
     results = replay([conversation], [RECORDED, EVERYTHING], Options(keep_views=True))
     recorded, everything = results["recorded"][0], results["everything"][0]
     assert everything.views[:2] == recorded.views[:2]
@@ -110,7 +116,7 @@ def test_a_last_n_window_shows_its_pair_breaks_at_the_requests_they_happen(tmp_p
     # Responses left out: a cut there may part a reasoning item from its call, found as such
     conversations = [c for c in fleet(11, 60) if c.shape != "responses" and not c.planted]
     path = _write(tmp_path / "recording.jsonl", "bodies", conversations)
-    rebuilt = conversations_of(Reading([str(path)], "auto"))
+    rebuilt = list(Recording([str(path)]))
     results = replay(rebuilt, [RECORDED, LAST_FOUR], Options(keep_views=True))
     broke = 0
     for window in results["last four"]:
@@ -124,7 +130,7 @@ def test_a_last_n_window_shows_its_pair_breaks_at_the_requests_they_happen(tmp_p
 def test_the_reference_manager_breaks_nothing_and_keeps_each_view_within_its_budget(tmp_path):
     conversations = [c for c in fleet(13, 36) if not c.planted][:12]
     path = _write(tmp_path / "recording.jsonl", "otlp", conversations)
-    rebuilt = conversations_of(Reading([str(path)], "auto"))
+    rebuilt = list(Recording([str(path)]))
     reference = ManagerSpec("reference", "ctxkit.reference:mount")
     results = replay(rebuilt, [reference], Options(budget=400))
     compacted = 0
@@ -147,7 +153,7 @@ def test_recorded_shows_what_the_audit_shows(tmp_path):
         key: sorted((f.property, f.kind, f.request) for f in audit.findings)
         for key, audit in auditor.conversations.items()
     }
-    results = replay(conversations_of(Reading([str(path)], "auto")), [RECORDED], Options())
+    results = replay(list(Recording([str(path)])), [RECORDED], Options())
     replayed = {
         r.key: sorted((f.property, f.kind, f.request) for f in r.findings)
         for r in results["recorded"]
@@ -187,16 +193,16 @@ def _known() -> Conversation:
 
 
 def test_references_are_the_answers_identifiers_numbers_paths_and_quotes_seen_before():
-    earlier = "\n".join(m["content"] for m in FACTS)
+    earlier = [m["content"] for m in FACTS]
     assert references(ANSWER["content"], earlier) == {
         "6543",
         "config/staging.yaml",
         "max_connections",
     }
-    assert references('use "connection refused" and 42', 'it said "connection refused"') == {
+    assert references('use "connection refused" and 42', ['it said "connection refused"']) == {
         "connection refused"
     }
-    assert references("see db.yaml", "nothing of it here") == set()
+    assert references("see db.yaml", ["nothing of it here"]) == set()
 
 
 @pytest.mark.parametrize(
@@ -526,3 +532,48 @@ def test_recorded_text_never_becomes_markup_on_the_page(tmp_path):
     text = page.read_text()
     assert "<script>" not in text
     assert text.count("&lt;script&gt;") >= 4
+
+
+# -- reading the recording ----------------------------------------------------------------------
+
+
+def _body_line(key: str, at: int, messages: list[dict[str, Any]]) -> str:
+    body = {"model": "gpt-4o", "messages": messages, "metadata": {"conversation_id": key}}
+    return json.dumps({"timestamp": 1_770_000_000_000_000_000 + at, "body": body})
+
+
+def test_each_conversation_is_given_as_soon_as_its_last_request_is_read(tmp_path):
+    """What a replay holds is the conversations in flight: the recording is read twice, and
+    each conversation leaves at its last request, in that order."""
+    system = {"role": "system", "content": "s"}
+    turns = [{"role": "user", "content": f"q{n}"} for n in range(4)]
+    order = ["a", "b", "a", "c", "a", "b", "c", "c"]
+    lines, seen = [], {}
+    for at, key in enumerate(order):
+        seen[key] = seen.get(key, 0) + 1
+        lines.append(_body_line(key, at, [system, *turns[: seen[key]]]))
+    path = tmp_path / "bodies.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    recording = Recording([str(path)])
+    assert (recording.requests, recording.conversations) == (8, 3)
+    given = []
+    for conversation in recording:
+        given.append((conversation.key, len(conversation.calls)))
+    assert given == [("a", 3), ("b", 2), ("c", 3)]
+    halves = [Recording([str(path)], shard=(i, 2)) for i in (0, 1)]
+    assert sorted(c.key for half in halves for c in half) == ["a", "b", "c"]
+
+
+def test_a_recording_on_stdin_is_replayed_as_a_file_is(fleet_file):
+    from_file = _ctxkit(str(fleet_file), "--manager", "reference")
+    with fleet_file.open() as stdin:
+        from_stdin = subprocess.run(
+            [sys.executable, "-m", "ctxkit", "replay", "-", "--manager", "reference"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+    assert from_stdin.returncode == from_file.returncode == 0, from_stdin.stderr
+    assert from_stdin.stdout == from_file.stdout

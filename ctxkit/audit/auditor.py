@@ -69,10 +69,18 @@ class Auditor:
         self._unnamed = itertools.count(1)
         self.requests = 0
 
-    def add(self, request: Request) -> tuple[ConversationAudit, list[Finding]]:
-        """Key the request, check it in its conversation; returns both."""
-        prints = [fingerprint(m) for m in request.messages]
-        prefixes = _prefix_hashes(prints)
+    def add(
+        self, request: Request, prints: list[int] | None = None
+    ) -> tuple[ConversationAudit, list[Finding]]:
+        """Key the request, check it in its conversation; returns both. ``prints``: its
+        messages' fingerprints, where the caller has them."""
+        if prints is None and request.key and not self.check:
+            # keyed by a recorded key, not checked: only the system prompt's fingerprint is
+            # read (it tells the agents of a trace apart)
+            prints = [fingerprint(m) for m in request.messages[:1]]
+        elif prints is None:
+            prints = [fingerprint(m) for m in request.messages]
+        prefixes = [] if request.key else _prefix_hashes(prints)
         key, keyed_by = self._key(request, prints, prefixes)
         audit = self.conversations.get(key)
         if audit is None:

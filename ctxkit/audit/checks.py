@@ -322,6 +322,11 @@ class ConversationAudit:
             + sum(len(k) for k in ids)
         )
 
+    @property
+    def last_prints(self) -> Sequence[int]:
+        """The fingerprints of the messages of the latest request checked in its place."""
+        return self._previous
+
     def add(self, request: Request, prints: list[int] | None = None) -> list[Finding]:
         """Check one request (``prints``: its messages' fingerprints, if the caller has
         them); returns (and keeps) its findings."""

@@ -4,8 +4,10 @@ really sent."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,16 +254,9 @@ def run(args: argparse.Namespace) -> int:
 def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]:
     """The report of a replay, and the views of each candidate's first break (for
     --show-views and --html)."""
-    from ctxkit.audit.files import Reading, UnknownFormat
+    from ctxkit.audit.files import UnknownFormat
     from ctxkit.replay.report import as_json
-    from ctxkit.replay.session import (
-        Options,
-        Outcome,
-        conversations_of,
-        first_breaks,
-        replay,
-        shard_of,
-    )
+    from ctxkit.replay.session import Options, Outcome, Recording, first_breaks, replay
 
     if args.budget is not None and args.budget <= 0:
         raise UsageError(f"--budget {args.budget}: give a positive number of tokens")
@@ -274,55 +269,76 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
             raise UsageError(f"{name}: no such file or directory")
     specs = _specs(args)
     shard = _shard(args.shard)
-    windows = dict(args.window)
-    read = Reading(args.paths, args.format)
-    try:
-        conversations = conversations_of(read, windows)
-    except UnknownFormat as exc:
-        raise UsageError(str(exc)) from None
-    if shard is not None:
-        index, count = shard
-        conversations = [c for c in conversations if shard_of(c.key, count) == index - 1]
-    if not conversations and shard is None:
-        raise UsageError(
-            "no request to replay in "
-            + ", ".join(args.paths)
-            + (
-                f" ({len(read.problems)} record(s) skipped: run ctxkit audit on it)"
-                if read.problems
-                else ""
-            )
-        )
     options = Options(
         args.budget,
         args.output_tokens,
-        windows,
+        dict(args.window),
         args.cache_discount,
         prices=dict(args.price),
     )
-    _check_managers(specs)
-    done = _progress(len(conversations))
-    results = replay(conversations, specs, options, jobs=args.jobs, progress=done)
-    notes = sorted(read.notes)
-    unbudgeted = sum(
-        1 for c in conversations for call in c.calls if options.budget_of(call) is None
-    )
+    with _spooled(args.paths) as paths:
+        try:
+            recording = Recording(
+                paths,
+                args.format,
+                options.windows,
+                shard=None if shard is None else (shard[0] - 1, shard[1]),
+            )
+        except UnknownFormat as exc:
+            raise UsageError(str(exc)) from None
+        if not recording.requests:
+            skipped = len(recording.problems)
+            raise UsageError(
+                "no request to replay in "
+                + ", ".join(args.paths)
+                + (f" ({skipped} record(s) skipped: run ctxkit audit on it)" if skipped else "")
+            )
+        _check_managers(specs)
+        results, firsts = replay(
+            recording,
+            specs,
+            options,
+            jobs=args.jobs,
+            total=recording.conversations,
+            progress=_progress(recording.conversations),
+        )
+    notes = list(recording.notes)
+    replayed = results[specs[0].name]
+    unbudgeted = sum(r.unbudgeted for r in replayed)
     if unbudgeted:
         notes.append(
             f"{unbudgeted} request(s) of a model whose window is not known were asked for "
             "without a budget: give --budget or --window MODEL=TOKENS"
         )
-    lost = sum(n for c in conversations for _, n in c.unreconstructed)
+    lost = sum(r.unreconstructed for r in replayed)
     if lost:
         notes.append(
             f"{lost} message(s) the recorded manager made (a summary, a truncation) cannot be "
             "rebuilt as the agent's and are not replayed"
         )
     shard_said = None if shard is None else f"{shard[0]}/{shard[1]}"
-    report = as_json(Outcome(specs, results, conversations, read.problems, notes, shard_said))
+    outcome = Outcome(
+        specs, results, recording.conversations, recording.problems, notes, shard_said
+    )
     wanted = args.show_views or args.html is not None
-    views = first_breaks(conversations, specs, results, options) if wanted else {}
-    return report, views
+    views = first_breaks(firsts, specs, results, options) if wanted else {}
+    return as_json(outcome), views
+
+
+@contextlib.contextmanager
+def _spooled(paths: list[str]) -> Iterator[list[str]]:
+    """The paths, with stdin (``-``) copied to a temporary file first: a replay reads its
+    recording twice (see :class:`~ctxkit.replay.session.Recording`)."""
+    if "-" not in paths:
+        yield paths
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(prefix="ctxkit-replay-", suffix=".stdin") as copy:
+        shutil.copyfileobj(sys.stdin.buffer, copy)
+        copy.flush()
+        yield [copy.name if path == "-" else path for path in paths]
 
 
 def _check_managers(specs: list[Any]) -> None:

@@ -68,11 +68,13 @@ class Conversation:
     unreconstructed: list[tuple[int, int]] = field(default_factory=list)
     """``(request, messages)``: new messages a request put before ones it repeats (a summary,
     a truncation): made by the recorded manager, not added by the agent, so not replayed."""
-    _texts: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
+    _references: list[frozenset[str]] | None = field(default=None, repr=False, compare=False)
 
-    def add(self, request: Request) -> None:
-        """The next request of the conversation (in time order)."""
-        prints = [fingerprint(m) for m in request.messages]
+    def add(self, request: Request, prints: list[int] | None = None) -> None:
+        """The next request of the conversation (in time order); ``prints``: its messages'
+        fingerprints, where the caller has them."""
+        if prints is None:
+            prints = [fingerprint(m) for m in request.messages]
         for value, message in zip(prints, request.messages, strict=True):
             self.messages.setdefault(value, message)
         matched = _matched(self.history, prints)
@@ -111,19 +113,29 @@ class Conversation:
             output.append(message)
         return output
 
-    def earlier_text(self, call: Call) -> str:
-        """The text of every message the agent added before ``call`` (what a reference must
-        appear in to count), made once per call whatever the managers."""
-        from ctxkit.replay.references import text_of
+    def references_at(self, call: Call) -> frozenset[str]:
+        """The references the model's answer at ``call`` uses from the messages the agent
+        added before it (:mod:`ctxkit.replay.references`); found for every call at once, the
+        first time one is asked, whatever the managers."""
+        if self._references is None:
+            from ctxkit.replay.references import references, text_of
 
-        done = max((i for i in self._texts if i <= call.index), default=-1)
-        text = self._texts.get(done, "")
-        for index in range(done + 1, call.index + 1):
-            start = self.calls[index - 1].added if index else 0
-            added = text_of(self.messages[p] for p in self.history[start : self.calls[index].added])
-            text = f"{text}\n{added}" if text else added
-            self._texts[index] = text
-        return text
+            texts: dict[int, str] = {}
+
+            def text(value: int) -> str:
+                if value not in texts:
+                    texts[value] = text_of([self.messages[value]])
+                return texts[value]
+
+            found = []
+            for each in self.calls:
+                answer = self.output_of(each)
+                earlier = (text(p) for p in self.history[: each.added])
+                found.append(
+                    frozenset(references(text_of(answer), earlier)) if answer else frozenset()
+                )
+            self._references = found
+        return self._references[call.index]
 
     def recorded_view(self, call: Call) -> list[Any]:
         return [self.messages[p] for p in call.recorded]

@@ -27,7 +27,7 @@ given differently with a different view is not known (the recorded answer is the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["kept", "references", "text_of"]
@@ -57,9 +57,9 @@ def text_of(messages: Iterable[Any]) -> str:
     return "\n".join(found)
 
 
-def references(answer: str, earlier: str | Callable[[], str]) -> set[str]:
-    """The references of ``answer`` (see the module) that appear in ``earlier`` (a text, or
-    what makes it: asked for only when the answer has a reference)."""
+def references(answer: str, earlier: Iterable[str]) -> set[str]:
+    """The references of ``answer`` (see the module) that appear in one of the ``earlier``
+    texts (looked through only when the answer has a reference)."""
     found: set[str] = set()
     for pattern in _PATTERNS:
         for match in pattern.finditer(answer):
@@ -70,10 +70,14 @@ def references(answer: str, earlier: str | Callable[[], str]) -> set[str]:
     longest = {ref for ref in found if not any(ref != other and ref in other for other in found)}
     if not longest:
         return set()
-    text = earlier if isinstance(earlier, str) else earlier()
-    return {ref for ref in longest if ref in text}
+    seen: set[str] = set()
+    for text in earlier:
+        seen.update(ref for ref in longest - seen if ref in text)
+        if len(seen) == len(longest):
+            break
+    return seen
 
 
-def kept(refs: set[str], view_text: str) -> int:
-    """How many of ``refs`` the view's text holds, verbatim."""
-    return sum(1 for ref in refs if ref in view_text)
+def kept(refs: Iterable[str], texts: Sequence[str]) -> int:
+    """How many of ``refs`` the view's message texts hold, verbatim."""
+    return sum(1 for ref in refs if any(ref in text for text in texts))

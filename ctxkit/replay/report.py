@@ -55,7 +55,7 @@ def totals(conversations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _conversation(replayed: Replayed, unreconstructed: int) -> dict[str, Any]:
+def _conversation(replayed: Replayed) -> dict[str, Any]:
     return {
         "key": replayed.key,
         "requests": replayed.requests,
@@ -85,7 +85,7 @@ def _conversation(replayed: Replayed, unreconstructed: int) -> dict[str, Any]:
             }
             for f in replayed.findings
         ],
-        "unreconstructed": unreconstructed,
+        "unreconstructed": replayed.unreconstructed,
         "error": replayed.error,
     }
 
@@ -93,17 +93,14 @@ def _conversation(replayed: Replayed, unreconstructed: int) -> dict[str, Any]:
 def as_json(outcome: Outcome) -> dict[str, Any]:
     """The report: every manager, ``recorded`` first, with totals and per-conversation
     figures; request indexes 0-based, as in the audit."""
-    lost = {c.key: sum(n for _, n in c.unreconstructed) for c in outcome.conversations}
     return {
         "version": VERSION,
         "tool": "ctxkit replay",
         "shard": outcome.shard,
-        "conversations": len(outcome.conversations),
+        "conversations": outcome.conversations,
         "notes": list(outcome.notes),
         "managers": [
-            _manager(
-                spec, [_conversation(r, lost.get(r.key, 0)) for r in outcome.results[spec.name]]
-            )
+            _manager(spec, [_conversation(r) for r in outcome.results[spec.name]])
             for spec in outcome.managers
         ],
     }

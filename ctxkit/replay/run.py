@@ -18,7 +18,7 @@ from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.replay.conversation import Call, Conversation
-from ctxkit.replay.references import kept, references, text_of
+from ctxkit.replay.references import kept, text_of
 from ctxkit.tokens import TokenCounter
 
 __all__ = ["ManagerSpec", "Options", "Replayed", "replay_conversation"]
@@ -65,6 +65,10 @@ class Replayed:
     references_kept: int = 0
     error: str = ""
     """What the manager raised, where it stopped the replay (the figures are up to there)."""
+    unreconstructed: int = 0
+    """Messages of the recording the recorded manager made, not replayed (a summary)."""
+    unbudgeted: int = 0
+    """Requests asked for without a budget (the model's window not known)."""
     views: list[list[Any]] | None = None
     """Each view, where kept (``keep_views``)."""
 
@@ -120,8 +124,11 @@ async def replay_conversation(
 ) -> Replayed:
     """Replay ``conversation`` through a fresh manager built from ``spec``."""
     result = Replayed(conversation.key, views=[] if options.keep_views else None)
+    result.unreconstructed = sum(n for _, n in conversation.unreconstructed)
     audit = ConversationAudit(conversation.key, conversation.keyed_by, counter, options.windows)
     manager = None
+    texts: dict[int, str] = {}
+    """Each message's text by its fingerprint: views repeat most of their messages."""
     try:
         if spec.target != RECORDED:
             from ctxkit.conformance.replay import open_manager
@@ -135,8 +142,7 @@ async def replay_conversation(
                 for message in conversation.added_before(call):
                     await manager.add_message(copy.deepcopy(message))
                 view = await _view(manager, budget, call)
-            price = options.price_of(call)
-            _measure(result, audit, conversation, call, view, budget, options.cache_discount, price)
+            _measure(result, audit, conversation, call, view, budget, options, texts)
     except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
         result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
     finally:
@@ -168,8 +174,8 @@ def _measure(
     call: Call,
     view: list[Any],
     budget: int | None,
-    cache_discount: float,
-    price: float | None,
+    options: Options,
+    texts_of: dict[int, str],
 ) -> None:
     request = Request(
         messages=view,
@@ -185,8 +191,10 @@ def _measure(
     result.requests += 1
     result.tokens.append(tokens)
     result.budgets.append(budget)
+    result.unbudgeted += budget is None
     cached = audit.last_prefix_tokens
-    billed = tokens - cached + cached * (1 - cache_discount)
+    billed = tokens - cached + cached * (1 - options.cache_discount)
+    price = options.price_of(call)
     result.billed += billed
     if price is None:
         result.priced = False
@@ -205,12 +213,14 @@ def _measure(
         result.findings_count += 1
     if result.views is not None:
         result.views.append(view)
-    answer = conversation.output_of(call)
-    if answer:
-        needed = references(text_of(answer), lambda: conversation.earlier_text(call))
-        if needed:
-            result.references_needed += len(needed)
-            result.references_kept += kept(needed, text_of(view))
+    needed = conversation.references_at(call)
+    if needed:
+        texts = [
+            texts_of.get(p) or texts_of.setdefault(p, text_of([m]))
+            for p, m in zip(audit.last_prints, view, strict=True)
+        ]
+        result.references_needed += len(needed)
+        result.references_kept += kept(needed, texts)
 
 
 async def _close(manager: Any) -> None:

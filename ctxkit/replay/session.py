@@ -4,18 +4,20 @@ then each replayed through each manager, in this process or in ``jobs`` worker p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.audit.auditor import Auditor
-from ctxkit.audit.request import Problem, Request
+from ctxkit.audit.checks import fingerprint
+from ctxkit.audit.files import Reading
+from ctxkit.audit.request import Problem
 from ctxkit.replay.conversation import Conversation
 from ctxkit.replay.run import RECORDED, ManagerSpec, Options, Replayed, replay_conversation
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["Options", "Outcome", "conversations_of", "first_breaks", "replay", "shard_of"]
+__all__ = ["Options", "Outcome", "Recording", "first_breaks", "replay", "shard_of"]
 
 
 @dataclass
@@ -24,75 +26,126 @@ class Outcome:
 
     managers: list[ManagerSpec]
     results: dict[str, list[Replayed]]
-    conversations: list[Conversation]
+    conversations: int
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     shard: str | None = None
     """``I/N`` when one shard of the recording was replayed."""
 
 
-def conversations_of(
-    requests: Iterable[Request], windows: Mapping[str, int] | None = None
-) -> list[Conversation]:
-    """The recording's conversations, keyed as ``ctxkit audit`` keys them, in the order they
-    began."""
-    found: dict[str, Conversation] = {}
+class Recording:
+    """A recording's conversations, keyed as ``ctxkit audit`` keys them, each given once its
+    last request has been read.
 
-    def rebuild(audit: Any, request: Request, _: Any) -> None:
-        conversation = found.get(audit.key)
-        if conversation is None:
-            conversation = found[audit.key] = Conversation(audit.key, audit.keyed_by)
-        conversation.add(request)
+    The files are read twice: first (when made) to learn where each conversation ends, then
+    (when iterated) to rebuild each one and let it go at its end. What is held is the
+    conversations in flight, whatever the recording's length, plus a few bytes a conversation
+    for keying. ``shard``: ``(index, count)``, only the conversations of that shard
+    (:func:`shard_of`, 0-based index)."""
 
-    auditor = Auditor(windows=windows, listener=rebuild, check=False)
-    for request in requests:
-        auditor.add(request)
-        request.messages = []
-    return list(found.values())
+    def __init__(
+        self,
+        paths: Sequence[str],
+        form: str = "auto",
+        windows: Mapping[str, int] | None = None,
+        *,
+        shard: tuple[int, int] | None = None,
+        advance: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.paths, self.form, self.windows = list(paths), form, dict(windows or {})
+        self.shard = shard
+        read = Reading(self.paths, form, advance)
+        first = Auditor(windows=self.windows, check=False)
+        self._ends: dict[str, int] = {}
+        for request in read:
+            audit, _ = first.add(request)
+            request.messages = []
+            self._ends[audit.key] = first.requests - 1
+        self.problems, self.notes = read.problems, sorted(read.notes)
+        self.requests = first.requests
+        self.conversations = sum(1 for key in self._ends if self._wanted(key))
+
+    def _wanted(self, key: str) -> bool:
+        return self.shard is None or shard_of(key, self.shard[1]) == self.shard[0]
+
+    def __iter__(self) -> Iterator[Conversation]:
+        building: dict[str, Conversation] = {}
+        second = Auditor(windows=self.windows, check=False)
+        for request in Reading(self.paths, self.form):
+            prints = [fingerprint(m) for m in request.messages]
+            audit, _ = second.add(request, prints)
+            key = audit.key
+            if self._wanted(key):
+                conversation = building.get(key)
+                if conversation is None:
+                    conversation = building[key] = Conversation(key, audit.keyed_by)
+                conversation.add(request, prints)
+                if second.requests - 1 == self._ends.get(key):
+                    yield building.pop(key)
+            request.messages = []
+        yield from building.values()  # none, unless the files changed between the readings
 
 
 def shard_of(key: str, shards: int) -> int:
-    """The shard a conversation belongs to: a hash of its key that every machine computes
-    alike (Python's own ``hash`` of a string differs between processes)."""
+    """The shard a conversation belongs to (0-based): a hash of its key that every machine
+    computes alike (Python's own ``hash`` of a string differs between processes)."""
     import zlib
 
     return zlib.crc32(key.encode("utf-8")) % shards
 
 
 def replay(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     managers: Sequence[ManagerSpec],
     options: Options,
     *,
     jobs: int = 1,
+    total: int = 0,
     progress: Callable[[int], None] | None = None,
-) -> dict[str, list[Replayed]]:
-    """Each conversation through each manager. ``jobs`` > 1 replays conversations in that many
-    worker processes (conversations are independent); ``progress`` is told each one done."""
+) -> tuple[dict[str, list[Replayed]], dict[str, Conversation]]:
+    """Each conversation through each manager, as the conversations come; ``jobs`` > 1
+    replays them in that many worker processes (conversations are independent), in batches
+    sized from ``total`` (how many will come), at most two batches a worker in flight.
+    Returns each manager's figures, in the order the conversations came, and for each
+    candidate the first conversation where it broke a required property (to show the view
+    it sent there: :func:`first_breaks`). ``progress`` is told each batch done."""
     results: dict[str, list[Replayed]] = {spec.name: [] for spec in managers}
+    firsts: dict[str, Conversation] = {}
 
-    def take(chunk: list[list[Replayed]]) -> None:
-        for replayed in chunk:
-            for spec, one in zip(managers, replayed, strict=True):
+    def take(batch: Sequence[Conversation], replayed: list[list[Replayed]]) -> None:
+        for conversation, figures in zip(batch, replayed, strict=True):
+            for spec, one in zip(managers, figures, strict=True):
                 results[spec.name].append(one)
+                broke = any(f.level == "required" for f in one.findings)
+                if broke and spec.target != RECORDED and spec.name not in firsts:
+                    firsts[spec.name] = conversation
         if progress is not None:
-            progress(len(chunk))
+            progress(len(batch))
 
-    if jobs <= 1 or len(conversations) < 2:
+    if jobs <= 1:
         for conversation in conversations:
-            take(_some([conversation], managers, options))
-        return results
+            take([conversation], _some([conversation], managers, options))
+        return results, firsts
     import multiprocessing
+    from collections import deque
 
     # spawned, not forked: a fork copies the locks of the parent's threads (tiktoken's among
     # them) in whatever state they are, and a worker can wait on one forever
     spawn = multiprocessing.get_context("spawn")
-    size = max(1, len(conversations) // (jobs * CHUNKS_PER_JOB))
-    chunks = [conversations[at : at + size] for at in range(0, len(conversations), size)]
+    size = max(1, total // (jobs * CHUNKS_PER_JOB))
+    pending: deque[tuple[list[Conversation], Any]] = deque()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
-        for chunk in [pool.submit(_some, list(c), managers, options) for c in chunks]:
-            take(chunk.result())
-    return results
+        batch: list[Conversation] = []
+        for conversation in [*conversations, None]:
+            if conversation is not None:
+                batch.append(conversation)
+            if batch and (len(batch) >= size or conversation is None):
+                pending.append((batch, pool.submit(_some, batch, managers, options)))
+                batch = []
+            while pending and (len(pending) > 2 * jobs or conversation is None):
+                done, future = pending.popleft()
+                take(done, future.result())
+    return results, firsts
 
 
 CHUNKS_PER_JOB = 8
@@ -139,35 +192,26 @@ def _counter() -> TokenCounter:
 
 
 def first_breaks(
-    conversations: Sequence[Conversation],
+    firsts: Mapping[str, Conversation],
     managers: Sequence[ManagerSpec],
     results: Mapping[str, Sequence[Replayed]],
     options: Options,
 ) -> dict[tuple[str, str], tuple[int, list[Any]]]:
-    """For each candidate with a required finding, the exact view it would have sent at its
-    first one: ``(manager, conversation key) -> (request, view)``. The conversation is
-    replayed again through that manager alone, keeping its views (a manager is expected to
-    answer the same history the same way; one that does not shows its second answer)."""
+    """For each candidate that broke a required property, the exact view it would have sent
+    at its first break: ``(manager, conversation key) -> (request, view)``. The conversation
+    (``firsts``, from :func:`replay`) is replayed again through that manager alone, keeping
+    its views (a manager is expected to answer the same history the same way; one that does
+    not shows its second answer)."""
     from dataclasses import replace
 
     found: dict[tuple[str, str], tuple[int, list[Any]]] = {}
-    by_key = {c.key: c for c in conversations}
     for spec in managers:
-        if spec.target == RECORDED:
+        conversation = firsts.get(spec.name)
+        if conversation is None:
             continue
-        first = next(
-            (
-                (r.key, f.request)
-                for r in results[spec.name]
-                for f in r.findings
-                if f.level == "required"
-            ),
-            None,
-        )
-        if first is None:
-            continue
-        key, request = first
-        (again,) = _one(by_key[key], [spec], replace(options, keep_views=True))
+        replayed = next(r for r in results[spec.name] if r.key == conversation.key)
+        request = next(f.request for f in replayed.findings if f.level == "required")
+        (again,) = _one(conversation, [spec], replace(options, keep_views=True))
         if again.views is not None and request < len(again.views):
-            found[(spec.name, key)] = (request, again.views[request])
+            found[(spec.name, conversation.key)] = (request, again.views[request])
     return found

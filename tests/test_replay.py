@@ -27,7 +27,7 @@ from ctxkit.replay.references import references
 from ctxkit.replay.run import ManagerSpec
 from ctxkit.replay.session import Options, Recording
 from ctxkit.replay.session import replay as replay_all
-from tests.audit_fleet import body_lines, fleet, otlp_lines
+from tests.audit_fleet import body_lines, fleet, otlp_exports, otlp_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ManagerSpec("recorded", "recorded")
@@ -57,6 +57,13 @@ def _never_compacted() -> list[Any]:
 
 
 def _write(path: Path, form: str, conversations: list[Any]) -> Path:
+    """The conversations recorded in one of the forms ``ctxkit audit`` reads: ``otlp`` (the
+    Collector's JSON lines), ``otlp-proto`` (its ``format: proto``, framed), ``bodies``."""
+    if form == "otlp-proto":
+        from tests.otlp_files import framed
+
+        path.write_bytes(framed(otlp_exports(conversations, batch=4, seed=1)))
+        return path
     lines = (
         otlp_lines(conversations, batch=4, seed=1)
         if form == "otlp"
@@ -71,7 +78,7 @@ def clean_fleet() -> list[Any]:
     return _never_compacted()
 
 
-@pytest.mark.parametrize("form", ["otlp", "bodies"])
+@pytest.mark.parametrize("form", ["otlp", "otlp-proto", "bodies"])
 def test_a_recording_that_never_compacted_is_reproduced_by_a_manager_that_keeps_everything(
     tmp_path, form, clean_fleet
 ):
@@ -88,6 +95,35 @@ def test_a_recording_that_never_compacted_is_reproduced_by_a_manager_that_keeps_
         assert len(everything.views) == len(sent[everything.key])
     for conversation in conversations:
         assert conversation.unreconstructed == []
+
+
+KEEPS_EVERYTHING_JS = """
+export default class KeepsEverything {
+  constructor(config, hooks) { this.messages = []; }
+  addMessage(message) { this.messages.push(message); }
+  getMessagesForRequest() { return this.messages; }
+  getMessages() { return this.messages; }
+  setMessages(messages) { this.messages = messages; }
+  clear() { this.messages = []; }
+}
+"""
+
+
+def test_a_javascript_manager_replays_like_a_python_one(tmp_path, clean_fleet):
+    """A ``.mjs`` target, run under ctxkit's Node harness as ``ctxkit conformance`` runs it,
+    reproduces a recording that never compacted exactly."""
+    from tests.system import require_binary
+
+    require_binary("node")
+    manager = tmp_path / "keeps.mjs"
+    manager.write_text(KEEPS_EVERYTHING_JS)
+    path = _write(tmp_path / "recording.jsonl", "bodies", clean_fleet[:4])
+    spec = ManagerSpec("js", str(manager))
+    results = replay(list(Recording([str(path)])), [RECORDED, spec], Options(keep_views=True))
+    for recorded, js in zip(results["recorded"], results["js"], strict=True):
+        assert js.error == ""
+        assert js.views == recorded.views
+        assert js.tokens == recorded.tokens
 
 
 def test_a_committed_instrumentation_recording_replays_exactly_through_keep_everything():

@@ -613,3 +613,79 @@ def test_a_recording_on_stdin_is_replayed_as_a_file_is(fleet_file):
         )
     assert from_stdin.returncode == from_file.returncode == 0, from_stdin.stderr
     assert from_stdin.stdout == from_file.stdout
+
+
+# -- the model's answers as recorded --------------------------------------------------------------
+
+
+def _answered_spans(tmp_path: Path, with_output: bool) -> Path:
+    """The facts conversation as GenAI spans (``gen_ai.input.messages``), each with the
+    model's answer in ``gen_ai.output.messages`` when ``with_output``."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.otlp_files import trace_lines
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("replay-test")
+    messages: list[dict[str, Any]] = []
+    for turn, (said, answer) in enumerate(FACT_TURNS):
+        messages.append({"role": "user", "parts": [{"type": "text", "content": said}]})
+        span = tracer.start_span("chat gpt-4o", start_time=1_770_000_000_000_000_000 + turn)
+        span.set_attribute("gen_ai.operation.name", "chat")
+        span.set_attribute("gen_ai.request.model", "gpt-4o")
+        span.set_attribute("gen_ai.conversation.id", "facts")
+        span.set_attribute("gen_ai.input.messages", json.dumps(messages))
+        reply = {"role": "assistant", "parts": [{"type": "text", "content": answer}]}
+        if with_output:
+            span.set_attribute("gen_ai.output.messages", json.dumps([reply]))
+        span.end(end_time=1_770_000_000_000_000_000 + turn + 1)
+        messages.append(reply)
+    path = tmp_path / ("with.jsonl" if with_output else "without.jsonl")
+    path.write_text("\n".join(trace_lines(exporter.get_finished_spans())) + "\n")
+    provider.shutdown()
+    return path
+
+
+def test_the_answers_kept_in_the_recording_are_scored_the_last_one_too(tmp_path):
+    """The model's answer at each call is read from ``gen_ai.output.messages`` where the
+    recording keeps it: the last call's answer (``You are welcome.`` here has no reference,
+    so the figures match the answers taken from the next request), and an answer recorded
+    differently from the next request's copy is scored as recorded."""
+    kept = replay(list(Recording([str(_answered_spans(tmp_path, True))])), [EVERYTHING], Options())
+    taken = replay(
+        list(Recording([str(_answered_spans(tmp_path, False))])), [EVERYTHING], Options()
+    )
+    (with_output,), (without,) = kept["everything"], taken["everything"]
+    assert with_output.references_needed == without.references_needed == 7
+    assert with_output.references_kept == 7
+    (conversation,) = list(Recording([str(_answered_spans(tmp_path, True))]))
+    last = conversation.calls[-1]
+    assert conversation.output_of(last) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "You are welcome."}]}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("attributes", "said"),
+    [
+        ({"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "6543"}, "6543"),
+        (
+            {
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "6543",
+            },
+            "6543",
+        ),
+        ({"gen_ai.output.messages": "not json ["}, None),
+    ],
+)
+def test_answers_are_read_in_each_instrumentations_form(attributes, said):
+    from ctxkit.audit.genai import _outputs
+    from ctxkit.replay.references import text_of
+
+    found = _outputs(attributes)
+    assert (text_of(found) if found else None) == said

@@ -181,8 +181,10 @@ def _chat_message(
     return message
 
 
-def _openllmetry(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    entries = _indexed(_tree(attributes, "gen_ai.prompt."))
+def _openllmetry(
+    attributes: Mapping[str, Any], prefix: str = "gen_ai.prompt."
+) -> list[dict[str, Any]] | None:
+    entries = _indexed(_tree(attributes, prefix))
     if not entries:
         return None
     messages = []
@@ -201,8 +203,10 @@ def _openllmetry(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return messages
 
 
-def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    entries = _indexed(_tree(attributes, "llm.input_messages."))
+def _openinference(
+    attributes: Mapping[str, Any], prefix: str = "llm.input_messages."
+) -> list[dict[str, Any]] | None:
+    entries = _indexed(_tree(attributes, prefix))
     if not entries:
         return None
     messages = []
@@ -234,6 +238,22 @@ def _openinference(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None
             )
         )
     return messages
+
+
+def _outputs(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The model's answer, where the recording keeps it: ``gen_ai.output.messages``,
+    OpenLLMetry's ``gen_ai.completion.N.*``, OpenInference's ``llm.output_messages.N.*``. None
+    where it is not kept, or not readable: it is what ``ctxkit replay`` scores references
+    against, never what the audit judges, so a reading of it that fails costs nothing else."""
+    try:
+        value = _json_value(attributes.get("gen_ai.output.messages"))
+        if isinstance(value, list):
+            return [m for m in value if isinstance(m, dict)] or None
+        return _openllmetry(attributes, "gen_ai.completion.") or _openinference(
+            attributes, "llm.output_messages."
+        )
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _openinference_body(value: Any) -> list[Any] | None:
@@ -362,6 +382,7 @@ def _request(record: Record, messages: list[dict[str, Any]], source: str, where:
         source=source,
         api=told.api,
         api_told=told.how,
+        output=_outputs(record.attributes),
     )
 
 

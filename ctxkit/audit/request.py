@@ -55,6 +55,8 @@ class Request:
     recording does not say), whose rules judge it: see :mod:`ctxkit.audit.apis`."""
     api_told: str = ""
     """What told the API, said for the report."""
+    output: list[dict[str, Any]] | None = None
+    """The model's answer, where the recording keeps it (``ctxkit replay`` reads it)."""
 
 
 @dataclass(frozen=True, slots=True)

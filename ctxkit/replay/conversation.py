@@ -8,9 +8,10 @@ before one it repeats was not added by the agent but made by whatever managed it
 summary, a truncated output, an edited message): it cannot be added to the history, so it is
 counted and said (:attr:`Conversation.unreconstructed`), and the rest is replayed.
 
-The model's output at a call is what the next request adds first, while it is the model's
-(assistant turns, Responses call and reasoning items): the output of the last call is not
-recorded and is left out of what needs it (references kept).
+The model's output at a call is what the recording kept of it (``gen_ai.output.messages`` and
+its kin), else what the next request adds first, while it is the model's (assistant turns,
+Responses call and reasoning items); a last call whose output was not kept is left out of what
+needs it (references kept).
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from typing import Any
 
 from ctxkit.audit.checks import fingerprint
 from ctxkit.audit.request import Request
+from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
 
 __all__ = ["Call", "Conversation", "is_output"]
-
-_OUTPUT_ITEMS = frozenset({"function_call", "custom_tool_call", "reasoning", "computer_call"})
 
 
 def is_output(message: Any) -> bool:
@@ -32,7 +32,7 @@ def is_output(message: Any) -> bool:
     output item (a call, reasoning)."""
     if not isinstance(message, Mapping):
         return False
-    if message.get("type") in _OUTPUT_ITEMS:
+    if is_call_item(message) or reasoning_id(message) is not None:
         return True
     return message.get("role") in ("assistant", "model")
 
@@ -52,6 +52,8 @@ class Call:
     api_told: str
     where: str
     time_ns: int
+    output: tuple[Any, ...] | None = None
+    """The model's answer as the recording kept it (None: not kept)."""
 
 
 @dataclass
@@ -93,6 +95,7 @@ class Conversation:
                 request.api_told,
                 request.where,
                 request.time_ns,
+                None if request.output is None else tuple(request.output),
             )
         )
 
@@ -102,8 +105,11 @@ class Conversation:
         return [self.messages[p] for p in self.history[start : call.added]]
 
     def output_of(self, call: Call) -> list[Any] | None:
-        """What the model answered at ``call``: the model's messages the next request adds
-        first. None for the last call (its answer is not recorded)."""
+        """What the model answered at ``call``: as the recording kept it, else the model's
+        messages the next request adds first; None for a last call whose answer was not
+        kept."""
+        if call.output is not None:
+            return list(call.output)
         if call.index + 1 >= len(self.calls):
             return None
         output = []

@@ -16,7 +16,8 @@ A reference inside a longer one counts once, as the longer (``config/db.yaml``, 
 ``db.yaml``). It counts when it also appears, verbatim, in the text of a message the agent added
 before the call (the model could not have known it otherwise, so the context had to carry
 it); it is *kept* when it appears verbatim in the view's text, in any message, a summary
-included. Texts are a message's strings (content, arguments, outputs), joined.
+included. Texts are what a message says: its strings (content, arguments, outputs), not its
+structure (roles, part types, ids, tool names: :data:`STRUCTURE`).
 
 Blind spots: a reference restated in other words (a summary that says "the port" for 6543)
 counts as lost; a common string that happens to be anywhere in the view counts as kept; what
@@ -42,8 +43,29 @@ _PATTERNS = (
 )
 
 
+STRUCTURE = frozenset(
+    {
+        "role",
+        "type",
+        "id",
+        "call_id",
+        "tool_call_id",
+        "tool_use_id",
+        "toolUseId",
+        "name",
+        "finish_reason",
+        "status",
+        "signature",
+        "cache_control",
+    }
+)
+"""Keys whose values are a message's structure, not what it says: roles, part types, ids,
+tool names (from the tool list, not the conversation), a thinking block's signature."""
+
+
 def text_of(messages: Iterable[Any]) -> str:
-    """Every string in the messages (keys left out), one per line."""
+    """What the messages say: every string in them but those under :data:`STRUCTURE` keys,
+    one per line."""
     found: list[str] = []
     stack = list(messages)[::-1]
     while stack:
@@ -51,7 +73,7 @@ def text_of(messages: Iterable[Any]) -> str:
         if isinstance(value, str):
             found.append(value)
         elif isinstance(value, Mapping):
-            stack.extend(reversed(list(value.values())))
+            stack.extend(reversed([v for k, v in value.items() if k not in STRUCTURE]))
         elif isinstance(value, list | tuple):
             stack.extend(reversed(value))
     return "\n".join(found)

@@ -141,7 +141,7 @@ async def replay_conversation(
             else:
                 for message in conversation.added_before(call):
                     await manager.add_message(copy.deepcopy(message))
-                view = await _view(manager, budget, call)
+                view = await _view(manager, budget)
             _measure(result, audit, conversation, call, view, budget, options, texts)
     except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
         result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
@@ -157,7 +157,7 @@ async def replay_conversation(
     return result
 
 
-async def _view(manager: Any, budget: int | None, call: Call) -> list[Any]:
+async def _view(manager: Any, budget: int | None) -> list[Any]:
     from ctxkit.conformance.replay import Provider
 
     provider = None

@@ -213,6 +213,16 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
     (stability,) = [p for p in data["properties"] if p["id"] == "cache_stability"]
     assert stability["level"] == "advisory"
     assert stability["figure"] >= STABILITY_THRESHOLD
+    # where the time went: each phase measured, their sum within the run's duration
+    phases = data["phases"]
+    assert phases["start_s"] > 0
+    assert phases["search_s"] > 0
+    assert phases["cache_loop_s"] > 0
+    assert phases["search_s"] == pytest.approx(sum(phases["searches_s"]), abs=0.01)
+    spent = sum(v for k, v in phases.items() if k.endswith("_s") and k != "searches_s")
+    assert spent <= data["duration_s"] + 0.01
+    assert "  time: starting the target " in done.stdout
+    assert "searching " in done.stdout
     suite = ElementTree.parse(junit).getroot()
     assert suite.get("tests") == "12"
     assert suite.get("failures") == "0"

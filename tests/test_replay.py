@@ -28,6 +28,7 @@ from ctxkit.replay.run import ManagerSpec
 from ctxkit.replay.session import Options, Recording
 from ctxkit.replay.session import replay as replay_all
 from tests.audit_fleet import body_lines, fleet, otlp_exports, otlp_lines
+from tests.schemas import valid
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ManagerSpec("recorded", "recorded")
@@ -290,10 +291,7 @@ def _ctxkit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def _schema_valid(report: dict[str, Any]) -> None:
-    import jsonschema
-
-    schema = json.loads((ROOT / "conformance" / "replay-report.schema.json").read_text())
-    jsonschema.validate(report, schema)
+    valid("replay-report", report)
 
 
 FACT_TURNS = [

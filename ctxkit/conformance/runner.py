@@ -50,6 +50,7 @@ from ctxkit.conformance.judge.allow import RelaxationError, parse_allow
 from ctxkit.conformance.judge.catalogue import PROPERTIES
 from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.judge.steps import Check
+from ctxkit.conformance.phases import Phases
 from ctxkit.conformance.reports.reproducer import (
     Build,
     Reproduction,
@@ -252,8 +253,10 @@ def _run(
     if fallback is None and isinstance(options.config.get("max_tokens"), int):
         fallback = options.config["max_tokens"]
     worker = _Worker(options, deadline)
+    phases = Phases()
     try:
-        spec, observes_events, probe = worker.start()
+        with phases.timing("start"):
+            spec, observes_events, probe = worker.start()
         if probe is not None:
             return _not_built(spec, options, results, probe, started)
         shapes = _shapes(options, worker.speaks)
@@ -281,7 +284,7 @@ def _run(
                 "not observed: the target emits no events ctxkit can see (mount() targets "
                 "and factories taking hooks= are observed)"
             )
-        search = _Search(session, options, results, worker, say, deadline)
+        search = _Search(session, options, results, worker, say, deadline, phases)
         ended = search.run(checking)
         if (
             observes_events
@@ -297,15 +300,16 @@ def _run(
         if not options.stability_steps:
             results["cache_stability"].message = "not measured (stability_steps=0)"
         elif worker.child is not None and worker.child.alive:
-            measure_stability(
-                worker.child,
-                results["cache_stability"],
-                steps=options.stability_steps,
-                shapes=shapes.shapes,
-                deadline=deadline,
-                count_message=session.count_message,
-                say=say,
-            )
+            with phases.timing("cache_loop"):
+                measure_stability(
+                    worker.child,
+                    results["cache_stability"],
+                    steps=options.stability_steps,
+                    shapes=shapes.shapes,
+                    deadline=deadline,
+                    count_message=session.count_message,
+                    say=say,
+                )
         else:
             results["cache_stability"].message = "not measured: the target had stopped"
     finally:
@@ -325,6 +329,7 @@ def _run(
         **({"normalized": session.normalized} if session.normalized else {}),
     }
     report.shapes = shapes
+    report.phases = phases.as_dict()
     return report
 
 
@@ -479,8 +484,10 @@ class _Search:
         worker: _Worker,
         say: Callable[[str], None],
         deadline: float,
+        phases: Phases,
     ) -> None:
         self.session = session
+        self.phases = phases
         self.options = options
         self.results = results
         self.worker = worker
@@ -534,7 +541,8 @@ class _Search:
                 f"{self.profile['max_examples']} runs of {self.profile['stateful_step_count']} "
                 "steps"
             )
-            outcome = self._search_once()
+            with self.phases.timing("search"):
+                outcome = self._search_once()
             found = self._take(remaining)
             remaining -= found
             if outcome == "complete":
@@ -715,7 +723,10 @@ class _Search:
             result = self.results[property_id]
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
-                with suppress(DeadlineReached, TargetUnusable, SetupError):
+                with (
+                    self.phases.timing("minimize"),
+                    suppress(DeadlineReached, TargetUnusable, SetupError),
+                ):
                     if not session.child.alive:
                         self._restart()
                     failure = minimize(session, failure, self._restart)
@@ -749,7 +760,8 @@ class _Search:
             }
             result.reproducer = render_script(repro)
         if self.options.verify:
-            self._verify()
+            with self.phases.timing("verify"):
+                self._verify()
 
     def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
         """The failure with as few calls and as large budgets as still fail it
@@ -757,7 +769,7 @@ class _Search:
         the worker runs out."""
         shrinker = CallShrinker(self.session, failure, self._restart)
         self.say(f"shrinking the {failure.property_id} calls")
-        with suppress(DeadlineReached, TargetUnusable, SetupError):
+        with self.phases.timing("shrink"), suppress(DeadlineReached, TargetUnusable, SetupError):
             if not self.session.child.alive:
                 self._restart()
             shrinker.run()

@@ -8,6 +8,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ctxkit.conformance.judge.catalogue import RELAXATIONS, by_id
+from ctxkit.conformance.phases import said
 from ctxkit.conformance.reports.reproducer import file_name
 from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD
@@ -48,6 +49,8 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
             )
         for reason, count in (depth.get("not_sent") or {}).items():
             lines.append(f"  {count} call(s) could not be made, their examples dropped: {reason}")
+    if report.phases:
+        lines.append(f"  time: {said(report.phases)}")
     lines += [
         "",
         f"  {'property':<{width}}  {'level':<11}  result",

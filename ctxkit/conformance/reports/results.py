@@ -44,6 +44,8 @@ class Report:
     allow: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     depth: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, Any] = field(default_factory=dict)
+    """Seconds by phase (:mod:`ctxkit.conformance.phases`)."""
     """How far the run got: examples, steps, the largest history, searches, how it ended."""
     strict: bool = False
     """Recommended properties count like required ones (``--strict``)."""
@@ -71,6 +73,7 @@ class Report:
             "allow": self.allow,
             **({"shapes": self.shapes.to_json()} if self.shapes else {}),
             "depth": self.depth,
+            "phases": self.phases,
             "properties": [
                 {
                     "id": p.id,

@@ -687,3 +687,11 @@ def test_answers_are_read_in_each_instrumentations_form(attributes, said):
 
     found = _outputs(attributes)
     assert (text_of(found) if found else None) == said
+
+
+def test_with_no_manager_the_reference_manager_is_the_candidate(tmp_path, fleet_file):
+    report = tmp_path / "report.json"
+    done = _ctxkit(str(fleet_file), "--report-json", str(report))
+    assert done.returncode == 0, done.stderr
+    names = [m["name"] for m in json.loads(report.read_text())["managers"]]
+    assert names == ["recorded", "reference"]

@@ -49,7 +49,8 @@ MANAGER is anything `ctxkit conformance` takes (module:attr, a file, an adapter'
   reference:summarize       the window plus a running summary of what it left out
   reference:hierarchical    older units as paragraphs, the oldest as one line each
   reference:recall          the window plus the left-out units the user asks about again
-A --config JSON or --form after a --manager applies to that manager.
+A --config JSON or --form after a --manager applies to that manager. With no --manager,
+the reference manager is the candidate.
 
 exit codes: 0 no candidate has a required finding or passes a --fail-if; 1 one does; 2 bad
 usage or input.
@@ -191,7 +192,10 @@ def _specs(args: argparse.Namespace) -> list[Any]:
 
     specs = [ManagerSpec(RECORDED, RECORDED)]
     seen = {RECORDED}
-    for given in args.managers:
+    candidates = args.managers or [
+        {"name": "reference", "target": "reference", "config": None, "form": None}
+    ]
+    for given in candidates:
         target, config = given["target"], {}
         if target in PRESETS:
             config = dict(PRESETS[target])

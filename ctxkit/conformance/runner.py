@@ -50,7 +50,7 @@ from ctxkit.conformance.judge.allow import RelaxationError, parse_allow
 from ctxkit.conformance.judge.catalogue import PROPERTIES
 from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.judge.steps import Check
-from ctxkit.conformance.phases import Phases
+from ctxkit.conformance.reports.phases import Phases
 from ctxkit.conformance.reports.reproducer import (
     Build,
     Reproduction,

@@ -8,7 +8,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ctxkit.conformance.judge.catalogue import RELAXATIONS, by_id
-from ctxkit.conformance.phases import said
+from ctxkit.conformance.reports.phases import said
 from ctxkit.conformance.reports.reproducer import file_name
 from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD

@@ -45,7 +45,7 @@ class Report:
     config: dict[str, Any] = field(default_factory=dict)
     depth: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, Any] = field(default_factory=dict)
-    """Seconds by phase (:mod:`ctxkit.conformance.phases`)."""
+    """Seconds by phase (:mod:`ctxkit.conformance.reports.phases`)."""
     """How far the run got: examples, steps, the largest history, searches, how it ended."""
     strict: bool = False
     """Recommended properties count like required ones (``--strict``)."""

@@ -89,7 +89,11 @@ def _get(url: str) -> Any:
         with urllib.request.urlopen(url, timeout=10) as response:
             return json.load(response)
     except urllib.error.HTTPError as error:  # Prometheus explains a bad query in the body
-        return json.load(error)
+        text = error.read()
+        try:
+            return json.loads(text)
+        except ValueError:  # not JSON: "Service Unavailable" while it is still starting
+            raise OSError(f"HTTP {error.code} from {url}: {text[:200]!r}") from None
 
 
 def _wait_for(what: str, attempt: Callable[[], T | None], stack: Stack | None = None) -> T:

@@ -48,7 +48,7 @@ from ctxkit.conformance.judge.parts import results as result_ids
 from ctxkit.shapes.rules import rule, rule_set, system_in_messages
 from ctxkit.tokens import TokenCounter
 
-__all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint"]
+__all__ = ["Compaction", "ConversationAudit", "Finding", "fingerprint", "match_repeats"]
 
 KEPT = 100
 """Per conversation, the newest findings kept for the report (and a fifth as many
@@ -215,7 +215,7 @@ def _splice(previous: Sequence[int], current: Sequence[int]) -> tuple[int, int] 
     return None
 
 
-def _matched(previous: Sequence[int], current: Sequence[int]) -> tuple[list[int | None], bool]:
+def match_repeats(previous: Sequence[int], current: Sequence[int]) -> tuple[list[int | None], bool]:
     """For each current message, the previous request's position it repeats (None: new), and
     whether any repeat comes earlier than one before it (a reorder).
 
@@ -662,7 +662,7 @@ class ConversationAudit:
             ]
             reordered = False
         else:
-            matched, reordered = _matched(previous, prints)
+            matched, reordered = match_repeats(previous, prints)
         found: list[Finding] = []
         if reordered:
             found.extend(self._reorders(index, request, matched))

@@ -3,7 +3,8 @@ the model.
 
 A message first seen in request k was added before request k: the history is the recorded
 messages in the order they were first seen, each repeat of a message in a request matched to
-one already added (so two equal messages in a row stay two). A new message the request puts
+one already added as the audit matches two requests (:func:`~ctxkit.audit.checks.match_repeats`:
+two equal messages in a row stay two). A new message the request puts
 before one it repeats was not added by the agent but made by whatever managed its context (a
 summary, a truncated output, an edited message): it cannot be added to the history, so it is
 counted and said (:attr:`Conversation.unreconstructed`), and the rest is replayed.
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.audit.checks import fingerprint
+from ctxkit.audit.checks import fingerprint, match_repeats
 from ctxkit.audit.request import Request
 from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
 
@@ -79,7 +80,7 @@ class Conversation:
             prints = [fingerprint(m) for m in request.messages]
         for value, message in zip(prints, request.messages, strict=True):
             self.messages.setdefault(value, message)
-        matched = _matched(self.history, prints)
+        matched, _ = match_repeats(self.history, prints)
         last = max((i for i, p in enumerate(matched) if p is not None), default=-1)
         inserted = sum(1 for i in range(last) if matched[i] is None)
         if inserted:
@@ -145,24 +146,3 @@ class Conversation:
 
     def recorded_view(self, call: Call) -> list[Any]:
         return [self.messages[p] for p in call.recorded]
-
-
-def _matched(history: list[int], prints: list[int]) -> list[int | None]:
-    """For each of the request's messages, the history position it repeats (None: new). A
-    repeat takes the first unused equal message after the last one taken, else the first
-    unused one anywhere: equal messages in a row are two messages, not one seen twice."""
-    where: dict[int, list[int]] = {}
-    for position, value in enumerate(history):
-        where.setdefault(value, []).append(position)
-    used: set[int] = set()
-    last = -1
-    matched: list[int | None] = []
-    for value in prints:
-        free = [p for p in where.get(value, ()) if p not in used]
-        later = next((p for p in free if p > last), None)
-        chosen = later if later is not None else (free[0] if free else None)
-        matched.append(chosen)
-        if chosen is not None:
-            used.add(chosen)
-            last = max(last, chosen)
-    return matched

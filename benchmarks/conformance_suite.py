@@ -1,134 +1,188 @@
-"""How fast the conformance suite decides, and how good its findings are, on this machine.
+"""How long a default `ctxkit conformance` run takes to its verdict, under both schedules.
 
-* wall time of a whole run with the default options, per passing target (goal <= 60 s), and
-  on a deliberately slow target whose every view takes 3 s (goal: a verdict, not an error,
-  within the deadline);
-* for each broken manager of the zoo: time to its first failure (goal: median <= 10 s), the
-  counterexample's size after shrinking and minimizing (goal: median <= 3 messages, 9 of 10
-  <= 6), and whether its reproducer was verified in a fresh process (goal: all).
+Every target is run as a user runs it (default options; each zoo member with its config and
+format), one at a time, first with the ``full`` schedule (every search runs all the profile's
+examples, one phase after another: the schedule before budgets), then with ``budget`` (the
+default: the profile's examples shared by the searches, the cache loop and verifications
+beside them). Per target: both wall times and their ratio, both verdicts and the required
+properties each failed, which must be equal. Then the median and the slowest of each
+schedule (goal for budget: median <= 30 s, none over 60 s on this project's 2-core machine).
 
-    python benchmarks/conformance_suite.py              # from the repository root
-    python benchmarks/conformance_suite.py --profile quick --only SplitsPairsOpenAI
-    python benchmarks/conformance_suite.py --skip-slow  # leave out the 5-minute slow run
+With ``--seeds N``, the fault-finding rate: every failing member of the zoo under the budget
+schedule with N seeds, each of its expected properties found in each (goal: all), with the
+counterexamples' median size and the share of reproducers verified in a fresh process.
+
+    python benchmarks/conformance_suite.py                  # zoo + installed adapters, seed 1
+    python benchmarks/conformance_suite.py --seeds 5 --skip-schedules   # fault finding only
+    python benchmarks/conformance_suite.py --only keep_last --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
-from tests.zoo import ZOO  # noqa: E402
+from ctxkit.adapters import ADAPTERS, installed_version  # noqa: E402
+from ctxkit.conformance.runner import RunOptions, SetupError, run  # noqa: E402
+from tests.zoo import ZOO, Member  # noqa: E402
 
-PASSING = ["ctxkit.reference:mount", "tests.zoo.base:GoodManager"]
-SLOW = "tests.zoo.misc:SlowViews"
+REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
+
+
+def targets(only: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """(name, RunOptions keywords) of every zoo member that loads and every installed adapter."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for member in ZOO:
+        if member.outcome == "load_error":
+            continue
+        found.append((_name(member), _options(member)))
+    for adapter in ADAPTERS:
+        if installed_version(adapter):
+            found.append((adapter.name, {"target": adapter.name}))
+    return [(name, kw) for name, kw in found if not only or only in name]
+
+
+def _name(member: Member) -> str:
+    name = member.target.removeprefix("tests.zoo.")
+    return name if member.format is None else f"{name}[{member.format}]"
+
+
+def _options(member: Member) -> dict[str, Any]:
+    options: dict[str, Any] = {"target": member.target, "config": dict(member.config)}
+    if member.format is not None:
+        options["shapes"] = tuple(member.format.split(","))
+    return options
+
+
+def one_run(options: dict[str, Any], schedule: str, seed: int) -> dict[str, Any]:
+    started = time.monotonic()
+    try:
+        report = run(RunOptions(**options, schedule=schedule, seed=seed))
+    except SetupError as exc:
+        return {"verdict": "setup error", "wall_s": time.monotonic() - started, "why": str(exc)}
+    return {
+        "verdict": report.verdict,
+        "wall_s": time.monotonic() - started,
+        "failed": sorted(p.id for p in report.properties if p.status == "failed"),
+        "errors": sorted(p.id for p in report.properties if p.status == "error"),
+        "phases": report.phases,
+        "examples": report.depth.get("examples"),
+        "per_search": report.depth.get("examples_per_search"),
+        "properties": {
+            p.id: {
+                "status": p.status,
+                "messages": (p.counterexample or {}).get("messages"),
+                "verified": p.verified,
+            }
+            for p in report.properties
+        },
+    }
+
+
+def compare_schedules(chosen: list[tuple[str, dict[str, Any]]], seed: int) -> list[dict]:
+    print(f"both schedules, seed {seed}, default profile\n")
+    print(
+        f"{'target':<46} {'full s':>7} {'budget s':>8} {'ratio':>6}  "
+        f"{'verdicts':<11} {'same':>4}  failed (required)"
+    )
+    rows = []
+    for name, options in chosen:
+        full = one_run(options, "full", seed)
+        budget = one_run(options, "budget", seed)
+        same = full["verdict"] == budget["verdict"] and _required(full) == _required(budget)
+        rows.append({"target": name, "full": full, "budget": budget, "same": same})
+        verdicts = f"{full['verdict']}/{budget['verdict']}"
+        failed = ",".join(_required(budget)) or "-"
+        if _required(full) != _required(budget):
+            failed = f"full {','.join(_required(full)) or '-'}; budget {failed}"
+        print(
+            f"{name[:46]:<46} {full['wall_s']:>7.1f} {budget['wall_s']:>8.1f} "
+            f"{budget['wall_s'] / full['wall_s']:>6.2f}  {verdicts:<11} "
+            f"{'yes' if same else 'NO':>4}  {failed}",
+            flush=True,
+        )
+    for schedule in ("full", "budget"):
+        walls = [row[schedule]["wall_s"] for row in rows]
+        slowest = max(rows, key=lambda row: row[schedule]["wall_s"])
+        print(
+            f"\n{schedule}: median {statistics.median(walls):.1f} s, slowest "
+            f"{slowest[schedule]['wall_s']:.1f} s ({slowest['target']}), over 60 s: "
+            f"{sum(w > 60 for w in walls)}, total {sum(walls) / 60:.1f} min",
+            end="",
+        )
+    ratios = [row["budget"]["wall_s"] / row["full"]["wall_s"] for row in rows]
+    print(
+        f"\nbudget/full wall time: median {statistics.median(ratios):.2f}; "
+        f"verdicts and required failures equal for {sum(r['same'] for r in rows)} of "
+        f"{len(rows)}"
+    )
+    return rows
+
+
+def _required(result: dict[str, Any]) -> list[str]:
+    return [p for p in result.get("failed", []) if p in REQUIRED]
+
+
+def fault_finding(only: str | None, seeds: list[int]) -> list[dict]:
+    members = [m for m in ZOO if m.outcome == "fail" and (not only or only in _name(m))]
+    print(f"\nfault finding, budget schedule, seeds {', '.join(map(str, seeds))}\n")
+    print(f"{'zoo member':<46} {'found':>7}  missed")
+    rows, sizes, verified, faults = [], [], 0, 0
+    for member in members:
+        found, missed = 0, []
+        for seed in seeds:
+            result = one_run(_options(member), "budget", seed)
+            for property_id in sorted(member.expect):
+                entry = result.get("properties", {}).get(property_id, {})
+                faults += 1
+                if entry.get("status") == "failed":
+                    found += 1
+                    verified += bool(entry.get("verified"))
+                    if entry.get("messages") is not None:
+                        sizes.append(entry["messages"])
+                else:
+                    missed.append(f"{property_id}@{seed}")
+        rows.append({"target": _name(member), "found": found, "missed": missed})
+        expected = len(member.expect) * len(seeds)
+        print(f"{_name(member)[:46]:<46} {found:>3}/{expected:<3}  {' '.join(missed)}", flush=True)
+    hits = sum(row["found"] for row in rows)
+    if faults:
+        print(
+            f"\nfound {hits} of {faults} (member, property, seed) faults; counterexample "
+            f"messages median {statistics.median(sizes) if sizes else 0:g}; reproducers "
+            f"verified {verified} of {hits}"
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"])
-    parser.add_argument("--seed", type=int, default=20261121)
-    parser.add_argument("--only", help="run only zoo members whose target contains this")
-    parser.add_argument("--skip-slow", action="store_true", help="leave out the slow target")
-    parser.add_argument("--deadline", type=float, default=300.0, help="the runs' deadline")
+    parser.add_argument("--seed", type=int, default=1, help="the seed of the comparison (1)")
+    parser.add_argument(
+        "--seeds", type=int, default=0, metavar="N", help="fault finding with seeds 1..N"
+    )
+    parser.add_argument("--only", help="only targets whose name contains this")
+    parser.add_argument(
+        "--skip-schedules", action="store_true", help="leave out the side-by-side comparison"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    results: dict[str, list[dict[str, object]]] = {"whole_runs": [], "zoo": []}
-
-    print(f"profile {args.profile}, seed {args.seed}, deadline {args.deadline:g} s\n")
-    if not args.only:
-        print(f"{'target':<42} {'verdict':>8} {'wall s':>8} {'examples':>9} {'ended':>10}")
-        for target in [*PASSING, *([] if args.skip_slow else [SLOW])]:
-            started = time.monotonic()
-            report = run(
-                RunOptions(
-                    target=target, profile=args.profile, seed=args.seed, deadline=args.deadline
-                )
-            )
-            wall = time.monotonic() - started
-            depth = report.depth
-            results["whole_runs"].append(
-                {"target": target, "verdict": report.verdict, "wall_s": wall, **depth}
-            )
-            print(
-                f"{target:<42} {report.verdict:>8} {wall:>8.1f} {depth['examples']:>9} "
-                f"{depth['ended']:>10}",
-                flush=True,
-            )
-        print()
-
-    print(
-        f"{'zoo member':<28} {'property':<20} {'first failure s':>15} {'messages':>9} "
-        f"{'calls':>6}  verified"
-    )
-    for member in ZOO:
-        if member.outcome != "fail" or (args.only and args.only not in member.target):
-            continue
-        report = run(
-            RunOptions(
-                target=member.target, config=dict(member.config), profile=args.profile,
-                seed=args.seed, timeout=3.0, max_rounds=1, deadline=args.deadline,
-            )
-        )  # fmt: skip
-        for result in report.properties:
-            if result.id not in member.expect:
-                continue
-            example = result.counterexample or {}
-            row = {
-                "target": member.target,
-                "property": result.id,
-                "status": result.status,
-                "time_to_failure_s": result.time_to_failure_s,
-                "messages": example.get("messages"),
-                "calls": example.get("calls"),
-                "verified": result.verified,
-                "verification": result.verification,
-            }
-            results["zoo"].append(row)
-            ttf = "-" if result.time_to_failure_s is None else f"{result.time_to_failure_s:.2f}"
-            name = member.target.split(":")[-1]
-            verified = "-" if result.status != "failed" else "yes" if result.verified else "no"
-            print(
-                f"{name:<28} {result.id:<20} {ttf:>15} {_dash(row['messages']):>9} "
-                f"{_dash(row['calls']):>6}  {verified}",
-                flush=True,
-            )
-    _summarize(results["zoo"])
+    results: dict[str, Any] = {}
+    if not args.skip_schedules:
+        results["schedules"] = compare_schedules(targets(args.only), args.seed)
+    if args.seeds:
+        results["fault_finding"] = fault_finding(args.only, list(range(1, args.seeds + 1)))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0
-
-
-def _dash(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def _summarize(rows: list[dict[str, object]]) -> None:
-    found = [r for r in rows if r["time_to_failure_s"] is not None]
-    if not found:
-        return
-    ttfs = [float(r["time_to_failure_s"]) for r in found]  # type: ignore[arg-type]
-    sizes = [int(r["messages"]) for r in found]  # type: ignore[arg-type]
-    verified = sum(bool(r["verified"]) for r in found)
-    spread = collections.Counter(min(size, 7) for size in sizes)
-    histogram = ", ".join(
-        f"{'7+' if size == 7 else size}: {spread[size]}" for size in sorted(spread)
-    )
-    print(
-        f"\ncaught {len(found)} of {len(rows)} in the first search; time to first failure "
-        f"median {statistics.median(ttfs):.2f} s, max {max(ttfs):.2f} s\n"
-        f"counterexample messages: median {statistics.median(sizes):g}, "
-        f"<= 6 for {sum(s <= 6 for s in sizes)} of {len(sizes)} (by size: {histogram})\n"
-        f"reproducers verified in a fresh process: {verified} of {len(found)}"
-    )
 
 
 if __name__ == "__main__":

@@ -143,16 +143,29 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shrink-seconds",
         type=float,
-        default=20.0,
+        default=None,
         metavar="S",
-        help="seconds Hypothesis may shrink a failure per search (20); ctxkit's own minimizer "
-        "then removes every step the failure does not need",
+        help="seconds Hypothesis may shrink a failure per search (the schedule's: 5 with "
+        "budget, 20 with full); ctxkit's own minimizer then removes every step the failure "
+        "does not need",
     )
     parser.add_argument(
         "--profile",
         choices=["quick", "default", "thorough"],
         default="default",
-        help="how hard to search (default: default)",
+        help="how hard to search: examples per property (quick 25, default 80, thorough 300 "
+        "for a release) and steps per example (30, 50, 80)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=["budget", "full"],
+        default="budget",
+        help="how the run spends its time. budget (default): the profile's examples are "
+        "shared by the searches (a later search runs what the first left, at least a "
+        "quarter), and the cache loop and the verifications run beside them on a second "
+        "worker; full: every search runs all the profile's examples, one phase after "
+        "another, on one worker at a time (slower; for a target whose instances share a file "
+        "or a database)",
     )
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per operation (10)"
@@ -270,7 +283,8 @@ def run_conformance(args: argparse.Namespace) -> int:
     config = config_from_json(args.config)
     check_seconds("--timeout", args.timeout)
     check_seconds("--deadline", args.deadline)
-    check_seconds("--shrink-seconds", args.shrink_seconds)
+    if args.shrink_seconds is not None:
+        check_seconds("--shrink-seconds", args.shrink_seconds)
     if args.load_timeout is not None:
         check_seconds("--load-timeout", args.load_timeout)
     if args.max_examples is not None and args.max_examples < 1:
@@ -306,6 +320,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         profile=args.profile,
         max_examples=args.max_examples,
         shrink_seconds=args.shrink_seconds,
+        schedule=args.schedule,
         timeout=args.timeout,
         deadline=args.deadline,
         shapes=args.format,

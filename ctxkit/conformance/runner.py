@@ -33,8 +33,10 @@ import math
 import os
 import shlex
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +62,7 @@ from ctxkit.conformance.reports.reproducer import (
 )
 from ctxkit.conformance.reports.results import PropertyResult, Report, Status
 from ctxkit.conformance.reports.verify import verify
+from ctxkit.conformance.schedule import SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
 from ctxkit.conformance.search.machine import (
     ConformanceMachine,
@@ -71,7 +74,12 @@ from ctxkit.conformance.search.machine import (
 from ctxkit.conformance.search.minimize import CallShrinker, minimize
 from ctxkit.conformance.targets.load import DEFAULT_TARGET
 from ctxkit.conformance.targets.routes import RouteError, route_for
-from ctxkit.conformance.targets.worker_client import DEFAULT_MEMORY_LIMIT, Child, TargetUnusable
+from ctxkit.conformance.targets.worker_client import (
+    CLOSE_GRACE_S,
+    DEFAULT_MEMORY_LIMIT,
+    Child,
+    TargetUnusable,
+)
 from ctxkit.prefix import AGENT_LOOP_STEPS
 from ctxkit.shapes.spoken import ShapeError, Spoken, decide, format_name, parse_shapes, split_config
 
@@ -137,8 +145,11 @@ class RunOptions:
     """The budget a request without one should fit, if known; by default the config's
     ``max_tokens``."""
     max_rounds: int = 6
-    shrink_seconds: float = 20.0
-    """Shrinking stops after this long per search; the counterexample found so far stands."""
+    schedule: str = "budget"
+    """``--schedule``: how the run spends its time (:mod:`ctxkit.conformance.schedule`)."""
+    shrink_seconds: float | None = None
+    """Shrinking stops after this long per search; the counterexample found so far stands
+    (None: the schedule's)."""
     verify: bool = True
     """Run each reproducer in a fresh process to check that it fails."""
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
@@ -173,6 +184,8 @@ class RunOptions:
         parts += ["--seed", str(self.seed)]
         if self.profile != "default":
             parts += ["--profile", self.profile]
+        if self.schedule != "budget":
+            parts += ["--schedule", self.schedule]
         if self.shapes is not None:
             parts += ["--format", format_name(self.shapes)]
         for item in self.allow:
@@ -239,6 +252,8 @@ def _run(
 ) -> Report:
     if options.profile not in PROFILES:
         raise SetupError(f"unknown profile {options.profile!r}; choose {', '.join(PROFILES)}")
+    if options.schedule not in SCHEDULES:
+        raise SetupError(f"unknown schedule {options.schedule!r}; choose {', '.join(SCHEDULES)}")
     try:
         relax = parse_allow(options.allow)
     except RelaxationError as exc:
@@ -284,6 +299,12 @@ def _run(
                 "not observed: the target emits no events ctxkit can see (mount() targets "
                 "and factories taking hooks= are observed)"
             )
+        cache_loop = _CacheLoop(
+            options, deadline, shapes.shapes, session.count_message, say, results, phases
+        )
+        beside = SCHEDULES[options.schedule].beside and options.transcript is None
+        if beside:
+            cache_loop.start()
         search = _Search(session, options, results, worker, say, deadline, phases)
         ended = search.run(checking)
         if (
@@ -297,21 +318,10 @@ def _run(
                 "context:post_compact in the whole run"
             )
         search.finish(spec)
-        if not options.stability_steps:
-            results["cache_stability"].message = "not measured (stability_steps=0)"
-        elif worker.child is not None and worker.child.alive:
-            with phases.timing("cache_loop"):
-                measure_stability(
-                    worker.child,
-                    results["cache_stability"],
-                    steps=options.stability_steps,
-                    shapes=shapes.shapes,
-                    deadline=deadline,
-                    count_message=session.count_message,
-                    say=say,
-                )
+        if beside:
+            cache_loop.join(worker.child)
         else:
-            results["cache_stability"].message = "not measured: the target had stopped"
+            cache_loop.measure(worker.child)
     finally:
         worker.close()
     report = _report(spec, options, results, started)
@@ -320,6 +330,8 @@ def _run(
         "steps": session.steps,
         "largest_history": session.largest_history,
         "searches": search.rounds,
+        "examples_per_search": list(search.budgets),
+        "schedule": options.schedule,
         "ended": ended,
         "slow_calls": session.slow_calls,
         "timeout_s": session.timeout,
@@ -457,6 +469,98 @@ class _Worker:
             self.child = None
 
 
+class _CacheLoop:
+    """The prompt-cache loop (``cache_stability``): after the searches on their worker, or
+    beside them on a worker of its own (the ``budget`` schedule), so the second core runs it
+    while the first searches. If that worker cannot start, the loop runs after the searches
+    as before: nothing is lost."""
+
+    def __init__(
+        self,
+        options: RunOptions,
+        deadline: float,
+        shapes: tuple[str, ...],
+        count_message: Callable[[dict[str, Any]], int],
+        say: Callable[[str], None],
+        results: dict[str, PropertyResult],
+        phases: Phases,
+    ) -> None:
+        self.options = options
+        self.deadline = deadline
+        self.shapes = shapes
+        self.count_message = count_message
+        self.say = say
+        self.result = results["cache_stability"]
+        self.phases = phases
+        self.thread: threading.Thread | None = None
+        self.worker: _Worker | None = None
+        self.measured = False
+        self.error: BaseException | None = None
+        """ctxkit's own error in the thread, raised again by :meth:`join`."""
+
+    def measure(self, child: Child | None, *, beside: bool = False) -> None:
+        """Run the loop on ``child`` and judge the property."""
+        if not self.options.stability_steps:
+            self.result.message = "not measured (stability_steps=0)"
+        elif child is not None and child.alive:
+            with self.phases.timing("cache_loop", beside=beside):
+                measure_stability(
+                    child,
+                    self.result,
+                    steps=self.options.stability_steps,
+                    shapes=self.shapes,
+                    deadline=self.deadline,
+                    count_message=self.count_message,
+                    say=self.say,
+                )
+        else:
+            self.result.message = "not measured: the target had stopped"
+        self.measured = True
+
+    def start(self) -> None:
+        """Start the loop beside the searches, on a worker of its own."""
+        if not self.options.stability_steps:
+            self.measure(None)
+            return
+        # What the loop imports late is imported here first: under pytest, which rewrites
+        # ctxkit's modules (a plugin's) by parsing them with ast, Python 3.11's ast breaks
+        # when two threads parse at once ("AST constructor recursion depth mismatch"), and
+        # Hypothesis parses in the searching thread.
+        import ctxkit.shapes.convert
+        import ctxkit.workload  # noqa: F401
+
+        self.worker = _Worker(self.options, self.deadline)
+        self.thread = threading.Thread(target=self._beside, name="ctxkit-cache-loop", daemon=True)
+        self.thread.start()
+
+    def _beside(self) -> None:
+        assert self.worker is not None
+        try:
+            _spec, _events, probe = self.worker.start()
+            if probe is None:
+                self.measure(self.worker.child, beside=True)
+        except (SetupError, TargetUnusable):
+            pass  # measured after the searches instead
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.worker.close()
+
+    def join(self, child: Child | None) -> None:
+        """Wait for the loop beside (it stops taking steps at the deadline, and each call has
+        its timeout); run it on ``child`` if its own worker could not start."""
+        if self.thread is not None:
+            left = self.deadline - time.monotonic()
+            self.thread.join(max(0.0, left) + self.options.timeout + CLOSE_GRACE_S + 1)
+            if self.thread.is_alive():  # a call that outlived its timeout: not judged
+                self.result.message = "not measured: the loop did not end by the deadline"
+                return
+        if self.error is not None:
+            raise self.error
+        if not self.measured:
+            self.measure(child)
+
+
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
     """Counts of messages seen before: views repeat the history's messages many times."""
     memo: dict[str, int] = {}
@@ -497,6 +601,14 @@ class _Search:
         self.stops: list[TargetStopped] = []
         self.confirmed_once = False
         self.rounds = 0
+        self.budgets: list[int] = []
+        """The examples each search was given."""
+        self.schedule = SCHEDULES[options.schedule]
+        self.shrink_seconds = (
+            self.schedule.shrink_seconds
+            if options.shrink_seconds is None
+            else options.shrink_seconds
+        )
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
             profile["max_examples"] = options.max_examples
@@ -536,13 +648,16 @@ class _Search:
             self.rounds += 1
             session.checking = frozenset(remaining)
             session.deadline = self._searching_until()
+            examples = self.schedule.examples(
+                self.profile["max_examples"], session.clean_examples, self.rounds
+            )
+            self.budgets.append(examples)
             self.say(
                 f"search {self.rounds}: checking {len(remaining)} properties, up to "
-                f"{self.profile['max_examples']} runs of {self.profile['stateful_step_count']} "
-                "steps"
+                f"{examples} runs of {self.profile['stateful_step_count']} steps"
             )
             with self.phases.timing("search"):
-                outcome = self._search_once()
+                outcome = self._search_once(examples)
             found = self._take(remaining)
             remaining -= found
             if outcome == "complete":
@@ -576,15 +691,18 @@ class _Search:
                     return "target stopped"
         return "complete"
 
-    def _search_once(self) -> str:
-        """One Hypothesis search: complete, found, stopped, deadline or unreliable."""
+    def _search_once(self, examples: int) -> str:
+        """One Hypothesis search of up to ``examples`` examples: complete, found, stopped,
+        deadline or unreliable."""
         session = self.session
         factory = hypothesis_seed(self.options.seed + self.rounds - 1)(
             lambda: ConformanceMachine(session)
         )
         try:
-            with _shrinking_limit(self.options.shrink_seconds, self.say):
-                run_state_machine_as_test(factory, settings=self.settings)
+            with _shrinking_limit(self.shrink_seconds, self.say):
+                run_state_machine_as_test(
+                    factory, settings=settings(self.settings, max_examples=examples)
+                )
         except PropertyFailure as failure:
             self.failures.setdefault(failure.property_id, failure)
             return "found"
@@ -719,6 +837,9 @@ class _Search:
         session = self.session
         session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
         build = Build.from_data(self.worker.build)
+        beside = self.options.verify and self.schedule.beside
+        verifying = ThreadPoolExecutor(1, "ctxkit-verify") if beside else None
+        verified: list[Future[None]] = []
         for property_id, failure in list(self.failures.items()):
             result = self.results[property_id]
             if failure.rules and result.status == "failed":
@@ -759,9 +880,16 @@ class _Search:
                 "trace": [call.as_data() for call in failure.calls],
             }
             result.reproducer = render_script(repro)
-        if self.options.verify:
-            with self.phases.timing("verify"):
-                self._verify()
+            if verifying is not None:  # in a fresh process, while the next one is minimized
+                verified.append(verifying.submit(self._verify, result, beside=True))
+        if verifying is not None:
+            verifying.shutdown()
+            for future in verified:
+                future.result()  # ctxkit's own error, if one happened there
+        elif self.options.verify:
+            for result in self.results.values():
+                if result.reproducer is not None:
+                    self._verify(result)
 
     def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
         """The failure with as few calls and as large budgets as still fail it
@@ -778,19 +906,18 @@ class _Search:
     def _restart(self) -> None:
         self.session.child = self.worker.restart()
 
-    def _verify(self) -> None:
-        for result in self.results.values():
-            if result.reproducer is None:
-                continue
-            left = self.deadline - time.monotonic()
-            if left < 2:
-                result.verification = "not verified: no time left before the deadline"
-                continue
-            self.say(f"verifying the {result.id} reproducer in a fresh process")
-            failure = self.failures[result.id]
-            build = Build.from_data(self.worker.build)
+    def _verify(self, result: PropertyResult, *, beside: bool = False) -> None:
+        """Run the result's reproducer in a fresh process: does it fail as the run saw?"""
+        left = self.deadline - time.monotonic()
+        if left < 2:
+            result.verification = "not verified: no time left before the deadline"
+            return
+        self.say(f"verifying the {result.id} reproducer in a fresh process")
+        failure = self.failures[result.id]
+        build = Build.from_data(self.worker.build)
+        with self.phases.timing("verify", beside=beside):
             result.verified, result.verification = verify(
-                result.reproducer,
+                result.reproducer or "",
                 property_id=result.id,
                 check=failure.check.kind,
                 timeout=min(left, self.options.timeout * (len(failure.calls) + 3) + 30),

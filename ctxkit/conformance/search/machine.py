@@ -168,6 +168,9 @@ class Session:
     compaction_events: int = 0
     slow_calls: int = 0
     """Calls that timed out and then finished when repeated with a longer timeout."""
+    clean_examples: int = 0
+    """Examples that ran every step without a failure, a stop or a rejection: each checked
+    every property of its search all the way (what a later search's budget is reduced by)."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -212,6 +215,9 @@ def _recorded(function: Callable[..., None]) -> Callable[..., None]:
         self._in_rule = True
         try:
             function(self, **kwargs)
+        except BaseException:
+            self.broken = True
+            raise
         finally:
             self._in_rule = not outermost
 
@@ -241,6 +247,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = []
         self._in_rule = False
+        self.broken = False
+        """A step raised (a failure, a stop, a rejection): the example ended early."""
         self.shapes = example_shapes(session.shapes[0], session.shapes)
         """The shapes this example's history is written in (:meth:`choose_shape`)."""
         reply = self._call("reset", "lifecycle")
@@ -495,6 +503,11 @@ class ConformanceMachine(RuleBasedStateMachine):
             expected=list(self.model),
             property=property_id,
         )
+
+    def teardown(self) -> None:
+        """Count the example if no step of it raised: it checked everything it ran."""
+        if not self.broken:
+            self.session.clean_examples += 1
 
     # -- rules -------------------------------------------------------------------------------
 

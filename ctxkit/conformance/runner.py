@@ -648,6 +648,7 @@ class _Search:
             self.rounds += 1
             session.checking = frozenset(remaining)
             session.deadline = self._searching_until()
+            session.failed_in_search = False
             examples = self.schedule.examples(
                 self.profile["max_examples"], session.clean_examples, self.rounds
             )

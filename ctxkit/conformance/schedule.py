@@ -4,13 +4,17 @@ The profile (``quick``, ``default``, ``thorough``) says how many examples a prop
 checked in; the schedule says how a run gets there.
 
 ``budget`` (the default) spends the profile's examples once. The first search checks every
-property; its examples that ran to the end without a failure checked every property all the
-way, so a later search, for the properties the first did not fail, runs only what is left of
-the profile's examples, but never less than a quarter of them: fresh examples whose histories
-no earlier failure cut short. Hypothesis shrinks a search's failures for a few seconds only,
-since ctxkit's own minimizer then removes every step and call a failure does not need. The
-prompt-cache loop runs on a worker of its own beside the searches, and each reproducer is
-verified while the next failure is minimized: the second core does that work.
+property; the examples it ran to their end before its first failure checked every property
+all the way, so a later search, for the properties the first did not fail, runs only what is
+left of the profile's examples, but never less than a quarter of them: fresh examples whose
+histories no earlier failure cut short. (Only examples before the first failure count: what
+Hypothesis runs after it, more examples and then shrinking, depends on how long it takes, and
+the same seed must give the same searches.) Hypothesis shrinks a search's failures for a
+few seconds only, since ctxkit's own minimizer then removes every step and call a failure
+does not need. The prompt-cache loop runs on a worker of its own beside the searches, and
+each reproducer is verified while the next failure is minimized: the second core does that
+work. The beside worker is a second instance of the target running at the same time: a
+target whose instances share a file or a database should be run with ``full``.
 
 ``full`` is the schedule before budgets: every search runs all the profile's examples,
 Hypothesis shrinks for up to 20 seconds per search, and everything runs one after another.

@@ -169,8 +169,12 @@ class Session:
     slow_calls: int = 0
     """Calls that timed out and then finished when repeated with a longer timeout."""
     clean_examples: int = 0
-    """Examples that ran every step without a failure, a stop or a rejection: each checked
-    every property of its search all the way (what a later search's budget is reduced by)."""
+    """Examples that ran every step without a failure, a stop or a rejection, before their
+    search's first failure: each checked every property of its search all the way (what a
+    later search's budget is reduced by). Counted only until that failure, since what
+    Hypothesis runs after it (more examples, then shrinking) depends on the time it takes."""
+    failed_in_search: bool = False
+    """The current search has seen a failure (set by :meth:`saw`; reset for each search)."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -197,6 +201,7 @@ class Session:
 
     def saw(self, failure: PropertyFailure) -> None:
         """Keep the failure if it is the first or the smallest of its property so far."""
+        self.failed_in_search = True
         self.first_failure.setdefault(failure.property_id, time.monotonic() - self.started)
         known = self.smallest.get(failure.property_id)
         if known is None or failure.size < known.size:
@@ -506,7 +511,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Count the example if no step of it raised: it checked everything it ran."""
-        if not self.broken:
+        if not self.broken and not self.session.failed_in_search:
             self.session.clean_examples += 1
 
     # -- rules -------------------------------------------------------------------------------

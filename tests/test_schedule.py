@@ -3,6 +3,7 @@ for the same seed, and the same verdicts as the full schedule, with the cache lo
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance.schedule import SCHEDULES
+from ctxkit.conformance.shards import MIN_EXAMPLES, search_elsewhere, split
 from tests.shared_runs import shared
 
 pytestmark = pytest.mark.xdist_group("schedule")
@@ -68,7 +70,8 @@ def test_the_same_seed_gives_the_same_answer_with_work_beside_the_search():
     assert set(first["phases"]["beside"]) == {"cache_loop", "verify"}
     for key in ("verdict", "failed", "per_search", "cache"):
         assert first[key] == again[key], key
-    assert len(first["per_search"]) == 2  # the second search for what the first did not fail
+    # a search per failing property (its first finding), then one that finds nothing
+    assert len(first["per_search"]) == len(first["failed"]) + 1
     assert all(first["verified"].values())
 
 
@@ -89,3 +92,76 @@ def test_budget_and_full_give_the_same_verdicts(target: str):
     assert full["phases"]["beside"] == []
     if len(budget["per_search"]) > 1:  # a later search ran what the first left, or a quarter
         assert 7 <= budget["per_search"][1] <= full["per_search"][1] == 25
+
+
+@given(examples=st.integers(0, 2_000), seed=st.integers(0, 2**31), jobs=st.integers(1, 4))
+def test_a_long_search_is_split_into_shares_with_seeds_of_their_own(
+    examples: int, seed: int, jobs: int
+):
+    shares = split(examples, seed, jobs)
+    assert sum(share.examples for share in shares) == examples
+    assert shares[0].seed == seed  # this process's share: the run's own seed
+    assert len({share.seed for share in shares}) == len(shares)
+    if jobs == 1 or examples < MIN_EXAMPLES:
+        assert len(shares) == 1
+    else:
+        assert len(shares) == jobs
+        assert max(s.examples for s in shares) - min(s.examples for s in shares) <= 1
+
+
+def test_a_share_searched_elsewhere_checks_only_what_it_is_given():
+    """What the second process runs: one search of the properties still open, its failures
+    made small there, how to verify them sent back (verified by the run that takes them)."""
+    options = RunOptions(
+        target="tests.zoo.pairs:SplitsPairsOpenAI",
+        profile="quick",
+        seed=5,
+        max_examples=10,
+        max_rounds=1,
+        only=frozenset({"tool_pair_integrity", "ordering"}),
+        stability_steps=0,
+        verify=False,
+        jobs=1,
+        found_by="ctxkit conformance tests.zoo.pairs:SplitsPairsOpenAI --seed 5",
+    )
+    report = search_elsewhere(options, 60.0, time.time() - 100)
+    by_id = {p.id: p for p in report.properties}
+    assert by_id["tool_pair_integrity"].status == "failed"
+    assert by_id["ordering"].status == "passed"
+    assert all(p.status == "skipped" for p in report.properties if p.id not in options.only)
+    failed = by_id["tool_pair_integrity"]
+    assert failed.verified is None  # verified by the run that takes it
+    assert "--seed 5" in failed.reproducer  # cites the command the user ran
+    assert failed.time_to_failure_s >= 100  # counted from the caller's start
+    assert report.checks["tool_pair_integrity"]["kind"] == "tool_pairs"
+    assert report.checks["tool_pair_integrity"]["calls"] == failed.counterexample["calls"]
+
+
+def test_a_split_search_gives_the_verdicts_of_one_process():
+    said: list[str] = []
+    runs = {
+        jobs: run(
+            RunOptions(
+                target="tests.zoo.forms:keep_last_messages",
+                profile="quick",
+                max_examples=MIN_EXAMPLES,
+                seed=3,
+                timeout=5.0,
+                stability_steps=0,
+                jobs=jobs,
+            ),
+            progress=said.append if jobs == 2 else None,
+        )
+        for jobs in (1, 2)
+    }
+    failed = {
+        jobs: sorted(p.id for p in report.properties if p.status == "failed")
+        for jobs, report in runs.items()
+    }
+    assert failed[1] == failed[2]
+    assert failed[2]
+    assert runs[1].verdict == runs[2].verdict == "fail"
+    assert runs[2].depth["jobs"] == 2
+    assert runs[1].depth["jobs"] == 1
+    assert any("(20 here, 20 in 1 more process(es))" in line for line in said)
+    assert all(p.verified for p in runs[2].properties if p.status == "failed")

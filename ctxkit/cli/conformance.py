@@ -162,10 +162,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default="budget",
         help="how the run spends its time. budget (default): the profile's examples are "
         "shared by the searches (a later search runs what the first left, at least a "
-        "quarter), and the cache loop and the verifications run beside them on a second "
-        "worker; full: every search runs all the profile's examples, one phase after "
-        "another, on one worker at a time (slower; for a target whose instances share a file "
-        "or a database)",
+        "quarter), each search reports its first failure and the next looks for the rest, "
+        "long searches are split over --jobs processes, and the cache loop and the "
+        "verifications run beside them; full: every search runs all the profile's examples, "
+        "one phase after another, on one worker at a time (slower; for a target whose "
+        "instances share a file or a database)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="processes a long search (40+ examples) is split over, each with a worker of "
+        "its own (2); the answer for a seed depends on it, not on the machine's cores",
     )
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per operation (10)"
@@ -283,6 +292,8 @@ def run_conformance(args: argparse.Namespace) -> int:
     config = config_from_json(args.config)
     check_seconds("--timeout", args.timeout)
     check_seconds("--deadline", args.deadline)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if args.shrink_seconds is not None:
         check_seconds("--shrink-seconds", args.shrink_seconds)
     if args.load_timeout is not None:
@@ -321,6 +332,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         max_examples=args.max_examples,
         shrink_seconds=args.shrink_seconds,
         schedule=args.schedule,
+        jobs=args.jobs,
         timeout=args.timeout,
         deadline=args.deadline,
         shapes=args.format,

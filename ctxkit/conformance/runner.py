@@ -28,6 +28,7 @@ reproducer script is then run in a fresh process to check that it fails (:mod:`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -72,6 +73,7 @@ from ctxkit.conformance.search.machine import (
     TargetStopped,
 )
 from ctxkit.conformance.search.minimize import CallShrinker, minimize
+from ctxkit.conformance.shards import Shards, Share, search_elsewhere, split
 from ctxkit.conformance.targets.load import DEFAULT_TARGET
 from ctxkit.conformance.targets.routes import RouteError, route_for
 from ctxkit.conformance.targets.worker_client import (
@@ -144,9 +146,19 @@ class RunOptions:
     fallback_budget: int | None = None
     """The budget a request without one should fit, if known; by default the config's
     ``max_tokens``."""
-    max_rounds: int = 6
+    max_rounds: int = len(PROPERTIES) + 1
+    """Searches at most: one per property that can fail, and one that finds nothing."""
     schedule: str = "budget"
     """``--schedule``: how the run spends its time (:mod:`ctxkit.conformance.schedule`)."""
+    jobs: int = 2
+    """``--jobs``: processes that search at once (:mod:`ctxkit.conformance.shards`); the
+    ``full`` schedule searches in one. A constant, not the machine's cores: the answer for a
+    seed depends on it."""
+    only: frozenset[str] | None = None
+    """The properties to search, of those a run checks (None: all); the others are not
+    checked. For a share of a search run elsewhere."""
+    found_by: str | None = None
+    """The command line reproducers cite (None: :attr:`command`, this run's own)."""
     shrink_seconds: float | None = None
     """Shrinking stops after this long per search; the counterexample found so far stands
     (None: the schedule's)."""
@@ -186,6 +198,8 @@ class RunOptions:
             parts += ["--profile", self.profile]
         if self.schedule != "budget":
             parts += ["--schedule", self.schedule]
+        elif self.jobs != 2:
+            parts += ["--jobs", str(self.jobs)]
         if self.shapes is not None:
             parts += ["--format", format_name(self.shapes)]
         for item in self.allow:
@@ -254,6 +268,8 @@ def _run(
         raise SetupError(f"unknown profile {options.profile!r}; choose {', '.join(PROFILES)}")
     if options.schedule not in SCHEDULES:
         raise SetupError(f"unknown schedule {options.schedule!r}; choose {', '.join(SCHEDULES)}")
+    if options.jobs < 1:
+        raise SetupError(f"jobs must be at least 1, not {options.jobs}")
     try:
         relax = parse_allow(options.allow)
     except RelaxationError as exc:
@@ -299,6 +315,8 @@ def _run(
                 "not observed: the target emits no events ctxkit can see (mount() targets "
                 "and factories taking hooks= are observed)"
             )
+        if options.only is not None:
+            checking &= options.only
         cache_loop = _CacheLoop(
             options, deadline, shapes.shapes, session.count_message, say, results, phases
         )
@@ -306,7 +324,10 @@ def _run(
         if beside:
             cache_loop.start()
         search = _Search(session, options, results, worker, say, deadline, phases)
-        ended = search.run(checking)
+        try:
+            ended = search.run(checking)
+        finally:
+            search.shards.close()
         if (
             observes_events
             and results["events"].status == "passed"
@@ -332,6 +353,9 @@ def _run(
         "searches": search.rounds,
         "examples_per_search": list(search.budgets),
         "schedule": options.schedule,
+        "jobs": search.shards.jobs,
+        "clean_examples": session.clean_examples,
+        "compaction_events": session.compaction_events,
         "ended": ended,
         "slow_calls": session.slow_calls,
         "timeout_s": session.timeout,
@@ -342,6 +366,14 @@ def _run(
     }
     report.shapes = shapes
     report.phases = phases.as_dict()
+    report.checks = {
+        property_id: {
+            "kind": failure.check.kind,
+            "status": failure.check.args.get("status"),
+            "calls": len(failure.calls),
+        }
+        for property_id, failure in search.failures.items()
+    }
     return report
 
 
@@ -598,12 +630,15 @@ class _Search:
         self.say = say
         self.deadline = deadline
         self.failures: dict[str, PropertyFailure] = {}
+        self.taken: dict[str, dict[str, Any]] = {}
+        """Results taken from shares searched elsewhere: how each is verified here."""
         self.stops: list[TargetStopped] = []
         self.confirmed_once = False
         self.rounds = 0
         self.budgets: list[int] = []
         """The examples each search was given."""
         self.schedule = SCHEDULES[options.schedule]
+        self.shards = Shards(options.jobs if self.schedule.beside else 1)
         self.shrink_seconds = (
             self.schedule.shrink_seconds
             if options.shrink_seconds is None
@@ -618,7 +653,7 @@ class _Search:
             deadline=None,
             database=None,
             print_blob=False,
-            report_multiple_bugs=True,
+            report_multiple_bugs=not self.schedule.first_finding_only,
             suppress_health_check=list(HealthCheck),
             # The explain phase would rerun each failure many times to annotate it; the
             # reproducer script does that job.
@@ -649,17 +684,28 @@ class _Search:
             session.checking = frozenset(remaining)
             session.deadline = self._searching_until()
             session.failed_in_search = False
+            session.first_in_search = None
             examples = self.schedule.examples(
                 self.profile["max_examples"], session.clean_examples, self.rounds
             )
             self.budgets.append(examples)
+            shares = split(examples, self.options.seed + self.rounds - 1, self.shards.jobs)
             self.say(
                 f"search {self.rounds}: checking {len(remaining)} properties, up to "
                 f"{examples} runs of {self.profile['stateful_step_count']} steps"
+                + (
+                    f" ({shares[0].examples} here, {examples - shares[0].examples} in "
+                    f"{len(shares) - 1} more process(es))"
+                    if len(shares) > 1
+                    else ""
+                )
             )
             with self.phases.timing("search"):
-                outcome = self._search_once(examples)
-            found = self._take(remaining)
+                elsewhere = [self._elsewhere(share, remaining) for share in shares[1:]]
+                outcome = self._search_once(shares[0])
+                found = self._take(remaining)
+                for wait in elsewhere:
+                    found |= self._take_share(wait(), remaining - found)
             remaining -= found
             if outcome == "complete":
                 self._passed(remaining, "")
@@ -692,17 +738,15 @@ class _Search:
                     return "target stopped"
         return "complete"
 
-    def _search_once(self, examples: int) -> str:
-        """One Hypothesis search of up to ``examples`` examples: complete, found, stopped,
-        deadline or unreliable."""
+    def _search_once(self, share: Share) -> str:
+        """One Hypothesis search, of a share's examples with its seed: complete, found,
+        stopped, deadline or unreliable."""
         session = self.session
-        factory = hypothesis_seed(self.options.seed + self.rounds - 1)(
-            lambda: ConformanceMachine(session)
-        )
+        factory = hypothesis_seed(share.seed)(lambda: ConformanceMachine(session))
         try:
             with _shrinking_limit(self.shrink_seconds, self.say):
                 run_state_machine_as_test(
-                    factory, settings=settings(self.settings, max_examples=examples)
+                    factory, settings=settings(self.settings, max_examples=share.examples)
                 )
         except PropertyFailure as failure:
             self.failures.setdefault(failure.property_id, failure)
@@ -734,8 +778,76 @@ class _Search:
             return "unreliable"
         return "complete"
 
+    def _elsewhere(self, share: Share, remaining: set[str]) -> Callable[[], Report]:
+        """Start a share of this search in another process: a run of one search, of the
+        properties still open, that makes what it finds small and verifies it there. Returns
+        how to wait for its report; if no process could be started, waiting searches the
+        share here."""
+        options = dataclasses.replace(
+            self.options,
+            seed=share.seed,
+            max_examples=share.examples,
+            max_rounds=1,
+            only=frozenset(remaining),
+            stability_steps=0,
+            verify=False,  # here, with the rest, if this process takes what it found
+            jobs=1,
+            transcript=None,
+            found_by=self.options.found_by or self.options.command,
+            load_timeout=None,
+        )
+        left = self._searching_until() - time.monotonic()
+        run_started = time.time() - (time.monotonic() - self.session.started)
+        future = self.shards.submit(options, left, run_started)
+
+        def wait() -> Report:
+            try:
+                return future.result()
+            except OSError as exc:  # no second process on this machine: the share runs here
+                self.say(f"no second search process ({exc}); its share is searched here")
+                return search_elsewhere(options, self.deadline - time.monotonic(), run_started)
+
+        return wait
+
+    def _take_share(self, report: Report, open_here: set[str]) -> set[str]:
+        """What a share searched elsewhere found, for the properties this process did not
+        fail: its results as they are (made small and verified there); its examples, steps
+        and events counted in the run's depth."""
+        depth, session = report.depth, self.session
+        session.examples += int(depth.get("examples") or 0)
+        session.steps += int(depth.get("steps") or 0)
+        session.clean_examples += int(depth.get("clean_examples") or 0)
+        session.compaction_events += int(depth.get("compaction_events") or 0)
+        session.largest_history = max(session.largest_history, depth.get("largest_history", 0))
+        for reason, count in (depth.get("not_sent") or {}).items():
+            session.unsupported[reason] = session.unsupported.get(reason, 0) + count
+        session.normalized = session.normalized or depth.get("normalized", "")
+        found = set()
+        for theirs in report.properties:
+            if theirs.id in open_here and theirs.status in ("failed", "error"):
+                ours = self.results[theirs.id]
+                for name in (
+                    "status", "message", "counterexample", "reproducer", "verified",
+                    "verification", "time_to_failure_s",
+                ):  # fmt: skip
+                    setattr(ours, name, getattr(theirs, name))
+                found.add(theirs.id)
+                if theirs.id in report.checks:
+                    self.taken[theirs.id] = report.checks[theirs.id]
+        return found
+
     def _take(self, remaining: set[str]) -> set[str]:
-        """Failures of this search (reported, or seen before it stopped) as results."""
+        """Failures of this search (reported, or seen before it stopped) as results; with
+        the schedule's ``first_finding_only``, the first failure's property alone."""
+        if self.schedule.first_finding_only:
+            first = self.session.first_in_search
+            for property_id in [p for p in self.failures if p in remaining and p != first]:
+                del self.failures[property_id]  # looked for again by the next search
+            if first is None or first not in remaining:
+                return set()
+            if first not in self.failures:
+                self.failures[first] = self.session.smallest[first]
+            remaining = {first}
         for property_id, failure in self.session.smallest.items():
             if property_id in remaining and property_id not in self.failures:
                 failure.note = failure.note or (
@@ -868,7 +980,7 @@ class _Search:
                 message=failure.message,
                 calls=failure.calls,
                 check=failure.check,
-                command=self.options.command,
+                command=self.options.found_by or self.options.command,
                 implementation=self.options.implementation,
                 remote=route.kind != "python",
                 form=self.options.form,
@@ -884,6 +996,9 @@ class _Search:
             if verifying is not None:  # in a fresh process, while the next one is minimized
                 verified.append(verifying.submit(self._verify, result, beside=True))
         if verifying is not None:
+            for property_id in self.taken:  # found by a share elsewhere, verified here
+                result = self.results[property_id]
+                verified.append(verifying.submit(self._verify, result, beside=True))
             verifying.shutdown()
             for future in verified:
                 future.result()  # ctxkit's own error, if one happened there
@@ -914,18 +1029,27 @@ class _Search:
             result.verification = "not verified: no time left before the deadline"
             return
         self.say(f"verifying the {result.id} reproducer in a fresh process")
-        failure = self.failures[result.id]
+        failure = self.failures.get(result.id)
+        check = (
+            {
+                "kind": failure.check.kind,
+                "status": failure.check.args.get("status"),
+                "calls": len(failure.calls),
+            }
+            if failure is not None
+            else self.taken[result.id]
+        )
         build = Build.from_data(self.worker.build)
         with self.phases.timing("verify", beside=beside):
             result.verified, result.verification = verify(
                 result.reproducer or "",
                 property_id=result.id,
-                check=failure.check.kind,
-                timeout=min(left, self.options.timeout * (len(failure.calls) + 3) + 30),
+                check=check["kind"],
+                timeout=min(left, self.options.timeout * (check["calls"] + 3) + 30),
                 memory_limit=self.options.memory_limit,
                 name=file_name(result.id, self.worker.spec),
                 pythonpath=build.pythonpath if build is not None else None,
-                status=failure.check.args.get("status"),
+                status=check["status"],
             )
 
 

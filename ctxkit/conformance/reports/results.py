@@ -44,9 +44,12 @@ class Report:
     allow: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     depth: dict[str, Any] = field(default_factory=dict)
+    """How far the run got: examples, steps, the largest history, searches, how it ended."""
     phases: dict[str, Any] = field(default_factory=dict)
     """Seconds by phase (:mod:`ctxkit.conformance.reports.phases`)."""
-    """How far the run got: examples, steps, the largest history, searches, how it ended."""
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per failed property, how its reproducer is judged (``kind``, ``status``, ``calls``):
+    for a run that verifies what a share of its search found elsewhere. Not in the JSON."""
     strict: bool = False
     """Recommended properties count like required ones (``--strict``)."""
     shapes: Spoken | None = None

@@ -175,6 +175,9 @@ class Session:
     Hypothesis runs after it (more examples, then shrinking) depends on the time it takes."""
     failed_in_search: bool = False
     """The current search has seen a failure (set by :meth:`saw`; reset for each search)."""
+    first_in_search: str | None = None
+    """The property of the current search's first failure: the one finding of a search that
+    never depends on time (what Hypothesis runs after it does)."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -201,6 +204,8 @@ class Session:
 
     def saw(self, failure: PropertyFailure) -> None:
         """Keep the failure if it is the first or the smallest of its property so far."""
+        if not self.failed_in_search:
+            self.first_in_search = failure.property_id
         self.failed_in_search = True
         self.first_failure.setdefault(failure.property_id, time.monotonic() - self.started)
         known = self.smallest.get(failure.property_id)

@@ -70,10 +70,10 @@ def _options(member: Member) -> dict[str, Any]:
     return options
 
 
-def one_run(options: dict[str, Any], schedule: str, seed: int) -> dict[str, Any]:
+def one_run(options: dict[str, Any], schedule: str, seed: int, profile: str) -> dict[str, Any]:
     started = time.monotonic()
     try:
-        report = run(RunOptions(**options, schedule=schedule, seed=seed))
+        report = run(RunOptions(**options, schedule=schedule, seed=seed, profile=profile))
     except SetupError as exc:
         return {"verdict": "setup error", "wall_s": time.monotonic() - started, "why": str(exc)}
     return {
@@ -95,16 +95,18 @@ def one_run(options: dict[str, Any], schedule: str, seed: int) -> dict[str, Any]
     }
 
 
-def compare_schedules(chosen: list[tuple[str, dict[str, Any]]], seed: int) -> list[dict]:
-    print(f"both schedules, seed {seed}, default profile\n")
+def compare_schedules(
+    chosen: list[tuple[str, dict[str, Any]]], seed: int, profile: str
+) -> list[dict]:
+    print(f"both schedules, seed {seed}, profile {profile}\n")
     print(
         f"{'target':<46} {'full s':>7} {'budget s':>8} {'ratio':>6}  "
         f"{'verdicts':<11} {'same':>4}  failed (required)"
     )
     rows = []
     for name, options in chosen:
-        full = one_run(options, "full", seed)
-        budget = one_run(options, "budget", seed)
+        full = one_run(options, "full", seed, profile)
+        budget = one_run(options, "budget", seed, profile)
         same = full["verdict"] == budget["verdict"] and _required(full) == _required(budget)
         rows.append({"target": name, "full": full, "budget": budget, "same": same})
         verdicts = f"{full['verdict']}/{budget['verdict']}"
@@ -139,7 +141,7 @@ def _required(result: dict[str, Any]) -> list[str]:
     return [p for p in result.get("failed", []) if p in REQUIRED]
 
 
-def fault_finding(only: str | None, seeds: list[int]) -> list[dict]:
+def fault_finding(only: str | None, seeds: list[int], profile: str) -> list[dict]:
     members = [m for m in ZOO if m.outcome == "fail" and _chosen(_name(m), only)]
     print(f"\nfault finding, budget schedule, seeds {', '.join(map(str, seeds))}\n")
     print(f"{'zoo member':<46} {'found':>7}  missed")
@@ -147,7 +149,7 @@ def fault_finding(only: str | None, seeds: list[int]) -> list[dict]:
     for member in members:
         found, missed = 0, []
         for seed in seeds:
-            result = one_run(_options(member), "budget", seed)
+            result = one_run(_options(member), "budget", seed, profile)
             for property_id in sorted(member.expect):
                 entry = result.get("properties", {}).get(property_id, {})
                 faults += 1
@@ -183,13 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-schedules", action="store_true", help="leave out the side-by-side comparison"
     )
+    parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"])
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     if not args.skip_schedules:
-        results["schedules"] = compare_schedules(targets(args.only), args.seed)
+        results["schedules"] = compare_schedules(targets(args.only), args.seed, args.profile)
     if args.seeds:
-        results["fault_finding"] = fault_finding(args.only, list(range(1, args.seeds + 1)))
+        seeds = list(range(1, args.seeds + 1))
+        results["fault_finding"] = fault_finding(args.only, seeds, args.profile)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

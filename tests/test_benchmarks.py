@@ -78,15 +78,18 @@ def test_persistence_benchmark_runs_every_mode(tmp_path: Path):
     assert list(tmp_path.iterdir()) == [out]  # its files are gone
 
 
-def test_conformance_benchmark_reports_sizes_and_verified_reproducers(tmp_path: Path):
-    only = ["--profile", "quick", "--only", "SplitsPairsOpenAI", "--deadline", "60"]
+def test_conformance_benchmark_compares_the_schedules_and_finds_the_fault(tmp_path: Path):
+    only = ["--profile", "quick", "--only", "SplitsPairsOpenAI", "--seeds", "1"]
     done, results = run_benchmark("conformance_suite.py", *only, out=tmp_path / "suite.json")
-    (row,) = results["zoo"]
-    assert row["property"] == "tool_pair_integrity"
-    assert row["verified"] is True
-    assert row["messages"] <= 6
-    assert "counterexample messages: median" in done.stdout
-    assert "reproducers verified in a fresh process: 1 of 1" in done.stdout
+    (row,) = results["schedules"]
+    assert row["same"] is True
+    assert row["full"]["verdict"] == row["budget"]["verdict"] == "fail"
+    assert "budget/full wall time: median" in done.stdout
+    assert "equal for 1 of 1" in done.stdout
+    (found,) = results["fault_finding"]
+    assert found == {"target": "pairs:SplitsPairsOpenAI", "found": 1, "missed": []}
+    assert "found 1 of 1 (member, property, seed) faults" in done.stdout
+    assert "reproducers verified 1 of 1" in done.stdout
 
 
 def test_protocol_overhead_benchmark_times_every_route(tmp_path: Path):

@@ -124,7 +124,7 @@ def test_a_share_searched_elsewhere_checks_only_what_it_is_given():
         jobs=1,
         found_by="ctxkit conformance tests.zoo.pairs:SplitsPairsOpenAI --seed 5",
     )
-    report = search_elsewhere(options, 60.0, time.time() - 100)
+    report = search_elsewhere(run, options, 60.0, time.time() - 100)
     by_id = {p.id: p for p in report.properties}
     assert by_id["tool_pair_integrity"].status == "failed"
     assert by_id["ordering"].status == "passed"

@@ -6,8 +6,11 @@ entries (``--window MODEL=TOKENS``) come first. Dated snapshots match their fami
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
-__all__ = ["KNOWN_WINDOWS", "context_window"]
+__all__ = ["KNOWN_WINDOWS", "by_prefix", "context_window"]
+
+V = TypeVar("V")
 
 KNOWN_WINDOWS: Mapping[str, int] = {
     "gpt-3.5-turbo": 16_385,
@@ -42,7 +45,14 @@ def context_window(model: str, overrides: Mapping[str, int] | None = None) -> in
     """The model's window (None when unknown): the user's entries, then the table, each by
     the longest prefix of the model name (an exact name wins)."""
     for table in (overrides or {}, KNOWN_WINDOWS):
-        best = max((name for name in table if model.startswith(name)), key=len, default=None)
-        if best is not None:
-            return table[best]
+        found = by_prefix(model, table)
+        if found is not None:
+            return found
     return None
+
+
+def by_prefix(model: str, table: Mapping[str, V]) -> V | None:
+    """The entry of the longest name in ``table`` that begins ``model`` (an exact name wins:
+    ``gpt-4o-mini`` over ``gpt-4o``), or None: model names carry dates and suffixes."""
+    best = max((name for name in table if model.startswith(name)), key=len, default=None)
+    return None if best is None else table[best]

@@ -163,18 +163,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="how the run spends its time. budget (default): the profile's examples are "
         "shared by the searches (a later search runs what the first left, at least a "
         "quarter), each search reports its first failure and the next looks for the rest, "
-        "long searches are split over --jobs processes, and the cache loop and the "
-        "verifications run beside them; full: every search runs all the profile's examples, "
-        "one phase after another, on one worker at a time (slower; for a target whose "
-        "instances share a file or a database)",
+        "and the cache loop and the verifications run beside them; full: every search runs "
+        "all the profile's examples, one phase after another, on one worker at a time "
+        "(slower; for a target whose instances share a file or a database)",
     )
     parser.add_argument(
         "--jobs",
         type=int,
-        default=2,
+        default=1,
         metavar="N",
-        help="processes a long search (40+ examples) is split over, each with a worker of "
-        "its own (2); the answer for a seed depends on it, not on the machine's cores",
+        help="split a long search (40+ examples) over N processes, each with a worker and a "
+        "seed of its own (1): faster on N cores, but each share is a shorter search, which "
+        "reaches shorter histories (a fault that needs 40+ messages can be missed); the "
+        "answer for a seed depends on N, not on the machine's cores",
     )
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="seconds per operation (10)"

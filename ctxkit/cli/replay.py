@@ -350,10 +350,10 @@ def _check_managers(specs: list[Any]) -> None:
     import asyncio
 
     from ctxkit.conformance.targets.load import LoadError
-    from ctxkit.replay.run import RECORDED, _close
+    from ctxkit.replay.run import RECORDED
 
     async def each() -> None:
-        from ctxkit.conformance.replay import open_manager
+        from ctxkit.conformance.replay import close_manager, open_manager
 
         for spec in specs:
             if spec.target == RECORDED:
@@ -362,7 +362,7 @@ def _check_managers(specs: list[Any]) -> None:
                 manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
             except (LoadError, TypeError, ValueError) as exc:
                 raise UsageError(f"--manager {spec.target}: {exc}") from None
-            await _close(manager)
+            await close_manager(manager)
 
     asyncio.run(each())
 

@@ -23,6 +23,7 @@ Amplifier module's ``mount`` is mounted by :func:`mounted`; :class:`EventRecorde
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import sys
@@ -44,6 +45,7 @@ __all__ = [
     "Provider",
     "add_concurrently",
     "check",
+    "close_manager",
     "edit_in_place",
     "may_refuse",
     "mounted",
@@ -98,6 +100,20 @@ async def open_manager(
     recorder = EventRecorder()
     manager = await load_target(target, dict(config or {}), form).build(recorder)
     return manager, recorder.events
+
+
+async def close_manager(manager: Any) -> None:
+    """Close a manager if it can be (``close`` or ``aclose``: a file it holds, a connection,
+    a process); its failure to close is no failure of the contract, so it is not raised."""
+    close = getattr(manager, "close", None) or getattr(manager, "aclose", None)
+    if not callable(close):
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        pass
 
 
 async def mounted(

@@ -150,10 +150,10 @@ class RunOptions:
     """Searches at most: one per property that can fail, and one that finds nothing."""
     schedule: str = "budget"
     """``--schedule``: how the run spends its time (:mod:`ctxkit.conformance.schedule`)."""
-    jobs: int = 2
-    """``--jobs``: processes that search at once (:mod:`ctxkit.conformance.shards`); the
-    ``full`` schedule searches in one. A constant, not the machine's cores: the answer for a
-    seed depends on it."""
+    jobs: int = 1
+    """``--jobs``: processes a long search is split over (:mod:`ctxkit.conformance.shards`);
+    the ``full`` schedule searches in one. Faster on several cores, but each share searches
+    shorter histories; not the machine's cores, since the answer for a seed depends on it."""
     only: frozenset[str] | None = None
     """The properties to search, of those a run checks (None: all); the others are not
     checked. For a share of a search run elsewhere."""
@@ -198,7 +198,7 @@ class RunOptions:
             parts += ["--profile", self.profile]
         if self.schedule != "budget":
             parts += ["--schedule", self.schedule]
-        elif self.jobs != 2:
+        elif self.jobs != 1:
             parts += ["--jobs", str(self.jobs)]
         if self.shapes is not None:
             parts += ["--format", format_name(self.shapes)]
@@ -320,7 +320,10 @@ def _run(
         cache_loop = _CacheLoop(
             options, deadline, shapes.shapes, session.count_message, say, results, phases
         )
-        beside = SCHEDULES[options.schedule].beside and options.transcript is None
+        shared = worker.route.shared
+        beside = SCHEDULES[options.schedule].beside and not shared and options.transcript is None
+        if shared and SCHEDULES[options.schedule].beside:
+            say(f"one worker at a time: the target is {shared}")
         if beside:
             cache_loop.start()
         search = _Search(session, options, results, worker, say, deadline, phases)
@@ -638,7 +641,12 @@ class _Search:
         self.budgets: list[int] = []
         """The examples each search was given."""
         self.schedule = SCHEDULES[options.schedule]
-        self.shards = Shards(options.jobs if self.schedule.beside else 1)
+        # one process when one protocol log (--protocol-log) is to show every call, or when
+        # every worker would reach the same instance of the target
+        alone = (
+            not self.schedule.beside or options.transcript is not None or bool(worker.route.shared)
+        )
+        self.shards = Shards(1 if alone else options.jobs)
         self.shrink_seconds = (
             self.schedule.shrink_seconds
             if options.shrink_seconds is None
@@ -805,7 +813,8 @@ class _Search:
                 return future.result()
             except OSError as exc:  # no second process on this machine: the share runs here
                 self.say(f"no second search process ({exc}); its share is searched here")
-                return search_elsewhere(options, self.deadline - time.monotonic(), run_started)
+                left = self.deadline - time.monotonic()
+                return search_elsewhere(run, options, left, run_started)
 
         return wait
 

@@ -1,20 +1,23 @@
 """Searching on both cores: a long search split between this process and a second one.
 
 A search of many examples is most of a run's time, and one Hypothesis search is one thread:
-the runner and its worker take turns on one core. So a search of at least
-:data:`MIN_EXAMPLES` examples is split (``--jobs 2``, the ``budget`` schedule's default): this
-process searches its share with the run's seed, and a second process (``python -m
-ctxkit.conformance.shards``, started as the worker is: this interpreter, environment and
+the runner and its worker take turns on one core. With ``--jobs 2`` (``budget`` schedule), a
+search of at least :data:`MIN_EXAMPLES` examples is split: this process searches its share with
+the run's seed, and a second process (``python -m
+ctxkit.conformance.elsewhere``, started as the worker is: this interpreter, environment and
 directory) searches the other share with a seed of its own, as a run of one search on its own
 worker (:func:`search_elsewhere`). That run shrinks, minimizes and verifies
 what it finds itself, on the second core; the runner then takes its failures for the properties
 this process did not fail (this process's first), and adds its examples to the run's depth.
 
 Each share is a deterministic search, and the merge prefers this process's findings, so the same
-seed and ``--jobs`` give the same answer however the two processes are scheduled. If the second
-process cannot start, its share is searched in this one after this one's own, with its seed;
-if it ends without a report, that is ctxkit's own error (the target runs in a worker of its own,
-so nothing it does can end that process).
+seed and ``--jobs`` give the same answer however the two processes are scheduled. It is not
+the default: Hypothesis grows its examples from the ones before, so two searches of 40
+examples reach shorter histories than one of 80 (measured: a fault that needs 40+ messages,
+found by one search of 80 at every seed tried, was missed by two of 40 at one seed of four).
+If the second process cannot start, its share is searched in this one after this one's own,
+with its seed; if it ends without a report, that is ctxkit's own error (the target runs in a
+worker of its own, so nothing it does can end that process).
 """
 
 from __future__ import annotations
@@ -26,12 +29,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctxkit.conformance.reports.results import Report
-    from ctxkit.conformance.runner import RunOptions
+
+RunOptions = Any
+"""The runner's options (:class:`ctxkit.conformance.runner.RunOptions`), which this module,
+imported by the runner, does not import back."""
 
 __all__ = ["MIN_EXAMPLES", "Shards", "Share", "ShareFailed", "search_elsewhere", "split"]
 
@@ -61,13 +68,14 @@ def split(examples: int, seed: int, jobs: int) -> list[Share]:
     return [Share(seed + k * SEED_STRIDE, base + (k < extra)) for k in range(jobs)]
 
 
-def search_elsewhere(options: RunOptions, seconds: float, run_started: float) -> Report:
-    """Run in the second process: one search of ``options`` (its seed, its examples, the
-    properties in ``options.only``) on a worker of its own, with what it finds made small and
-    verified, within ``seconds``. ``run_started``: when the caller's run began
-    (``time.time()``), so the times to failure it reports count from there."""
-    from ctxkit.conformance.runner import run
-
+def search_elsewhere(
+    run: Callable[[RunOptions], Report], options: RunOptions, seconds: float, run_started: float
+) -> Report:
+    """What the second process does (``python -m ctxkit.conformance.elsewhere``): one search
+    of ``options`` (its seed, its examples, the properties in ``options.only``) by ``run`` (the
+    runner's), on a worker of its own, with what it finds made small, within ``seconds``.
+    ``run_started``: when the caller's run began (``time.time()``), so the times to failure
+    it reports count from there."""
     begun = time.time()
     report = run(dataclasses.replace(options, deadline=max(1.0, seconds)))
     for result in report.properties:
@@ -100,13 +108,13 @@ class Shards:
 
 
 def _in_process(options: RunOptions, seconds: float, run_started: float) -> Report:
-    """Run :func:`search_elsewhere` in ``python -m ctxkit.conformance.shards``: the request
+    """Run :func:`search_elsewhere` in ``python -m ctxkit.conformance.elsewhere``: the request
     goes in on its stdin, the report comes back in a file (the target's own prints may go to
     any inherited stream)."""
     with tempfile.TemporaryDirectory(prefix="ctxkit-share-") as folder:
         answer = os.path.join(folder, "report.pickle")
         done = subprocess.run(
-            [sys.executable, "-m", "ctxkit.conformance.shards", answer],
+            [sys.executable, "-m", "ctxkit.conformance.elsewhere", answer],
             input=pickle.dumps((options, seconds, run_started)),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -120,16 +128,3 @@ def _in_process(options: RunOptions, seconds: float, run_started: float) -> Repo
             )
         with open(answer, "rb") as file:
             return pickle.load(file)
-
-
-def main() -> None:
-    """``python -m ctxkit.conformance.shards REPORT``: read (options, seconds, run started)
-    pickled on stdin, search, write the report pickled to REPORT."""
-    options, seconds, run_started = pickle.loads(sys.stdin.buffer.read())
-    report = search_elsewhere(options, seconds, run_started)
-    with open(sys.argv[1], "wb") as file:
-        pickle.dump(report, file)
-
-
-if __name__ == "__main__":
-    main()

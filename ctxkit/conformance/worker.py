@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import inspect
 import json
 import os
 import sys
 import traceback
 from typing import Any, NoReturn
 
-from ctxkit.conformance.replay import add_concurrently, edit_in_place
+from ctxkit.conformance.replay import add_concurrently, close_manager, edit_in_place
 from ctxkit.conformance.targets.grpc_messages import CannotCross
 from ctxkit.conformance.targets.load import (
     ContractError,
@@ -131,7 +130,7 @@ class Worker:
     async def reset(self) -> None:
         if self.target is None:
             raise ProtocolMisuse("reset before hello: no target is loaded")
-        await _close(self.manager)
+        await close_manager(self.manager)
         await self.target.close(self.manager)  # the cleanups its mount() registered
         self.manager = None
         self.recorder = EventRecorder()
@@ -238,20 +237,6 @@ class _Provider:
         return self._info
 
 
-async def _close(manager: Any) -> None:
-    """Close the previous run's manager if it can be (a file it holds, a connection); its
-    failure to close is no failure of the contract, so it is not reported."""
-    close = getattr(manager, "close", None) or getattr(manager, "aclose", None)
-    if not callable(close):
-        return
-    try:
-        result = close()
-        if inspect.isawaitable(result):
-            await result
-    except Exception:
-        pass
-
-
 def _error(exc: BaseException) -> dict[str, Any]:
     """An answer for what the target (or loading it) raised; ``kind`` says how to read it."""
     if isinstance(exc, MemoryError):
@@ -338,7 +323,7 @@ async def serve(requests: Any, answers: Any) -> None:
                 os._exit(3)
             line = await loop.run_in_executor(None, requests.readline)
             if not line:  # the runner is done: let the last manager release what it holds
-                await _close(worker.manager)
+                await close_manager(worker.manager)
                 if worker.target is not None:
                     await worker.target.close(worker.manager)  # what its mount() registered
                 leave(0)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
-from ctxkit.audit.windows import context_window
+from ctxkit.audit.windows import by_prefix, context_window
 from ctxkit.replay.conversation import Call, Conversation
 from ctxkit.replay.references import kept, text_of
 from ctxkit.tokens import TokenCounter
@@ -109,10 +109,7 @@ class Options:
     def price_of(self, call: Call) -> float | None:
         """Dollars per million input tokens of the call's model (the longest prefix given);
         None when no --price names it."""
-        best = max(
-            (name for name in self.prices if call.model.startswith(name)), key=len, default=None
-        )
-        return None if best is None else self.prices[best]
+        return by_prefix(call.model, self.prices)
 
 
 async def replay_conversation(
@@ -131,7 +128,7 @@ async def replay_conversation(
     """Each message's text by its fingerprint: views repeat most of their messages."""
     try:
         if spec.target != RECORDED:
-            from ctxkit.conformance.replay import open_manager
+            from ctxkit.conformance.replay import close_manager, open_manager
 
             manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
         for call in conversation.calls:
@@ -147,7 +144,7 @@ async def replay_conversation(
         result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
     finally:
         if manager is not None:
-            await _close(manager)
+            await close_manager(manager)
     result.findings = audit.findings + result.findings
     result.findings.sort(key=lambda f: f.request)
     result.findings_count += audit.findings_count
@@ -221,19 +218,3 @@ def _measure(
         ]
         result.references_needed += len(needed)
         result.references_kept += kept(needed, texts)
-
-
-async def _close(manager: Any) -> None:
-    """Close a manager that can be (a process, a file); its failure to is not the replay's."""
-    import inspect
-
-    for name in ("close", "aclose", "stop"):
-        method = getattr(manager, name, None)
-        if callable(method):
-            try:
-                outcome = method()
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                pass
-            return

@@ -44,6 +44,17 @@ class Route:
             "request on the descriptors named by CTXKIT_PROTOCOL_FDS; see PROTOCOL.md)"
         )
 
+    @property
+    def shared(self) -> str:
+        """Why every worker of a run would reach the same instance of the target (a server
+        they connect to, a program ctxkit does not know), or "" when each builds its own: then
+        several may run at once (:mod:`ctxkit.conformance.schedule`)."""
+        if (self.target or "").startswith("grpc://"):
+            return "a gRPC server, one for every worker"
+        if self.kind == "command":
+            return "a --command program, which may hold one instance for every worker"
+        return ""
+
     def cannot_start(self, exc: OSError) -> str:
         """Why the program did not start, as a sentence that says what to do."""
         if self.kind == "node":

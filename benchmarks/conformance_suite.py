@@ -1,14 +1,14 @@
 """How long a default `ctxkit conformance` run takes to its verdict, under both schedules.
 
 Every target is run as a user runs it (default options; each zoo member with its config and
-format), one at a time, first with the ``full`` schedule (every search runs all the profile's
-examples, one phase after another: the schedule before budgets), then with ``budget`` (the
-default: the profile's examples shared by the searches, the cache loop and verifications
-beside them). Per target: both wall times and their ratio, both verdicts and the required
-properties each failed, which must be equal. Then the median and the slowest of each
-schedule (goal for budget: median <= 30 s, none over 60 s on this project's 2-core machine).
+format), one at a time, first with the ``serial`` schedule (everything one after another on
+one worker: the schedule before), then with ``overlap`` (the default: the same searches, the
+cache loop and the verifications beside them on the second core). Per target: both wall times
+and their ratio, both verdicts and the required properties each failed, which must be equal.
+Then the median and the slowest of each schedule (goal: median <= 30 s, none over 60 s on this
+project's 2-core machine).
 
-With ``--seeds N``, the fault-finding rate: every failing member of the zoo under the budget
+With ``--seeds N``, the fault-finding rate: every failing member of the zoo under the overlap
 schedule with N seeds, each of its expected properties found in each (goal: all), with the
 counterexamples' median size and the share of reproducers verified in a fresh process.
 
@@ -100,26 +100,26 @@ def compare_schedules(
 ) -> list[dict]:
     print(f"both schedules, seed {seed}, profile {profile}\n")
     print(
-        f"{'target':<46} {'full s':>7} {'budget s':>8} {'ratio':>6}  "
+        f"{'target':<46} {'serial s':>8} {'overlap s':>9} {'ratio':>6}  "
         f"{'verdicts':<11} {'same':>4}  failed (required)"
     )
     rows = []
     for name, options in chosen:
-        full = one_run(options, "full", seed, profile)
-        budget = one_run(options, "budget", seed, profile)
-        same = full["verdict"] == budget["verdict"] and _required(full) == _required(budget)
-        rows.append({"target": name, "full": full, "budget": budget, "same": same})
-        verdicts = f"{full['verdict']}/{budget['verdict']}"
-        failed = ",".join(_required(budget)) or "-"
-        if _required(full) != _required(budget):
-            failed = f"full {','.join(_required(full)) or '-'}; budget {failed}"
+        serial = one_run(options, "serial", seed, profile)
+        overlap = one_run(options, "overlap", seed, profile)
+        same = serial["verdict"] == overlap["verdict"] and _required(serial) == _required(overlap)
+        rows.append({"target": name, "serial": serial, "overlap": overlap, "same": same})
+        verdicts = f"{serial['verdict']}/{overlap['verdict']}"
+        failed = ",".join(_required(overlap)) or "-"
+        if _required(serial) != _required(overlap):
+            failed = f"serial {','.join(_required(serial)) or '-'}; overlap {failed}"
         print(
-            f"{name[:46]:<46} {full['wall_s']:>7.1f} {budget['wall_s']:>8.1f} "
-            f"{budget['wall_s'] / full['wall_s']:>6.2f}  {verdicts:<11} "
+            f"{name[:46]:<46} {serial['wall_s']:>8.1f} {overlap['wall_s']:>9.1f} "
+            f"{overlap['wall_s'] / serial['wall_s']:>6.2f}  {verdicts:<11} "
             f"{'yes' if same else 'NO':>4}  {failed}",
             flush=True,
         )
-    for schedule in ("full", "budget"):
+    for schedule in ("serial", "overlap"):
         walls = [row[schedule]["wall_s"] for row in rows]
         slowest = max(rows, key=lambda row: row[schedule]["wall_s"])
         print(
@@ -128,9 +128,9 @@ def compare_schedules(
             f"{sum(w > 60 for w in walls)}, total {sum(walls) / 60:.1f} min",
             end="",
         )
-    ratios = [row["budget"]["wall_s"] / row["full"]["wall_s"] for row in rows]
+    ratios = [row["overlap"]["wall_s"] / row["serial"]["wall_s"] for row in rows]
     print(
-        f"\nbudget/full wall time: median {statistics.median(ratios):.2f}; "
+        f"\noverlap/serial wall time: median {statistics.median(ratios):.2f}; "
         f"verdicts and required failures equal for {sum(r['same'] for r in rows)} of "
         f"{len(rows)}"
     )
@@ -143,13 +143,13 @@ def _required(result: dict[str, Any]) -> list[str]:
 
 def fault_finding(only: str | None, seeds: list[int], profile: str) -> list[dict]:
     members = [m for m in ZOO if m.outcome == "fail" and _chosen(_name(m), only)]
-    print(f"\nfault finding, budget schedule, seeds {', '.join(map(str, seeds))}\n")
+    print(f"\nfault finding, overlap schedule, seeds {', '.join(map(str, seeds))}\n")
     print(f"{'zoo member':<46} {'found':>7}  missed")
     rows, sizes, verified, faults = [], [], 0, 0
     for member in members:
         found, missed = 0, []
         for seed in seeds:
-            result = one_run(_options(member), "budget", seed, profile)
+            result = one_run(_options(member), "overlap", seed, profile)
             for property_id in sorted(member.expect):
                 entry = result.get("properties", {}).get(property_id, {})
                 faults += 1

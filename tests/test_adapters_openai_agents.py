@@ -128,9 +128,7 @@ def test_chat_completions_messages_are_refused_and_plain_ones_taken():
 
 
 def test_a_brief_run_with_a_small_limit_finds_the_reasoning_item_cut_and_reports_it(tmp_path):
-    # every search runs all 8 examples (the budget schedule would share 8 over the searches
-    # of the properties this limit breaks first, too few for the reasoning item's cut)
-    report = run(RunOptions(target=NAME, config={"limit": 3}, schedule="full", **SHORT))
+    report = run(RunOptions(target=NAME, config={"limit": 3}, **SHORT))
     (pairs,) = [p for p in report.properties if p.id == "tool_pair_integrity"]
     assert pairs.status == "failed"
     assert "reasoning item" in pairs.message

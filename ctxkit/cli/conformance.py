@@ -143,11 +143,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shrink-seconds",
         type=float,
-        default=None,
+        default=20.0,
         metavar="S",
-        help="seconds Hypothesis may shrink a failure per search (the schedule's: 5 with "
-        "budget, 20 with full); ctxkit's own minimizer then removes every step the failure "
-        "does not need",
+        help="seconds Hypothesis may shrink a failure per search (20); ctxkit's own minimizer "
+        "then removes every step the failure does not need",
     )
     parser.add_argument(
         "--profile",
@@ -158,14 +157,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--schedule",
-        choices=["budget", "full"],
-        default="budget",
-        help="how the run spends its time. budget (default): the profile's examples are "
-        "shared by the searches (a later search runs what the first left, at least a "
-        "quarter), each search reports its first failure and the next looks for the rest, "
-        "and the cache loop and the verifications run beside them; full: every search runs "
-        "all the profile's examples, one phase after another, on one worker at a time "
-        "(slower; for a target whose instances share a file or a database)",
+        choices=["overlap", "serial"],
+        default="overlap",
+        help="what runs beside the searches (the searches are the same either way). overlap "
+        "(default): the cache loop and the verifications, each on a worker of its own; "
+        "serial: nothing, one worker at a time (slower; for a target whose instances share "
+        "a file or a database)",
     )
     parser.add_argument(
         "--jobs",
@@ -295,8 +292,7 @@ def run_conformance(args: argparse.Namespace) -> int:
     check_seconds("--deadline", args.deadline)
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    if args.shrink_seconds is not None:
-        check_seconds("--shrink-seconds", args.shrink_seconds)
+    check_seconds("--shrink-seconds", args.shrink_seconds)
     if args.load_timeout is not None:
         check_seconds("--load-timeout", args.load_timeout)
     if args.max_examples is not None and args.max_examples < 1:

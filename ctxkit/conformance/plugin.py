@@ -50,10 +50,9 @@ OPTIONS = {
     "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
     "timeout": "seconds each operation on the target may take (10)",
     "deadline": "seconds the whole check may take (300)",
-    "schedule": "how the run spends its time: budget (default) or full (see `ctxkit "
+    "schedule": "how the run spends its time: overlap (default) or serial (see `ctxkit "
     "conformance --help`)",
-    "shrink_seconds": "seconds Hypothesis may shrink a failure per search (the schedule's: 5 "
-    "with budget, 20 with full)",
+    "shrink_seconds": "seconds Hypothesis may shrink a failure per search (20)",
     "max_examples": "runs per search (default: the profile's)",
 }
 STRICT_HELP = "fail on recommended properties too"
@@ -164,14 +163,13 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         seed = int(option(config, "seed") or 0)
         timeout = float(option(config, "timeout") or 10)
         deadline = float(option(config, "deadline") or 300)
-        shrink = option(config, "shrink_seconds")
-        shrink_seconds = float(shrink) if shrink is not None else None
+        shrink_seconds = float(option(config, "shrink_seconds") or 20)
         runs = option(config, "max_examples")
         max_examples = int(runs) if runs is not None else None
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
-    schedule = getattr(suite, "schedule", None) or option(config, "schedule") or "budget"
+    schedule = getattr(suite, "schedule", None) or option(config, "schedule") or "overlap"
     form = getattr(suite, "form", None) or option(config, "form")
     if form is not None and form not in ("contract", "function", "session", "compacting"):
         raise pytest.UsageError(

@@ -63,6 +63,7 @@ from ctxkit.conformance.reports.reproducer import (
 )
 from ctxkit.conformance.reports.results import PropertyResult, Report, Status
 from ctxkit.conformance.reports.verify import verify
+from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
 from ctxkit.conformance.search.machine import (
@@ -148,7 +149,7 @@ class RunOptions:
     ``max_tokens``."""
     max_rounds: int = len(PROPERTIES) + 1
     """Searches at most: one per property that can fail, and one that finds nothing."""
-    schedule: str = "budget"
+    schedule: str = DEFAULT_SCHEDULE
     """``--schedule``: how the run spends its time (:mod:`ctxkit.conformance.schedule`)."""
     jobs: int = 1
     """``--jobs``: processes a long search is split over (:mod:`ctxkit.conformance.shards`);
@@ -159,9 +160,8 @@ class RunOptions:
     checked. For a share of a search run elsewhere."""
     found_by: str | None = None
     """The command line reproducers cite (None: :attr:`command`, this run's own)."""
-    shrink_seconds: float | None = None
-    """Shrinking stops after this long per search; the counterexample found so far stands
-    (None: the schedule's)."""
+    shrink_seconds: float = 20.0
+    """Shrinking stops after this long per search; the counterexample found so far stands."""
     verify: bool = True
     """Run each reproducer in a fresh process to check that it fails."""
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
@@ -196,7 +196,7 @@ class RunOptions:
         parts += ["--seed", str(self.seed)]
         if self.profile != "default":
             parts += ["--profile", self.profile]
-        if self.schedule != "budget":
+        if self.schedule != DEFAULT_SCHEDULE:
             parts += ["--schedule", self.schedule]
         elif self.jobs != 1:
             parts += ["--jobs", str(self.jobs)]
@@ -354,10 +354,9 @@ def _run(
         "steps": session.steps,
         "largest_history": session.largest_history,
         "searches": search.rounds,
-        "examples_per_search": list(search.budgets),
+        "examples_per_search": list(search.examples),
         "schedule": options.schedule,
         "jobs": search.shards.jobs,
-        "clean_examples": session.clean_examples,
         "compaction_events": session.compaction_events,
         "ended": ended,
         "slow_calls": session.slow_calls,
@@ -638,7 +637,7 @@ class _Search:
         self.stops: list[TargetStopped] = []
         self.confirmed_once = False
         self.rounds = 0
-        self.budgets: list[int] = []
+        self.examples: list[int] = []
         """The examples each search was given."""
         self.schedule = SCHEDULES[options.schedule]
         # one process when one protocol log (--protocol-log) is to show every call, or when
@@ -647,11 +646,6 @@ class _Search:
             not self.schedule.beside or options.transcript is not None or bool(worker.route.shared)
         )
         self.shards = Shards(1 if alone else options.jobs)
-        self.shrink_seconds = (
-            self.schedule.shrink_seconds
-            if options.shrink_seconds is None
-            else options.shrink_seconds
-        )
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
             profile["max_examples"] = options.max_examples
@@ -661,7 +655,7 @@ class _Search:
             deadline=None,
             database=None,
             print_blob=False,
-            report_multiple_bugs=not self.schedule.first_finding_only,
+            report_multiple_bugs=True,
             suppress_health_check=list(HealthCheck),
             # The explain phase would rerun each failure many times to annotate it; the
             # reproducer script does that job.
@@ -691,12 +685,8 @@ class _Search:
             self.rounds += 1
             session.checking = frozenset(remaining)
             session.deadline = self._searching_until()
-            session.failed_in_search = False
-            session.first_in_search = None
-            examples = self.schedule.examples(
-                self.profile["max_examples"], session.clean_examples, self.rounds
-            )
-            self.budgets.append(examples)
+            examples = self.profile["max_examples"]
+            self.examples.append(examples)
             shares = split(examples, self.options.seed + self.rounds - 1, self.shards.jobs)
             self.say(
                 f"search {self.rounds}: checking {len(remaining)} properties, up to "
@@ -752,7 +742,7 @@ class _Search:
         session = self.session
         factory = hypothesis_seed(share.seed)(lambda: ConformanceMachine(session))
         try:
-            with _shrinking_limit(self.shrink_seconds, self.say):
+            with _shrinking_limit(self.options.shrink_seconds, self.say):
                 run_state_machine_as_test(
                     factory, settings=settings(self.settings, max_examples=share.examples)
                 )
@@ -825,7 +815,6 @@ class _Search:
         depth, session = report.depth, self.session
         session.examples += int(depth.get("examples") or 0)
         session.steps += int(depth.get("steps") or 0)
-        session.clean_examples += int(depth.get("clean_examples") or 0)
         session.compaction_events += int(depth.get("compaction_events") or 0)
         session.largest_history = max(session.largest_history, depth.get("largest_history", 0))
         for reason, count in (depth.get("not_sent") or {}).items():
@@ -846,17 +835,7 @@ class _Search:
         return found
 
     def _take(self, remaining: set[str]) -> set[str]:
-        """Failures of this search (reported, or seen before it stopped) as results; with
-        the schedule's ``first_finding_only``, the first failure's property alone."""
-        if self.schedule.first_finding_only:
-            first = self.session.first_in_search
-            for property_id in [p for p in self.failures if p in remaining and p != first]:
-                del self.failures[property_id]  # looked for again by the next search
-            if first is None or first not in remaining:
-                return set()
-            if first not in self.failures:
-                self.failures[first] = self.session.smallest[first]
-            remaining = {first}
+        """Failures of this search (reported, or seen before it stopped) as results."""
         for property_id, failure in self.session.smallest.items():
             if property_id in remaining and property_id not in self.failures:
                 failure.note = failure.note or (

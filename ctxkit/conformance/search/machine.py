@@ -168,16 +168,6 @@ class Session:
     compaction_events: int = 0
     slow_calls: int = 0
     """Calls that timed out and then finished when repeated with a longer timeout."""
-    clean_examples: int = 0
-    """Examples that ran every step without a failure, a stop or a rejection, before their
-    search's first failure: each checked every property of its search all the way (what a
-    later search's budget is reduced by). Counted only until that failure, since what
-    Hypothesis runs after it (more examples, then shrinking) depends on the time it takes."""
-    failed_in_search: bool = False
-    """The current search has seen a failure (set by :meth:`saw`; reset for each search)."""
-    first_in_search: str | None = None
-    """The property of the current search's first failure: the one finding of a search that
-    never depends on time (what Hypothesis runs after it does)."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -204,9 +194,6 @@ class Session:
 
     def saw(self, failure: PropertyFailure) -> None:
         """Keep the failure if it is the first or the smallest of its property so far."""
-        if not self.failed_in_search:
-            self.first_in_search = failure.property_id
-        self.failed_in_search = True
         self.first_failure.setdefault(failure.property_id, time.monotonic() - self.started)
         known = self.smallest.get(failure.property_id)
         if known is None or failure.size < known.size:
@@ -225,9 +212,6 @@ def _recorded(function: Callable[..., None]) -> Callable[..., None]:
         self._in_rule = True
         try:
             function(self, **kwargs)
-        except BaseException:
-            self.broken = True
-            raise
         finally:
             self._in_rule = not outermost
 
@@ -257,8 +241,6 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = []
         self._in_rule = False
-        self.broken = False
-        """A step raised (a failure, a stop, a rejection): the example ended early."""
         self.shapes = example_shapes(session.shapes[0], session.shapes)
         """The shapes this example's history is written in (:meth:`choose_shape`)."""
         reply = self._call("reset", "lifecycle")
@@ -513,11 +495,6 @@ class ConformanceMachine(RuleBasedStateMachine):
             expected=list(self.model),
             property=property_id,
         )
-
-    def teardown(self) -> None:
-        """Count the example if no step of it raised: it checked everything it ran."""
-        if not self.broken and not self.session.failed_in_search:
-            self.session.clean_examples += 1
 
     # -- rules -------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
         profile="quick",
         seed=7,
         timeout=3.0,
+        max_rounds=2,
         shrink_seconds=1.5,  # the minimizer's own pass goes on from there
         stability_steps=40,  # the advisory loop, short: tests/test_prefix.py judges it whole
     )

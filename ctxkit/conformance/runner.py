@@ -147,13 +147,12 @@ class RunOptions:
     fallback_budget: int | None = None
     """The budget a request without one should fit, if known; by default the config's
     ``max_tokens``."""
-    max_rounds: int = len(PROPERTIES) + 1
-    """Searches at most: one per property that can fail, and one that finds nothing."""
+    max_rounds: int = 6
     schedule: str = DEFAULT_SCHEDULE
     """``--schedule``: how the run spends its time (:mod:`ctxkit.conformance.schedule`)."""
     jobs: int = 1
     """``--jobs``: processes a long search is split over (:mod:`ctxkit.conformance.shards`);
-    the ``full`` schedule searches in one. Faster on several cores, but each share searches
+    the ``serial`` schedule searches in one. Faster on several cores, but each share searches
     shorter histories; not the machine's cores, since the answer for a seed depends on it."""
     only: frozenset[str] | None = None
     """The properties to search, of those a run checks (None: all); the others are not
@@ -320,13 +319,11 @@ def _run(
         cache_loop = _CacheLoop(
             options, deadline, shapes.shapes, session.count_message, say, results, phases
         )
-        shared = worker.route.shared
-        beside = SCHEDULES[options.schedule].beside and not shared and options.transcript is None
-        if shared and SCHEDULES[options.schedule].beside:
-            say(f"one worker at a time: the target is {shared}")
-        if beside:
-            cache_loop.start()
         search = _Search(session, options, results, worker, say, deadline, phases)
+        if worker.route.shared and search.schedule.beside:
+            say(f"one worker at a time: the target is {worker.route.shared}")
+        if search.overlap:
+            cache_loop.start()
         try:
             ended = search.run(checking)
         finally:
@@ -342,7 +339,7 @@ def _run(
                 "context:post_compact in the whole run"
             )
         search.finish(spec)
-        if beside:
+        if search.overlap:
             cache_loop.join(worker.child)
         else:
             cache_loop.measure(worker.child)
@@ -505,7 +502,7 @@ class _Worker:
 
 class _CacheLoop:
     """The prompt-cache loop (``cache_stability``): after the searches on their worker, or
-    beside them on a worker of its own (the ``budget`` schedule), so the second core runs it
+    beside them on a worker of its own (the ``overlap`` schedule), so the second core runs it
     while the first searches. If that worker cannot start, the loop runs after the searches
     as before: nothing is lost."""
 
@@ -556,13 +553,6 @@ class _CacheLoop:
         if not self.options.stability_steps:
             self.measure(None)
             return
-        # What the loop imports late is imported here first: under pytest, which rewrites
-        # ctxkit's modules (a plugin's) by parsing them with ast, Python 3.11's ast breaks
-        # when two threads parse at once ("AST constructor recursion depth mismatch"), and
-        # Hypothesis parses in the searching thread.
-        import ctxkit.shapes.convert
-        import ctxkit.workload  # noqa: F401
-
         self.worker = _Worker(self.options, self.deadline)
         self.thread = threading.Thread(target=self._beside, name="ctxkit-cache-loop", daemon=True)
         self.thread.start()
@@ -640,12 +630,13 @@ class _Search:
         self.examples: list[int] = []
         """The examples each search was given."""
         self.schedule = SCHEDULES[options.schedule]
-        # one process when one protocol log (--protocol-log) is to show every call, or when
-        # every worker would reach the same instance of the target
-        alone = (
-            not self.schedule.beside or options.transcript is not None or bool(worker.route.shared)
+        self.overlap = (
+            self.schedule.beside and not worker.route.shared and options.transcript is None
         )
-        self.shards = Shards(1 if alone else options.jobs)
+        """Other workers run beside this one: not when every worker would reach the same
+        instance of the target, nor when one protocol log (--protocol-log) is to show every
+        call."""
+        self.shards = Shards(options.jobs if self.overlap else 1)
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
             profile["max_examples"] = options.max_examples
@@ -938,7 +929,7 @@ class _Search:
         session = self.session
         session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
         build = Build.from_data(self.worker.build)
-        beside = self.options.verify and self.schedule.beside
+        beside = self.options.verify and self.overlap
         verifying = ThreadPoolExecutor(1, "ctxkit-verify") if beside else None
         verified: list[Future[None]] = []
         for property_id, failure in list(self.failures.items()):

@@ -14,6 +14,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+# What the loop imports late (its workload, and the shapes it converts to) is imported with
+# this module, before any search: the loop may run in a thread beside a search, and a module
+# imported during a search would change what the search draws (Hypothesis reads constants
+# from the modules loaded) and, under pytest, which parses ctxkit's modules with ast to
+# rewrite them, break Python 3.11's ast, which two threads cannot use at once.
+import ctxkit.shapes.convert
+import ctxkit.workload  # noqa: F401
 from ctxkit.conformance.targets.remote import RemoteError, RemoteManager
 from ctxkit.conformance.targets.worker_client import Child, TargetUnusable
 from ctxkit.prefix import (

@@ -2,13 +2,13 @@
 
 A search of many examples is most of a run's time, and one Hypothesis search is one thread:
 the runner and its worker take turns on one core. With ``--jobs 2`` (``overlap`` schedule), a
-search of at least :data:`MIN_EXAMPLES` examples is split: this process searches its share with
-the run's seed, and a second process (``python -m
-ctxkit.conformance.elsewhere``, started as the worker is: this interpreter, environment and
-directory) searches the other share with a seed of its own, as a run of one search on its own
-worker (:func:`search_elsewhere`). That run shrinks, minimizes and verifies
-what it finds itself, on the second core; the runner then takes its failures for the properties
-this process did not fail (this process's first), and adds its examples to the run's depth.
+search of at least :data:`MIN_EXAMPLES` examples is split: this process searches its share
+with the run's seed, and a second process (``python -m ctxkit.conformance.elsewhere``, started
+as the worker is: this interpreter, environment and directory) searches the other share with a
+seed of its own, as a run of one search on its own worker (:func:`search_elsewhere`). That run
+shrinks and minimizes what it finds, on the second core; the runner then takes its failures
+for the properties this process did not fail (this process's first), verifies them with its
+own, and adds the share's examples to the run's depth.
 
 Each share is a deterministic search, and the merge prefers this process's findings, so the same
 seed and ``--jobs`` give the same answer however the two processes are scheduled. It is not

@@ -44,7 +44,11 @@ def judged(report: Report) -> dict[str, tuple[str, str]]:
 
 def _fault(message: str) -> str:
     numbered = re.sub(r"\d+", "N", message.split(":")[0])
-    return re.sub(r"\b[a-z]+_N\b", "ID", numbered)
+    said = re.sub(r"\b[a-z]+_N\b", "ID", numbered)
+    # the same fault, said in the Anthropic shape of the chat family
+    return said.replace("tool_result block", "tool result").replace(
+        "no tool_use block", "no assistant message"
+    )
 
 
 def outcome(target: str) -> dict[str, tuple[str, str]]:

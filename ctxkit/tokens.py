@@ -74,6 +74,10 @@ LARGE_TEXT = 16 * 1024
 """Texts from this many characters on are counted into tiktoken's own buffer of 32-bit
 tokens instead of a Python list: 4 bytes a token instead of about 36, and no list to build
 while holding the GIL (which stalls the event loop even when counting in a thread)."""
+KNOWN_TEXT = 2_048
+KNOWN_TEXTS = 8_192
+"""A counter remembers the counts of up to this many texts of up to ``KNOWN_TEXT``
+characters (at most 16 MiB of text), forgetting them all when full."""
 
 
 KNOWN_VOCABS = {
@@ -174,21 +178,22 @@ class TokenCounter:
         core = getattr(self._tiktoken, "_core_bpe", None)
         self._encode_buffer = getattr(core, "encode_to_tiktoken_buffer", None)
         """tiktoken's buffer encoder (what ``encode_to_numpy`` uses), if this tiktoken has it."""
-        self._names: dict[str, int] = {}
-        """Counts of roles and tool names: few distinct values, seen on every message."""
+        self._known: dict[str, int] = {}
+        """Counts of short texts seen before: roles and tool names on every message, and the
+        same history counted again for every view by a manager that keeps no counts."""
 
     def count_text(self, text: str) -> int:
         """Tokens of a plain text. Special-token text such as ``<|endoftext|>`` is plain text."""
+        count = self._known.get(text)
+        if count is not None:
+            return count
         if len(text) >= LARGE_TEXT and self._encode_buffer is not None:
             return memoryview(self._encode_buffer(text, _NO_SPECIAL)).nbytes // 4
-        return len(self._encode(text)) if text else 0
-
-    def _count_name(self, text: str) -> int:
-        count = self._names.get(text)
-        if count is None:
-            count = self.count_text(text)
-            if len(self._names) < 4_096:
-                self._names[text] = count
+        count = len(self._encode(text)) if text else 0
+        if len(text) <= KNOWN_TEXT:
+            if len(self._known) >= KNOWN_TEXTS:
+                self._known.clear()  # a new conversation's texts, most likely
+            self._known[text] = count
         return count
 
     def clip(self, text: str, max_tokens: int) -> str:
@@ -204,7 +209,7 @@ class TokenCounter:
         """Tokens of one message with the chat-format overhead, split by category."""
         role = message.get("role", "")
         count = self.count_text
-        name = self._count_name
+        name = self.count_text
         own = MESSAGE_OVERHEAD + name(role)
         if isinstance(message.get("name"), str):
             own += name(message["name"]) + 1
@@ -243,7 +248,7 @@ class TokenCounter:
     def _call_cost(self, name: Any, arguments: Any) -> int:
         if not isinstance(arguments, str):
             arguments = _json(arguments if arguments is not None else {})
-        return CALL_OVERHEAD + self._count_name(str(name or "")) + self.count_text(arguments)
+        return CALL_OVERHEAD + self.count_text(str(name or "")) + self.count_text(arguments)
 
     def _value_tokens(self, value: Any) -> int:
         """A tool output: its text, its parts' texts, or its JSON."""
@@ -258,7 +263,7 @@ class TokenCounter:
     def _item_cost(self, item: Mapping[str, Any], kind: str, own: int) -> MessageCost:
         """A Responses item that is not a message: a call, an output, reasoning, a server
         tool's record. Counted as the provider reads it, with no role."""
-        own -= self._count_name(str(item.get("role", "")))
+        own -= self.count_text(str(item.get("role", "")))
         if kind.endswith("_output"):
             tokens = own + RESULT_OVERHEAD + self._value_tokens(item.get("output"))
             return MessageCost(tokens, (("tool_results", tokens),))
@@ -354,7 +359,7 @@ class Chars4Estimator(TokenCounter):
 
     def __init__(self) -> None:
         self.encoding = "chars/4 estimate"
-        self._names = {}
+        self._known = {}
 
     def count_text(self, text: str) -> int:
         return (len(text) + 3) // 4

@@ -1,16 +1,18 @@
-"""How long a default `ctxkit conformance` run takes to its verdict, under both schedules.
+"""How long a default `ctxkit conformance` run takes to its verdict, before and after.
 
 Every target is run as a user runs it (default options; each zoo member with its config and
-format), one at a time, first with the ``serial`` schedule (everything one after another on
-one worker: the schedule before), then with ``overlap`` (the default: the same searches, the
-cache loop and the verifications beside them on the second core). Per target: both wall times
-and their ratio, both verdicts and the required properties each failed, which must be equal.
-Then the median and the slowest of each schedule (goal: median <= 30 s, none over 60 s on this
-project's 2-core machine).
+format), one at a time, first with the ``serial`` schedule (the schedule before: each failure
+ends a search, Hypothesis shrinks it and a new search looks for the rest, everything on one
+worker), then with the default, ``single`` (one search that notes every failure and goes on;
+ctxkit's minimizer makes each small; the cache loop and the verifications beside). Per target:
+both wall times and their ratio, both verdicts and the required properties each failed, which
+must be equal. Then the median and the slowest of each (goal: median <= 30 s, none over 60 s
+on this project's 2-core machine). ``--before``/``--after`` compare other schedules.
 
-With ``--seeds N``, the fault-finding rate: every failing member of the zoo under the overlap
-schedule with N seeds, each of its expected properties found in each (goal: all), with the
-counterexamples' median size and the share of reproducers verified in a fresh process.
+With ``--seeds N``, the fault-finding rate: every failing member of the zoo under the
+``--after`` schedule with N seeds, each of its expected properties found in each (goal: all),
+with the counterexamples' median size, the share of reproducers verified in a fresh process
+and the runs' median and slowest wall time.
 
     python benchmarks/conformance_suite.py                  # zoo + installed adapters, seed 1
     python benchmarks/conformance_suite.py --seeds 5 --skip-schedules   # fault finding only
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from ctxkit.adapters import ADAPTERS, installed_version  # noqa: E402
 from ctxkit.conformance.runner import RunOptions, SetupError, run  # noqa: E402
+from ctxkit.conformance.schedule import DEFAULT, SCHEDULES  # noqa: E402
 from tests.zoo import ZOO, Member  # noqa: E402
 
 REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
@@ -96,41 +99,42 @@ def one_run(options: dict[str, Any], schedule: str, seed: int, profile: str) -> 
 
 
 def compare_schedules(
-    chosen: list[tuple[str, dict[str, Any]]], seed: int, profile: str
+    chosen: list[tuple[str, dict[str, Any]]], seed: int, profile: str, pair: tuple[str, str]
 ) -> list[dict]:
-    print(f"both schedules, seed {seed}, profile {profile}\n")
+    before, after = pair
+    print(f"{before} (before) and {after} (after), seed {seed}, profile {profile}\n")
     print(
-        f"{'target':<46} {'serial s':>8} {'overlap s':>9} {'ratio':>6}  "
+        f"{'target':<46} {before + ' s':>9} {after + ' s':>9} {'ratio':>6}  "
         f"{'verdicts':<11} {'same':>4}  failed (required)"
     )
     rows = []
     for name, options in chosen:
-        serial = one_run(options, "serial", seed, profile)
-        overlap = one_run(options, "overlap", seed, profile)
-        same = serial["verdict"] == overlap["verdict"] and _required(serial) == _required(overlap)
-        rows.append({"target": name, "serial": serial, "overlap": overlap, "same": same})
-        verdicts = f"{serial['verdict']}/{overlap['verdict']}"
-        failed = ",".join(_required(overlap)) or "-"
-        if _required(serial) != _required(overlap):
-            failed = f"serial {','.join(_required(serial)) or '-'}; overlap {failed}"
+        old = one_run(options, before, seed, profile)
+        new = one_run(options, after, seed, profile)
+        same = old["verdict"] == new["verdict"] and _required(old) == _required(new)
+        rows.append({"target": name, "before": old, "after": new, "same": same})
+        verdicts = f"{old['verdict']}/{new['verdict']}"
+        failed = ",".join(_required(new)) or "-"
+        if _required(old) != _required(new):
+            failed = f"{before} {','.join(_required(old)) or '-'}; {after} {failed}"
         print(
-            f"{name[:46]:<46} {serial['wall_s']:>8.1f} {overlap['wall_s']:>9.1f} "
-            f"{overlap['wall_s'] / serial['wall_s']:>6.2f}  {verdicts:<11} "
+            f"{name[:46]:<46} {old['wall_s']:>9.1f} {new['wall_s']:>9.1f} "
+            f"{new['wall_s'] / old['wall_s']:>6.2f}  {verdicts:<11} "
             f"{'yes' if same else 'NO':>4}  {failed}",
             flush=True,
         )
-    for schedule in ("serial", "overlap"):
-        walls = [row[schedule]["wall_s"] for row in rows]
-        slowest = max(rows, key=lambda row: row[schedule]["wall_s"])
+    for key, schedule in (("before", before), ("after", after)):
+        walls = [row[key]["wall_s"] for row in rows]
+        slowest = max(rows, key=lambda row: row[key]["wall_s"])
         print(
             f"\n{schedule}: median {statistics.median(walls):.1f} s, slowest "
-            f"{slowest[schedule]['wall_s']:.1f} s ({slowest['target']}), over 60 s: "
+            f"{slowest[key]['wall_s']:.1f} s ({slowest['target']}), over 60 s: "
             f"{sum(w > 60 for w in walls)}, total {sum(walls) / 60:.1f} min",
             end="",
         )
-    ratios = [row["overlap"]["wall_s"] / row["serial"]["wall_s"] for row in rows]
+    ratios = [row["after"]["wall_s"] / row["before"]["wall_s"] for row in rows]
     print(
-        f"\noverlap/serial wall time: median {statistics.median(ratios):.2f}; "
+        f"\n{after}/{before} wall time: median {statistics.median(ratios):.2f}; "
         f"verdicts and required failures equal for {sum(r['same'] for r in rows)} of "
         f"{len(rows)}"
     )
@@ -141,15 +145,16 @@ def _required(result: dict[str, Any]) -> list[str]:
     return [p for p in result.get("failed", []) if p in REQUIRED]
 
 
-def fault_finding(only: str | None, seeds: list[int], profile: str) -> list[dict]:
+def fault_finding(only: str | None, seeds: list[int], profile: str, schedule: str) -> list[dict]:
     members = [m for m in ZOO if m.outcome == "fail" and _chosen(_name(m), only)]
-    print(f"\nfault finding, overlap schedule, seeds {', '.join(map(str, seeds))}\n")
+    print(f"\nfault finding, {schedule} schedule, seeds {', '.join(map(str, seeds))}\n")
     print(f"{'zoo member':<46} {'found':>7}  missed")
-    rows, sizes, verified, faults = [], [], 0, 0
+    rows, sizes, verified, faults, walls = [], [], 0, 0, []
     for member in members:
         found, missed = 0, []
         for seed in seeds:
-            result = one_run(_options(member), "overlap", seed, profile)
+            result = one_run(_options(member), schedule, seed, profile)
+            walls.append(result["wall_s"])
             for property_id in sorted(member.expect):
                 entry = result.get("properties", {}).get(property_id, {})
                 faults += 1
@@ -168,7 +173,8 @@ def fault_finding(only: str | None, seeds: list[int], profile: str) -> list[dict
         print(
             f"\nfound {hits} of {faults} (member, property, seed) faults; counterexample "
             f"messages median {statistics.median(sizes) if sizes else 0:g}; reproducers "
-            f"verified {verified} of {hits}"
+            f"verified {verified} of {hits}; run median {statistics.median(walls):.1f} s, "
+            f"slowest {max(walls):.1f} s"
         )
     return rows
 
@@ -186,14 +192,20 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-schedules", action="store_true", help="leave out the side-by-side comparison"
     )
     parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"])
+    for option, default in (("--before", "serial"), ("--after", DEFAULT)):
+        parser.add_argument(
+            option, default=default, choices=sorted(SCHEDULES), help=f"a schedule ({default})"
+        )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     if not args.skip_schedules:
-        results["schedules"] = compare_schedules(targets(args.only), args.seed, args.profile)
+        results["schedules"] = compare_schedules(
+            targets(args.only), args.seed, args.profile, (args.before, args.after)
+        )
     if args.seeds:
         seeds = list(range(1, args.seeds + 1))
-        results["fault_finding"] = fault_finding(args.only, seeds, args.profile)
+        results["fault_finding"] = fault_finding(args.only, seeds, args.profile, args.after)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

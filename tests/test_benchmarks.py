@@ -83,8 +83,8 @@ def test_conformance_benchmark_compares_the_schedules_and_finds_the_fault(tmp_pa
     done, results = run_benchmark("conformance_suite.py", *only, out=tmp_path / "suite.json")
     (row,) = results["schedules"]
     assert row["same"] is True
-    assert row["serial"]["verdict"] == row["overlap"]["verdict"] == "fail"
-    assert "overlap/serial wall time: median" in done.stdout
+    assert row["before"]["verdict"] == row["after"]["verdict"] == "fail"
+    assert "single/serial wall time: median" in done.stdout
     assert "equal for 1 of 1" in done.stdout
     (found,) = results["fault_finding"]
     assert found == {"target": "pairs:SplitsPairsOpenAI", "found": 1, "missed": []}

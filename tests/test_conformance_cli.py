@@ -231,7 +231,7 @@ def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):
     assert "  time: starting the target " in done.stdout
     assert "searching " in done.stdout
     assert re.search(r"cache loop \d+\.\d s beside", done.stdout)
-    assert data["depth"]["schedule"] == "overlap"
+    assert data["depth"]["schedule"] == "single"
     assert data["depth"]["examples_per_search"] == [8]  # FAST: --max-examples 8
     suite = ElementTree.parse(junit).getroot()
     assert suite.get("tests") == "12"

@@ -1,5 +1,6 @@
 """The schedules (ctxkit.conformance.schedule): the same answer for the same seed with work
-beside the searches, the same verdicts as the serial schedule, and split searches (--jobs)."""
+beside the search, the same verdicts in every schedule, one search where the others search
+again, and split searches (--jobs)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("schedule")
 
 
 def test_an_unknown_schedule_is_a_setup_error():
-    with pytest.raises(SetupError, match="unknown schedule 'fast'; choose overlap, serial"):
+    with pytest.raises(SetupError, match="unknown schedule 'fast'; choose single, overlap, serial"):
         run(RunOptions(target="tests.zoo.base:GoodManager", schedule="fast"))
 
 
@@ -40,6 +41,8 @@ def _report(target: str, schedule: str, attempt: int) -> dict[str, Any]:
     return {
         "verdict": report.verdict,
         "failed": sorted(failed),
+        "required": sorted(k for k, p in failed.items() if p.level == "required"),
+        "counterexamples": {k: p.counterexample for k, p in failed.items()},
         "verified": {k: p.verified for k, p in failed.items()},
         "per_search": report.depth["examples_per_search"],
         "cache": next(p.figure for p in report.properties if p.id == "cache_stability"),
@@ -49,12 +52,13 @@ def _report(target: str, schedule: str, attempt: int) -> dict[str, Any]:
 
 def test_the_same_seed_gives_the_same_answer_with_work_beside_the_search():
     """The cache loop and the verifications run in threads of their own beside the search:
-    what the searches find must not depend on them."""
-    first = _report("tests.zoo.forms:keep_last_messages", "overlap", 1)
-    again = _report("tests.zoo.forms:keep_last_messages", "overlap", 2)
+    what the search finds must not depend on them. In the default schedule nothing depends on
+    the clock, so the counterexamples are the same too."""
+    first = _report("tests.zoo.forms:keep_last_messages", "single", 1)
+    again = _report("tests.zoo.forms:keep_last_messages", "single", 2)
     assert first["verdict"] == "fail"
     assert set(first["phases"]["beside"]) == {"cache_loop", "verify"}
-    for key in ("verdict", "failed", "cache"):
+    for key in ("verdict", "failed", "cache", "counterexamples"):
         assert first[key] == again[key], key
     assert all(first["verified"].values())
 
@@ -67,13 +71,17 @@ def test_the_same_seed_gives_the_same_answer_with_work_beside_the_search():
         "tests.zoo.unusual:InsertsSummary",  # correct but unusual: passes
     ],
 )
-def test_overlap_and_serial_give_the_same_verdicts(target: str):
-    overlap = _report(target, "overlap", 1)
-    serial = _report(target, "serial", 1)
-    assert overlap["verdict"] == serial["verdict"]
-    assert overlap["failed"] == serial["failed"]
-    assert overlap["cache"] == serial["cache"]  # the loop is the same wherever it runs
+def test_every_schedule_gives_the_same_verdicts(target: str):
+    single, overlap, serial = (_report(target, s, 1) for s in ("single", "overlap", "serial"))
+    assert single["verdict"] == overlap["verdict"] == serial["verdict"]
+    assert single["required"] == overlap["required"] == serial["required"]
+    assert overlap["failed"] == serial["failed"]  # the same searches
+    assert single["cache"] == overlap["cache"] == serial["cache"]  # the same loop anywhere
     assert serial["phases"]["beside"] == []
+    # single searches once, failures or not; the others search again after each failure
+    assert single["per_search"] == [12]
+    if serial["failed"]:
+        assert len(serial["per_search"]) > 1
 
 
 @given(examples=st.integers(0, 2_000), seed=st.integers(0, 2**31), jobs=st.integers(1, 4))

@@ -17,6 +17,8 @@ from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
 from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json, shape_list
+from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
+from ctxkit.conformance.schedule import SCHEDULES
 
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
@@ -145,8 +147,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=float,
         default=20.0,
         metavar="S",
-        help="seconds Hypothesis may shrink a failure per search (20); ctxkit's own minimizer "
-        "then removes every step the failure does not need",
+        help="seconds Hypothesis may shrink a failure per search, in the overlap and serial "
+        "schedules (20); ctxkit's own minimizer then removes every step the failure does "
+        "not need",
     )
     parser.add_argument(
         "--profile",
@@ -157,12 +160,15 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--schedule",
-        choices=["overlap", "serial"],
-        default="overlap",
-        help="what runs beside the searches (the searches are the same either way). overlap "
-        "(default): the cache loop and the verifications, each on a worker of its own; "
-        "serial: nothing, one worker at a time (slower; for a target whose instances share "
-        "a file or a database)",
+        choices=list(SCHEDULES),
+        default=DEFAULT_SCHEDULE,
+        help="how the run searches and what runs beside. single (default): one search that "
+        "notes every failure and goes on to its last example, then ctxkit's minimizer makes "
+        "each small; the cache loop and the verifications run beside it. overlap: the "
+        "schedule before single, each failure ends a search, Hypothesis shrinks it "
+        "(--shrink-seconds) and a new search looks for the rest; the same work beside. "
+        "serial: overlap's searches with nothing beside, one worker at a time (slowest; for "
+        "a target whose instances share a file or a database)",
     )
     parser.add_argument(
         "--jobs",

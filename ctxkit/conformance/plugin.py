@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ctxkit.conformance.judge.catalogue import PROPERTIES, by_id
+from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 
 __all__ = ["ConformanceSuite"]
 
@@ -50,9 +51,10 @@ OPTIONS = {
     "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
     "timeout": "seconds each operation on the target may take (10)",
     "deadline": "seconds the whole check may take (300)",
-    "schedule": "how the run spends its time: overlap (default) or serial (see `ctxkit "
+    "schedule": "how the run searches: single (default), overlap or serial (see `ctxkit "
     "conformance --help`)",
-    "shrink_seconds": "seconds Hypothesis may shrink a failure per search (20)",
+    "shrink_seconds": "seconds Hypothesis may shrink a failure per search, in the overlap and "
+    "serial schedules (20)",
     "max_examples": "runs per search (default: the profile's)",
 }
 STRICT_HELP = "fail on recommended properties too"
@@ -169,7 +171,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"ctxkit conformance: bad option: {exc}") from None
     profile = getattr(suite, "profile", None) or option(config, "profile") or "default"
-    schedule = getattr(suite, "schedule", None) or option(config, "schedule") or "overlap"
+    schedule = getattr(suite, "schedule", None) or option(config, "schedule") or DEFAULT_SCHEDULE
     form = getattr(suite, "form", None) or option(config, "form")
     if form is not None and form not in ("contract", "function", "session", "compacting"):
         raise pytest.UsageError(

@@ -73,7 +73,7 @@ from ctxkit.conformance.search.machine import (
     Session,
     TargetStopped,
 )
-from ctxkit.conformance.search.minimize import CallShrinker, minimize
+from ctxkit.conformance.search.minimize import NOT_REPEATED, CallShrinker, minimize
 from ctxkit.conformance.shards import Shards, Share, search_elsewhere, split
 from ctxkit.conformance.targets.load import DEFAULT_TARGET
 from ctxkit.conformance.targets.routes import RouteError, route_for
@@ -304,6 +304,9 @@ def _run(
         )
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
+        session.on_failure = lambda property_id: say(
+            f"{property_id} failed, {session.first_failure[property_id]:.1f} s in"
+        )
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
         for property_id, why in NOT_APPLICABLE.get(worker.form, {}).items():
             checking.discard(property_id)
@@ -732,6 +735,7 @@ class _Search:
         stopped, deadline or unreliable."""
         session = self.session
         factory = hypothesis_seed(share.seed)(lambda: ConformanceMachine(session))
+        session.goes_on = self.schedule.goes_on
         try:
             with _shrinking_limit(self.options.shrink_seconds, self.say):
                 run_state_machine_as_test(
@@ -750,10 +754,7 @@ class _Search:
             flaky = isinstance(group, FlakyFailure)
             for failure in _leaves(failures):
                 if flaky:
-                    failure.note = (
-                        "seen once; it did not repeat when the same calls were replayed: the "
-                        "target answers the same calls differently"
-                    )
+                    failure.note = NOT_REPEATED
                 self.failures.setdefault(failure.property_id, failure)
             stops = [e for e in _leaves(others) if isinstance(e, TargetStopped)]
             if stops:
@@ -765,6 +766,8 @@ class _Search:
         except HypothesisException as exc:
             self.say(f"the target answered the same calls differently ({type(exc).__name__})")
             return "unreliable"
+        finally:
+            session.goes_on = False  # minimizing and verifying replay until a failure
         return "complete"
 
     def _elsewhere(self, share: Share, remaining: set[str]) -> Callable[[], Report]:
@@ -829,9 +832,10 @@ class _Search:
         """Failures of this search (reported, or seen before it stopped) as results."""
         for property_id, failure in self.session.smallest.items():
             if property_id in remaining and property_id not in self.failures:
-                failure.note = failure.note or (
-                    "the search stopped before shrinking finished: the smallest failure seen"
-                )
+                if not self.schedule.goes_on:
+                    failure.note = failure.note or (
+                        "the search stopped before shrinking finished: the smallest failure seen"
+                    )
                 self.failures[property_id] = failure
         found = {p for p in self.failures if p in remaining}
         for property_id in found:

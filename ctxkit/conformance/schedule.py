@@ -1,25 +1,36 @@
-"""How a run spends its time: what runs beside the searches.
+"""How a run spends its time: how it searches, and what runs beside the search.
 
-The profile (``quick``, ``default``, ``thorough``) says how many examples each search runs;
-the searches themselves are the same in every schedule, so the schedule never changes what a
-run finds.
+The profile (``quick``, ``default``, ``thorough``) says how many examples a search runs.
 
-``overlap`` (the default): the second core works while the first searches. The prompt-cache
-loop runs on a worker of its own beside the searches, and each reproducer is verified while
-the next failure is minimized. Those are other instances of the target running at the same
-time: a target that is one server for every worker, or a ``--command`` program, runs one
-worker at a time (:attr:`ctxkit.conformance.targets.routes.Route.shared`), and a target whose
-instances share a file or a database should be run with ``serial``.
+``single`` (the default): one search. A failure is noted (the smallest of each property
+kept) and the search goes on: the step's other checks still run, the example goes on where
+the history still follows the model, and every example of the profile is run with every
+property checked. Then ctxkit's minimizer makes each failure small (its steps, the lists
+inside them, its calls, its budgets) and its reproducer is checked in a fresh process. Nothing
+depends on the clock but the deadline: the same seed gives the same answer. The cache loop
+and the verifications run beside, as in ``overlap``.
 
-``serial``: everything one after another on one worker, as before ``overlap``; kept for such
-targets and to compare against (``benchmarks/conformance_suite.py`` runs both).
+``overlap``: the schedule before ``single``. The first failure ends Hypothesis's search;
+Hypothesis explores a little further and shrinks what it found (``--shrink-seconds``), and a
+new search of the profile's examples looks for the properties still open, until one finds
+nothing. A failing target costs two or three searches and the shrinking; a property found only
+while Hypothesis shrinks depends on how far it got in its time. The prompt-cache loop runs on
+a worker of its own beside the searches, and each reproducer is verified while the next
+failure is minimized. Those are other instances of the target running at the same time: a
+target that is one server for every worker, or a ``--command`` program, runs one worker at a
+time (:attr:`ctxkit.conformance.targets.routes.Route.shared`), and a target whose instances
+share a file or a database should be run with ``serial``.
 
-Two ways to search less were measured and left out of the default, because each missed a
-fault the default finds (a manager that splits a pair only past 40 messages): sharing one
-budget of examples between the searches (later searches shorter), and taking only a search's
-first failure (Hypothesis's exploration after a failure, and its shrinking of long examples,
-is what reaches that fault). Hypothesis grows its examples from the ones before, so shorter
-searches reach shorter histories; that is also why ``--jobs`` (:mod:`.shards`) is opt-in.
+``serial``: ``overlap``'s searches with everything one after another on one worker; kept for
+such targets and to compare against (``benchmarks/conformance_suite.py`` runs it beside the
+default).
+
+Measured and left out: sharing one budget of examples between ``overlap``'s searches (later
+searches shorter), and ``overlap`` taking only a search's first failure; each missed a fault
+the others find (a manager that splits a pair only past 40 messages), because its property
+was not checked long enough. ``single`` checks every property through every example instead.
+Hypothesis grows its examples from the ones before, so shorter searches reach shorter
+histories; that is also why ``--jobs`` (:mod:`.shards`) is opt-in.
 """
 
 from __future__ import annotations
@@ -34,10 +45,14 @@ class Schedule:
     name: str
     beside: bool
     """The cache loop and the verifications run beside the searches and minimizing."""
+    goes_on: bool
+    """One search notes each failure and goes on to its last example; ctxkit's minimizer
+    makes each small (:attr:`ctxkit.conformance.search.machine.Session.goes_on`)."""
 
 
 SCHEDULES = {
-    "overlap": Schedule("overlap", beside=True),
-    "serial": Schedule("serial", beside=False),
+    "single": Schedule("single", beside=True, goes_on=True),
+    "overlap": Schedule("overlap", beside=True, goes_on=False),
+    "serial": Schedule("serial", beside=False, goes_on=False),
 }
-DEFAULT = "overlap"
+DEFAULT = "single"

@@ -111,6 +111,11 @@ def _abandon() -> NoReturn:
     raise UnsatisfiedAssumption("the example was abandoned")
 
 
+DIVERGING = frozenset({"history", "raises", "stored_all"})
+"""Kinds of check whose failure may leave the stored history unlike the model: a history
+that differs, a call on it that raised, concurrent adds that lost or doubled a message."""
+
+
 def _failure_type(property_id: str) -> type[PropertyFailure]:
     name = "".join(part.title() for part in property_id.split("_")) + "Failure"
     return type(name, (PropertyFailure,), {"__module__": __name__})
@@ -136,6 +141,12 @@ class DeadlineReached(BaseException):
     """The run's time is up; the search ends where it is."""
 
 
+class _ExampleEnds(BaseException):
+    """A failure noted while the search goes on (:attr:`Session.goes_on`) left the stored
+    history unlike the model: the rest of the example would judge a history the manager does
+    not hold, so its remaining steps do nothing. Caught by the outermost rule."""
+
+
 @dataclass
 class Session:
     """What every example of one run shares: the worker, the counter, what is checked, the
@@ -155,6 +166,8 @@ class Session:
     deadline: float = float("inf")
     """``time.monotonic()`` by which the current phase must end."""
     on_step: Callable[[], None] = lambda: None
+    on_failure: Callable[[str], None] = lambda _property_id: None
+    """Told each property's first failure, as it is seen."""
     started: float = field(default_factory=time.monotonic)
     first_failure: dict[str, float] = field(default_factory=dict)
     smallest: dict[str, PropertyFailure] = field(default_factory=dict)
@@ -171,6 +184,11 @@ class Session:
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
+    goes_on: bool = False
+    """A failure is noted (:meth:`saw`) and the search goes on: the view's other checks
+    still run, the example ends only where the history no longer follows the model, and
+    Hypothesis never sees a failure (so never shrinks one). Off, a failure is raised: it ends
+    the example and Hypothesis's search, and Hypothesis shrinks it."""
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
         """One operation in the worker, within its timeout and the deadline."""
@@ -194,10 +212,17 @@ class Session:
 
     def saw(self, failure: PropertyFailure) -> None:
         """Keep the failure if it is the first or the smallest of its property so far."""
-        self.first_failure.setdefault(failure.property_id, time.monotonic() - self.started)
-        known = self.smallest.get(failure.property_id)
-        if known is None or failure.size < known.size:
+        if self.smaller(failure.property_id, failure.size):
             self.smallest[failure.property_id] = failure
+
+    def smaller(self, property_id: str, size: tuple[int, int]) -> bool:
+        """Whether a failure of this size would be the first or the smallest of its property
+        (the time of the first is noted here)."""
+        if property_id not in self.first_failure:
+            self.first_failure[property_id] = time.monotonic() - self.started
+            self.on_failure(property_id)
+        known = self.smallest.get(property_id)
+        return known is None or size < known.size
 
 
 def _recorded(function: Callable[..., None]) -> Callable[..., None]:
@@ -206,12 +231,18 @@ def _recorded(function: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(function)
     def rule_body(self: ConformanceMachine, **kwargs: Any) -> None:
+        if self.ended:
+            return
         outermost = not self._in_rule
         if outermost:
             self.rules.append((function.__name__, kwargs))
         self._in_rule = True
         try:
             function(self, **kwargs)
+        except _ExampleEnds:
+            if not outermost:
+                raise
+            self.ended = True
         finally:
             self._in_rule = not outermost
 
@@ -220,6 +251,25 @@ def _recorded(function: Callable[..., None]) -> Callable[..., None]:
 
 def _checking(property_id: str) -> Callable[[Any], bool]:
     return lambda machine: property_id in machine.session.checking
+
+
+def _while_open(property_id: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A rule that serves only ``property_id`` does nothing once the search has noted that
+    property's failure (:attr:`Session.goes_on`): the examples after it go on to long
+    histories instead of ending where the same failure repeats. (Its precondition cannot
+    close instead: the rules Hypothesis may draw must stay the same for the whole search.)"""
+
+    def wrap(function: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(function)
+        def rule_body(self: ConformanceMachine, **kwargs: Any) -> None:
+            session = self.session
+            if session.goes_on and property_id in session.smallest:
+                return
+            function(self, **kwargs)
+
+        return rule_body
+
+    return wrap
 
 
 class ConformanceMachine(RuleBasedStateMachine):
@@ -241,11 +291,17 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = []
         self._in_rule = False
+        self.ended = False
+        """A failure left the history unlike the model: the example's remaining steps do
+        nothing (:attr:`Session.goes_on`)."""
         self.shapes = example_shapes(session.shapes[0], session.shapes)
         """The shapes this example's history is written in (:meth:`choose_shape`)."""
         reply = self._call("reset", "lifecycle")
         if not reply.ok:
-            self._fail("lifecycle", f"building a fresh manager raised {reply.error}", "raises")
+            try:
+                self._fail("lifecycle", f"building a fresh manager raised {reply.error}", "raises")
+            except _ExampleEnds:
+                self.ended = True
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -255,24 +311,34 @@ class ConformanceMachine(RuleBasedStateMachine):
         """Raise the property's failure (if it is being checked), with the calls so far.
 
         A property already judged is not raised again; but if its failure means the stored
-        history may no longer follow the model (a history that differs, a call on it that
-        raised), the example is abandoned (rejected): what the manager does next would be
-        judged against a history it does not hold, and one bug would be reported under every
-        property. ``kept``: the failure leaves the history as it was (a view that raised)."""
-        if property_id not in self.session.checking:
-            if kind in ("history", "raises") and not kept:
+        history may no longer follow the model (:data:`DIVERGING`), the example is abandoned
+        (rejected): what the manager does next would be judged against a history it does not
+        hold, and one bug would be reported under every property. ``kept``: the failure
+        leaves the history as it was (a view that raised).
+
+        While the search goes on (:attr:`Session.goes_on`) the failure is noted instead of
+        raised, and the step goes on as it does for a property not checked: to its other
+        checks, or, where the history may differ from the model, to the end of the example."""
+        session = self.session
+        diverged = kind in DIVERGING and not kept
+        if property_id not in session.checking:
+            if diverged:
                 _abandon()
             return
-        failure = FAILURES[property_id](
-            property_id,
-            message,
-            calls=list(self.calls),
-            check=Check(kind, args),  # type: ignore[arg-type]
-            history=len(self.model),
-            rules=list(self.rules),
-        )
-        self.session.saw(failure)
-        raise failure
+        if not session.goes_on or session.smaller(property_id, (len(self.model), len(self.calls))):
+            failure = FAILURES[property_id](
+                property_id,
+                message,
+                calls=list(self.calls),
+                check=Check(kind, args),  # type: ignore[arg-type]
+                history=len(self.model),
+                rules=list(self.rules),
+            )
+            session.saw(failure)
+            if not session.goes_on:
+                raise failure
+        if diverged:
+            raise _ExampleEnds
 
     def _violated(
         self, found: list[Violation], kind: str, *, suffix: str = "", **args: Any
@@ -555,6 +621,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("determinism"))
     @rule(budget=budgets())
+    @_while_open("determinism")
     @_recorded
     def request_view_twice(self, budget: Budget) -> None:
         first = self._request(budget)
@@ -602,6 +669,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("concurrency"))
     @rule(words=st.lists(texts(6), min_size=2, max_size=8))
+    @_while_open("concurrency")
     @_recorded
     def add_messages_concurrently(self, words: list[str]) -> None:
         messages = [self._text("user", f"{w} #{k}") for k, w in enumerate(words)]
@@ -633,6 +701,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("robustness"))
     @rule(bad=bad_messages())
+    @_while_open("robustness")
     @_recorded
     def add_bad_message(self, bad: BadMessage) -> None:
         reply = self._do(Call("add_bad", bad.value, note=bad.problem), "robustness")
@@ -651,6 +720,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("isolation"))
     @rule(message=plain_messages())
+    @_while_open("isolation")
     @_recorded
     def add_message_then_edit(self, message: dict[str, Any]) -> None:
         if not self._sendable(message):
@@ -669,6 +739,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("isolation"))
     @rule(plan=conversation_plans(max_turns=2))
+    @_while_open("isolation")
     @_recorded
     def set_messages_then_edit(self, plan: Conversation) -> None:
         messages = plan.messages(self.shapes)
@@ -685,6 +756,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("isolation"))
     @rule(budget=budgets())
+    @_while_open("isolation")
     @_recorded
     def request_view_then_edit(self, budget: Budget) -> None:
         request, _tokens = self._request_of(budget)
@@ -706,6 +778,7 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     @precondition(_checking("isolation"))
     @rule()
+    @_while_open("isolation")
     @_recorded
     def get_messages_then_edit(self) -> None:
         reply = self._do(Call("get_then_edit"), "isolation")

@@ -44,6 +44,7 @@ from ctxkit.tokens import REPLY_PRIMING
 
 __all__ = [
     "LARGEST_BUDGET",
+    "NOT_REPEATED",
     "CallShrinker",
     "budget_of",
     "minimize",
@@ -51,6 +52,11 @@ __all__ = [
     "spread",
     "with_budget",
 ]
+
+NOT_REPEATED = (
+    "seen once; it did not repeat when the same calls were replayed: the target answers the "
+    "same calls differently"
+)
 
 LARGEST_BUDGET = 1_000_000
 """The largest budget a view is raised to: a million-token context window, the largest
@@ -121,8 +127,9 @@ def minimize(
 
     rules = spread(failure.rules)
     found = attempt(rules)
-    if found is None:
-        return failure  # the failure does not repeat when replayed: keep it as it was seen
+    if found is None:  # keep it as it was seen, and say so
+        failure.note = failure.note or NOT_REPEATED
+        return failure
     best = found
 
     def keeps_failing(candidate: list[RuleCall]) -> bool:

@@ -3,12 +3,12 @@
 The profile (``quick``, ``default``, ``thorough``) says how many examples a search runs.
 
 ``single`` (the default): one search. A failure is noted (the smallest of each property
-kept) and the search goes on: the step's other checks still run, the example goes on where
-the history still follows the model, and every example of the profile is run with every
-property checked. Then ctxkit's minimizer makes each failure small (its steps, the lists
-inside them, its calls, its budgets) and its reproducer is checked in a fresh process. Nothing
-depends on the clock but the deadline: the same seed gives the same answer. The cache loop
-and the verifications run beside, as in ``overlap``.
+kept) and the search goes on: the step's other checks still run, the example goes on (on a
+fresh manager where the failure left the history unlike the model), and every example of the
+profile is run with every property checked. Then ctxkit's minimizer makes each failure small
+(its steps, the lists inside them, its calls, its budgets) and its reproducer is checked in a
+fresh process. Nothing depends on the clock but the deadline: the same seed gives the same
+answer. The cache loop and the verifications run beside, as in ``overlap``.
 
 ``overlap``: the schedule before ``single``. The first failure ends Hypothesis's search;
 Hypothesis explores a little further and shrinks what it found (``--shrink-seconds``), and a

@@ -83,6 +83,8 @@ ZOO: list[Member] = [
        "a dropping view drops every tool result but keeps the calls"),
     _m("pairs:LateSplitter", PAIRS, "fail", "both",
        "needs 40+ messages: then keeps the last 30 messages by count, splitting a pair"),
+    _m("pairs:LateSplitterAcceptsGarbage", {*PAIRS, "robustness"}, "fail", "both",
+       "needs 40+ messages, as LateSplitter; also stores bad messages, a failure met early"),
     _m("pairs:ResultBeforeCall", {*PAIRS, "ordering"}, "fail", "both",
        "each call comes after its results in the view"),
     _m("pairs:SyntheticWithToolIds", {*PAIRS, "ordering"}, "fail", "both",

@@ -5,6 +5,7 @@
 - SplitsParallelCalls: when compacting, keeps only the first result of parallel calls.
 - DropsCallKeepsNothing: when compacting, drops every result but keeps the calls.
 - LateSplitter: correct up to 40 messages, then keeps the last 30 messages by count.
+- LateSplitterAcceptsGarbage: the same, and stores bad messages without an error.
 - ResultBeforeCall: puts each call's results before the call in the view.
 - SyntheticWithToolIds: when compacting, adds a notice as a tool message answering nothing.
 """
@@ -83,6 +84,16 @@ class LateSplitter(GoodManager):
             return super()._plan(history, limit)
         start = len(history) - 30
         return [i for i, m in enumerate(history) if i >= start or role_of(m) == "system"]
+
+
+class LateSplitterAcceptsGarbage(LateSplitter):
+    """Faults (tool_pair_integrity, needs 40+ messages; robustness): LateSplitter that also
+    stores bad messages without an error, so most examples meet the robustness failure early.
+    The pair fault must still be found: once robustness has failed, the search must go on to
+    long histories instead of ending each example where the same failure repeats."""
+
+    def _validate(self, message: Any) -> None:
+        pass
 
 
 class ResultBeforeCall(GoodManager):

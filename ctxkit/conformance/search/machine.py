@@ -144,7 +144,8 @@ class DeadlineReached(BaseException):
 class _ExampleEnds(BaseException):
     """A failure noted while the search goes on (:attr:`Session.goes_on`) left the stored
     history unlike the model: the rest of the example would judge a history the manager does
-    not hold, so its remaining steps do nothing. Caught by the outermost rule."""
+    not hold, so its remaining steps start again on a fresh manager. Caught by the outermost
+    rule."""
 
 
 @dataclass
@@ -242,7 +243,7 @@ def _recorded(function: Callable[..., None]) -> Callable[..., None]:
         except _ExampleEnds:
             if not outermost:
                 raise
-            self.ended = True
+            self._begin([rule for rule in self.rules[:1] if rule[0] == "choose_shape"])
         finally:
             self._in_rule = not outermost
 
@@ -282,20 +283,27 @@ class ConformanceMachine(RuleBasedStateMachine):
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
-        session.examples += 1
+        self._in_rule = False
+        self.ended = False
+        """Even a fresh manager failed (:attr:`Session.goes_on`): the example's remaining
+        steps do nothing."""
+        self.shapes = example_shapes(session.shapes[0], session.shapes)
+        """The shapes this example's history is written in (:meth:`choose_shape`)."""
+        self._begin([])
+
+    def _begin(self, rules: list[RuleCall]) -> None:
+        """Start a history on a fresh manager, ``rules`` (the shape chosen) behind it: at the
+        start of an example, and where a failure noted while the search goes on left the
+        history unlike the model, so the example's remaining steps judge a history the
+        manager holds (counted as an example of their own)."""
+        self.session.examples += 1
         self.ids = itertools.count(1)
         self.model: list[dict[str, Any]] = []
         self.costs: list[int] = []
         self._digest: str | None = None
         self.events: list[Any] = []
         self.calls: list[Call] = []
-        self.rules: list[RuleCall] = []
-        self._in_rule = False
-        self.ended = False
-        """A failure left the history unlike the model: the example's remaining steps do
-        nothing (:attr:`Session.goes_on`)."""
-        self.shapes = example_shapes(session.shapes[0], session.shapes)
-        """The shapes this example's history is written in (:meth:`choose_shape`)."""
+        self.rules: list[RuleCall] = rules
         reply = self._call("reset", "lifecycle")
         if not reply.ok:
             try:
@@ -318,7 +326,8 @@ class ConformanceMachine(RuleBasedStateMachine):
 
         While the search goes on (:attr:`Session.goes_on`) the failure is noted instead of
         raised, and the step goes on as it does for a property not checked: to its other
-        checks, or, where the history may differ from the model, to the end of the example."""
+        checks, or, where the history may differ from the model, the example's remaining steps
+        start again on a fresh manager."""
         session = self.session
         diverged = kind in DIVERGING and not kept
         if property_id not in session.checking:

@@ -87,23 +87,29 @@ def spread(rules: list[RuleCall]) -> list[RuleCall]:
 
 
 def replay(session: Session, rules: list[RuleCall], property_id: str) -> PropertyFailure | None:
-    """Run ``rules`` on a fresh manager, checking only ``property_id``; its failure, if any.
+    """Run ``rules`` on a fresh manager, checking only ``property_id``, the way the search ran
+    them: each failure noted and the run going on (:attr:`Session.goes_on`), so a failure
+    seen late in an example repeats though an earlier, larger one comes first. The smallest
+    failure, if any.
 
     A hang or crash on the way is no evidence: None, and the caller restarts the worker.
     """
-    saved = session.checking
+    saved = (session.checking, session.goes_on, session.smallest, session.on_failure)
+    first_failure = dict(session.first_failure)
     session.checking = frozenset({property_id})
+    session.goes_on, session.smallest = True, {}
+    session.on_failure = lambda _property_id: None
     try:
         machine = ConformanceMachine(session)
         for name, args in rules:
             getattr(machine, name)(**args)
-    except PropertyFailure as failure:
-        return failure if failure.property_id == property_id else None
     except UnsatisfiedAssumption:
-        return None  # another failure changed the history first: no evidence either way
+        pass  # another failure changed the history: what was seen before it stands
     finally:
-        session.checking = saved
-    return None
+        found = session.smallest.get(property_id)
+        session.checking, session.goes_on, session.smallest, session.on_failure = saved
+        session.first_failure = first_failure
+    return found
 
 
 def minimize(

@@ -65,9 +65,10 @@ def report() -> Report:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(FIXTURES)
         patch.setenv("PYTHONPATH", str(ROOT))  # reproducers import this ctxkit
-        # quick's own 25 examples: the budget fault (tool calls counted below their text)
-        # needs a tool round over a tight budget, which 8 examples do not always reach
-        return run(RunOptions(target=TARGET, **{**SHORT, "max_examples": 25}))
+        # the default profile's 80 examples (about 15 s): the budget fault (tool calls counted
+        # below their text) and the preservation fault need a tool round over a tight budget,
+        # which a short search does not always reach
+        return run(RunOptions(target=TARGET, **{**SHORT, "profile": "default", "max_examples": 80}))
 
 
 def view_of(history: list[dict], budget: int, config: dict | None = None) -> list[dict]:

@@ -187,9 +187,9 @@ class Session:
     (a text block kept as a string, say): no failure, but the report says so."""
     goes_on: bool = False
     """A failure is noted (:meth:`saw`) and the search goes on: the view's other checks
-    still run, the example ends only where the history no longer follows the model, and
-    Hypothesis never sees a failure (so never shrinks one). Off, a failure is raised: it ends
-    the example and Hypothesis's search, and Hypothesis shrinks it."""
+    still run, the example goes on (on a fresh manager where the history no longer follows
+    the model), and Hypothesis never sees a failure (so never shrinks one). Off, a failure is
+    raised: it ends the example and Hypothesis's search, and Hypothesis shrinks it."""
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
         """One operation in the worker, within its timeout and the deadline."""

@@ -209,10 +209,9 @@ class TokenCounter:
         """Tokens of one message with the chat-format overhead, split by category."""
         role = message.get("role", "")
         count = self.count_text
-        name = self.count_text
-        own = MESSAGE_OVERHEAD + name(role)
+        own = MESSAGE_OVERHEAD + count(role)
         if isinstance(message.get("name"), str):
-            own += name(message["name"]) + 1
+            own += count(message["name"]) + 1
         text = calls = results = 0
         content = message.get("content")
         if isinstance(content, str):
@@ -359,7 +358,6 @@ class Chars4Estimator(TokenCounter):
 
     def __init__(self) -> None:
         self.encoding = "chars/4 estimate"
-        self._known = {}
 
     def count_text(self, text: str) -> int:
         return (len(text) + 3) // 4

@@ -369,12 +369,7 @@ def _run(
     report.shapes = shapes
     report.phases = phases.as_dict()
     report.checks = {
-        property_id: {
-            "kind": failure.check.kind,
-            "status": failure.check.args.get("status"),
-            "calls": len(failure.calls),
-        }
-        for property_id, failure in search.failures.items()
+        property_id: _check_of(failure) for property_id, failure in search.failures.items()
     }
     return report
 
@@ -1013,15 +1008,7 @@ class _Search:
             return
         self.say(f"verifying the {result.id} reproducer in a fresh process")
         failure = self.failures.get(result.id)
-        check = (
-            {
-                "kind": failure.check.kind,
-                "status": failure.check.args.get("status"),
-                "calls": len(failure.calls),
-            }
-            if failure is not None
-            else self.taken[result.id]
-        )
+        check = _check_of(failure) if failure is not None else self.taken[result.id]
         build = Build.from_data(self.worker.build)
         with self.phases.timing("verify", beside=beside):
             result.verified, result.verification = verify(
@@ -1034,6 +1021,16 @@ class _Search:
                 pythonpath=build.pythonpath if build is not None else None,
                 status=check["status"],
             )
+
+
+def _check_of(failure: PropertyFailure) -> dict[str, Any]:
+    """How a failure's reproducer is judged: the check's kind, the status a crash ends with,
+    and how many calls it makes (its timeout)."""
+    return {
+        "kind": failure.check.kind,
+        "status": failure.check.args.get("status"),
+        "calls": len(failure.calls),
+    }
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """Searching on both cores: a long search split between this process and a second one.
 
 A search of many examples is most of a run's time, and one Hypothesis search is one thread:
-the runner and its worker take turns on one core. With ``--jobs 2`` (``overlap`` schedule), a
+the runner and its worker take turns on one core. With ``--jobs 2`` (not ``serial``), a
 search of at least :data:`MIN_EXAMPLES` examples is split: this process searches its share
 with the run's seed, and a second process (``python -m ctxkit.conformance.elsewhere``, started
 as the worker is: this interpreter, environment and directory) searches the other share with a

@@ -94,11 +94,10 @@ def replay(session: Session, rules: list[RuleCall], property_id: str) -> Propert
 
     A hang or crash on the way is no evidence: None, and the caller restarts the worker.
     """
-    saved = (session.checking, session.goes_on, session.smallest, session.on_failure)
-    first_failure = dict(session.first_failure)
+    saved = (session.checking, session.goes_on, session.smallest, session.first_failure)
     session.checking = frozenset({property_id})
-    session.goes_on, session.smallest = True, {}
-    session.on_failure = lambda _property_id: None
+    session.goes_on, session.smallest, session.first_failure = True, {}, {}
+    on_failure, session.on_failure = session.on_failure, lambda _property_id: None
     try:
         machine = ConformanceMachine(session)
         for name, args in rules:
@@ -107,8 +106,8 @@ def replay(session: Session, rules: list[RuleCall], property_id: str) -> Propert
         pass  # another failure changed the history: what was seen before it stands
     finally:
         found = session.smallest.get(property_id)
-        session.checking, session.goes_on, session.smallest, session.on_failure = saved
-        session.first_failure = first_failure
+        session.checking, session.goes_on, session.smallest, session.first_failure = saved
+        session.on_failure = on_failure
     return found
 
 

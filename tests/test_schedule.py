@@ -84,6 +84,15 @@ def test_every_schedule_gives_the_same_verdicts(target: str):
         assert len(serial["per_search"]) > 1
 
 
+def test_the_command_a_reproducer_cites_repeats_the_split():
+    """The answer for a seed depends on --jobs wherever it splits a search (not serial)."""
+    assert RunOptions(seed=1, jobs=2).command == "ctxkit conformance --seed 1 --jobs 2"
+    overlap = RunOptions(seed=1, schedule="overlap", jobs=2).command
+    assert overlap == "ctxkit conformance --seed 1 --schedule overlap --jobs 2"
+    serial = RunOptions(seed=1, schedule="serial", jobs=2).command
+    assert serial == "ctxkit conformance --seed 1 --schedule serial"
+
+
 @given(examples=st.integers(0, 2_000), seed=st.integers(0, 2**31), jobs=st.integers(1, 4))
 def test_a_long_search_is_split_into_shares_with_seeds_of_their_own(
     examples: int, seed: int, jobs: int

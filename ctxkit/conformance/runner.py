@@ -195,9 +195,10 @@ class RunOptions:
         parts += ["--seed", str(self.seed)]
         if self.profile != "default":
             parts += ["--profile", self.profile]
+        schedule = SCHEDULES.get(self.schedule)
         if self.schedule != DEFAULT_SCHEDULE:
             parts += ["--schedule", self.schedule]
-        elif self.jobs != 1:
+        if self.jobs != 1 and schedule is not None and schedule.beside:
             parts += ["--jobs", str(self.jobs)]
         if self.shapes is not None:
             parts += ["--format", format_name(self.shapes)]

@@ -5,6 +5,7 @@ however ctxkit ends."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -82,9 +83,12 @@ def test_output_without_end_is_a_timeout_that_says_how_much_was_printed(marker):
     done = check("PrintsForever", "--timeout", "2", marker=marker)
     assert done.returncode == 1
     reason = lifecycle_reason(done)
-    assert "timed out: get_messages_for_request did not return within 2 s (it printed " in reason
-    assert "meanwhile)" in reason
-    assert time.monotonic() - started < 30  # 2 s, repeated with 6 s, then 2 s twice
+    assert re.search(
+        r"timed out: get_messages_for_request did not return within 2 s"
+        r"(, nor within 6 s when given longer)? \(it printed .+ meanwhile\)",
+        reason,
+    ), reason
+    assert time.monotonic() - started < 30  # 6 s (a grace after the first 2 s), then 2 s twice
 
 
 # -- hostile ----------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ from ctxkit.conformance.targets.worker_client import (
     DEFAULT_MEMORY_LIMIT,
     Child,
     TargetUnusable,
+    during,
 )
 from ctxkit.prefix import AGENT_LOOP_STEPS
 from ctxkit.shapes.spoken import ShapeError, Spoken, decide, format_name, parse_shapes, split_config
@@ -308,6 +309,10 @@ def _run(
         session.on_failure = lambda property_id: say(
             f"{property_id} failed, {session.first_failure[property_id]:.1f} s in"
         )
+        session.on_slow = lambda op, took: say(
+            f"{during(op)} took {took:.1f} s, past the {options.timeout:g} s timeout: the "
+            f"machine is busy, not the target hung; each call now gets {session.timeout:g} s"
+        )
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
         for property_id, why in NOT_APPLICABLE.get(worker.form, {}).items():
             checking.discard(property_id)
@@ -342,7 +347,7 @@ def _run(
                 "no events observed: the target emitted no context:pre_compact or "
                 "context:post_compact in the whole run"
             )
-        search.finish(spec)
+        search.finish()
         if search.overlap:
             cache_loop.join(worker.child)
         else:
@@ -624,7 +629,6 @@ class _Search:
         self.taken: dict[str, dict[str, Any]] = {}
         """Results taken from shares searched elsewhere: how each is verified here."""
         self.stops: list[TargetStopped] = []
-        self.confirmed_once = False
         self.rounds = 0
         self.examples: list[int] = []
         """The examples each search was given."""
@@ -636,6 +640,11 @@ class _Search:
         instance of the target, nor when one protocol log (--protocol-log) is to show every
         call."""
         self.shards = Shards(options.jobs if self.overlap else 1)
+        self.verifying = (
+            ThreadPoolExecutor(1, "ctxkit-verify") if options.verify and self.overlap else None
+        )
+        """Where reproducers are verified beside the run (else one by one at its end)."""
+        self.verified: list[Future[None]] = []
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
             profile["max_examples"] = options.max_examples
@@ -701,24 +710,14 @@ class _Search:
             if outcome == "deadline":
                 self._passed(remaining, self._depth_note())
                 return "deadline"
-            if outcome == "stopped" and self.stops[-1].unusable.kind == "ended":
-                self.stops.pop()  # a replay after an earlier stop found no worker: not the target's
-                outcome = "slow"
-            if outcome == "stopped" and not self._confirmed(self.stops[-1]):
-                self.stops.pop()
-                outcome = "slow"
-            if outcome == "slow":
-                try:
-                    session.child = self.worker.restart()
-                except (SetupError, TargetUnusable) as exc:
-                    self._not_checked(remaining, f"the worker could not be restarted: {exc}")
-                    return "target stopped"
-                continue
             if outcome == "stopped":
-                remaining -= self._charge(self.stops[-1], remaining)
-                if len(self.stops) >= MAX_STOPS:
-                    self._not_checked(remaining)
-                    return "target stopped"
+                if self.stops[-1].unusable.kind == "ended":
+                    self.stops.pop()  # a replay found no worker, ended earlier: not the target's
+                else:
+                    remaining -= self._charge(self.stops[-1], remaining)
+                    if len(self.stops) >= MAX_STOPS:
+                        self._not_checked(remaining)
+                        return "target stopped"
                 try:
                     session.child = self.worker.restart()
                 except (SetupError, TargetUnusable) as exc:
@@ -842,34 +841,6 @@ class _Search:
             result.time_to_failure_s = self.session.first_failure.get(property_id)
         return found
 
-    def _confirmed(self, stop: TargetStopped) -> bool:
-        """Whether a call that timed out is a hang: the same calls on a fresh worker, each
-        given three times as long. One that finishes then was slowed by a busy machine: the
-        run goes on with the longer timeout, and nothing is charged. Only the first timeout of
-        a run is repeated: after it, the timeout is known to be long enough."""
-        if stop.unusable.kind != "timeout" or self.confirmed_once:
-            return True
-        self.confirmed_once = True
-        longer = self.session.timeout * 3
-        left = self.deadline - time.monotonic()
-        if left < longer:
-            return True
-        self.say(f"{stop.unusable.message}: repeating the calls with {longer:g} s each")
-        try:
-            child = self.worker.restart()
-            child.call("reset", timeout=longer)
-            for call in stop.calls:
-                op, args = call.request()
-                child.call(op, timeout=longer, **args)
-        except TargetUnusable as exc:
-            if exc.kind == "timeout":
-                stop.unusable.message += f", nor within {longer:g} s when repeated"
-            return True
-        self.session.timeout = longer
-        self.session.slow_calls += 1
-        self.say(f"they finished: the machine is slow; each call now gets {longer:g} s")
-        return False
-
     def _charge(self, stop: TargetStopped, remaining: set[str]) -> set[str]:
         """A hang or crash costs the property its call was made for, if still unjudged (else
         ``lifecycle``, if it is): a finding with its calls, reproduced like a failure."""
@@ -896,6 +867,8 @@ class _Search:
             history=stop.history,
             rules=[],
         )
+        if kind == "timeout":  # nothing to make smaller: its verifying waits beside the search
+            self._conclude(result, self.failures[property_id])
         return {property_id}
 
     def _passed(self, properties: set[str], note: str) -> None:
@@ -923,16 +896,14 @@ class _Search:
             f"examples ({s.steps} steps; histories up to {s.largest_history} messages)"
         )
 
-    def finish(self, spec: str) -> None:
+    def finish(self) -> None:
         """Make each failure smaller (its steps, then its calls and budgets), render its
         reproducer and check that it fails."""
         session = self.session
         session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
-        build = Build.from_data(self.worker.build)
-        beside = self.options.verify and self.overlap
-        verifying = ThreadPoolExecutor(1, "ctxkit-verify") if beside else None
-        verified: list[Future[None]] = []
         for property_id, failure in list(self.failures.items()):
+            if self.results[property_id].reproducer is not None:
+                continue  # a hang's, verified already (_charge)
             result = self.results[property_id]
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
@@ -948,43 +919,48 @@ class _Search:
                 self.failures[property_id] = failure
             if result.status == "failed":
                 result.message = failure.message
-            if failure.note:
-                result.message += f" ({failure.note})"
-            route = self.worker.route
-            repro = Reproduction(
-                target=spec if route.kind == "python" else route.target,
-                config=target_config(self.options.config)[0],
-                property_id=property_id,
-                level=result.level,
-                message=failure.message,
-                calls=failure.calls,
-                check=failure.check,
-                command=self.options.found_by or self.options.command,
-                implementation=self.options.implementation,
-                remote=route.kind != "python",
-                form=self.options.form,
-                build=build if route.kind == "python" else None,
-            )
-            result.counterexample = {
-                "messages": failure.history,
-                "calls": len(failure.calls),
-                "steps": render_steps(repro),
-                "trace": [call.as_data() for call in failure.calls],
-            }
-            result.reproducer = render_script(repro)
-            if verifying is not None:  # in a fresh process, while the next one is minimized
-                verified.append(verifying.submit(self._verify, result, beside=True))
-        if verifying is not None:
+            self._conclude(result, failure)
+        if self.verifying is not None:
             for property_id in self.taken:  # found by a share elsewhere, verified here
                 result = self.results[property_id]
-                verified.append(verifying.submit(self._verify, result, beside=True))
-            verifying.shutdown()
-            for future in verified:
+                self.verified.append(self.verifying.submit(self._verify, result, beside=True))
+            self.verifying.shutdown()
+            for future in self.verified:
                 future.result()  # ctxkit's own error, if one happened there
         elif self.options.verify:
             for result in self.results.values():
                 if result.reproducer is not None:
                     self._verify(result)
+
+    def _conclude(self, result: PropertyResult, failure: PropertyFailure) -> None:
+        """The failure as its result shows it: its counterexample and reproducer, verified
+        in a fresh process beside what the run does next (where verifying runs beside)."""
+        if failure.note:
+            result.message += f" ({failure.note})"
+        route = self.worker.route
+        repro = Reproduction(
+            target=self.worker.spec if route.kind == "python" else route.target,
+            config=target_config(self.options.config)[0],
+            property_id=result.id,
+            level=result.level,
+            message=failure.message,
+            calls=failure.calls,
+            check=failure.check,
+            command=self.options.found_by or self.options.command,
+            implementation=self.options.implementation,
+            remote=route.kind != "python",
+            form=self.options.form,
+            build=Build.from_data(self.worker.build) if route.kind == "python" else None,
+        )
+        result.counterexample = {
+            "messages": failure.history,
+            "calls": len(failure.calls),
+            "steps": render_steps(repro),
+            "trace": [call.as_data() for call in failure.calls],
+        }
+        result.reproducer = render_script(repro)
+        if self.verifying is not None:
+            self.verified.append(self.verifying.submit(self._verify, result, beside=True))
 
     def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
         """The failure with as few calls and as large budgets as still fail it

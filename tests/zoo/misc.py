@@ -131,8 +131,8 @@ class OpenAIOnly(GoodManager):
 
 class SlowFirstView(GoodManager):
     """Correct, but the first view a process serves takes ``delay`` seconds (a cold cache, a
-    busy machine). Past --timeout once, it finishes when the calls are repeated with a longer
-    timeout: slowness, not a hang, so nothing may be charged for it."""
+    busy machine). Past --timeout once, it answers within the grace a run's first timeout
+    gets: slowness, not a hang, so nothing may be charged for it."""
 
     served = False
 

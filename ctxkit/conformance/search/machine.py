@@ -181,7 +181,11 @@ class Session:
     the examples that needed them were dropped."""
     compaction_events: int = 0
     slow_calls: int = 0
-    """Calls that timed out and then finished when repeated with a longer timeout."""
+    """Calls that answered past the timeout, in their grace (:meth:`call`)."""
+    patient: bool = True
+    """The next call past its timeout gets a grace: only the run's first such call."""
+    on_slow: Callable[[str, float], None] = lambda _op, _took: None
+    """Told of a call that answered in its grace: the operation and the seconds it took."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -192,19 +196,33 @@ class Session:
     raised: it ends the example and Hypothesis's search, and Hypothesis shrinks it."""
 
     def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
-        """One operation in the worker, within its timeout and the deadline."""
+        """One operation in the worker, within its timeout and the deadline.
+
+        The run's first call past its timeout is given twice as long again before it is a
+        hang: one that answers then was slowed by a busy machine, so nothing is charged and
+        every later call gets the longer timeout (:attr:`slow_calls`)."""
         self.steps += 1
         self.on_step()
         limit = self.timeout if timeout is None else timeout
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise DeadlineReached
+        grace = 2 * limit if self.patient and left >= 3 * limit else 0.0
+        began = time.monotonic()
         try:
-            reply = self.child.call(op, timeout=min(limit, left), **args)
+            reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)
         except TargetUnusable as exc:
-            if exc.kind == "timeout" and left < limit:
-                raise DeadlineReached from None
+            if exc.kind == "timeout":
+                self.patient = False
+                if left < limit:
+                    raise DeadlineReached from None
             raise
+        took = time.monotonic() - began
+        if grace and took > limit:
+            self.patient = False
+            self.timeout = limit + grace
+            self.slow_calls += 1
+            self.on_slow(op, took)
         if reply.kind == "unsupported":  # the call cannot be made: drop the example
             reason = f"{during(op)}: {reply.message or reply.error}"
             self.unsupported[reason] = self.unsupported.get(reason, 0) + 1

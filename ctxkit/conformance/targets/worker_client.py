@@ -7,11 +7,12 @@ process dies; with its address space capped and its output kept to a head and a 
 Requests and answers travel on two pipes of their own, each line framed by a random token per
 worker (see :mod:`ctxkit.conformance.worker`).
 
-A target that hangs is killed and reported as timed out; one that dies (a crash, ``sys.exit``,
-a segfault) is reported with the end of what it printed; one that runs out of memory, as
-exceeding the memory limit; one that writes into the protocol's pipes, as having done so. All
-raise :class:`TargetUnusable`, a ``BaseException`` on purpose: Hypothesis must not try to
-shrink a hang by running it again.
+A target that hangs is killed and reported as timed out (a call may be given a grace past its
+timeout: a busy machine answers late, a hang not at all); one that dies (a crash,
+``sys.exit``, a segfault) is reported with the end of what it printed; one that runs out of
+memory, as exceeding the memory limit; one that writes into the protocol's pipes, as having
+done so. All raise :class:`TargetUnusable`, a ``BaseException`` on purpose: Hypothesis must
+not try to shrink a hang by running it again.
 """
 
 from __future__ import annotations
@@ -144,6 +145,28 @@ class Reply:
         )
 
 
+@dataclass
+class _Wait:
+    """How long one call may take: ``limit`` seconds and, once past them, ``grace`` more."""
+
+    limit: float
+    grace: float = 0.0
+    extended: bool = False
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.limit
+
+    def left(self) -> float:
+        """Seconds left, 0 when out of time; the grace is added when the limit is reached."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0 and self.grace > 0 and not self.extended:
+            self.extended = True
+            self.deadline += self.grace
+            remaining = self.deadline - time.monotonic()
+        return max(remaining, 0.0)
+
+
 _FOOTERS = ("(Background on this error at:",)
 """How libraries end an exception's message with a pointer rather than what went wrong
 (SQLAlchemy's link to its error catalogue)."""
@@ -242,28 +265,33 @@ class Child:
         self._greeted = True
         return reply
 
-    def call(self, op: str, timeout: float | None = None, **args: Any) -> Reply:
+    def call(self, op: str, timeout: float | None = None, grace: float = 0.0, **args: Any) -> Reply:
         """Make one request (after :meth:`hello`). Raises :class:`TargetUnusable` when the
-        target hangs, dies, runs out of memory or writes into the protocol channel."""
+        target hangs (gives no answer within ``timeout`` and then ``grace`` seconds more),
+        dies, runs out of memory or writes into the protocol channel."""
         if not self._greeted:
             raise RuntimeError(f"{op}: hello() must come first")
-        return self._exchange(op, args, timeout)
+        return self._exchange(op, args, timeout, grace=grace)
 
     def _exchange(
-        self, op: str, args: dict[str, Any], timeout: float | None, framed: bool = True
+        self,
+        op: str,
+        args: dict[str, Any],
+        timeout: float | None,
+        framed: bool = True,
+        grace: float = 0.0,
     ) -> Reply:
         if self._closed:  # an earlier call stopped it; the runner starts a fresh one
             raise TargetUnusable(
                 f"no worker for {during(op)}: an earlier call ended it", op=op, kind="ended"
             )
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        wait = _Wait(self.timeout if timeout is None else timeout, grace)
         self._printed = self._process.output_size
         request = json.dumps({"op": op, "args": args}, ensure_ascii=False)
         line = request.encode("utf-8", "surrogatepass") + b"\n"
         self._note("request", request)
-        self._send(self._token + b" " + line if framed else line, op, deadline, limit)
-        data = self._receive(op, deadline, limit)
+        self._send(self._token + b" " + line if framed else line, op, wait)
+        data = self._receive(op, wait)
         self._note("answer", json.dumps(data, ensure_ascii=False))
         try:
             reply = Reply.read(data)
@@ -300,12 +328,12 @@ class Child:
             self.transcript.write(f'{{"{direction}": {text}}}\n')
             self.transcript.flush()
 
-    def _send(self, data: bytes, op: str, deadline: float, limit: float) -> None:
+    def _send(self, data: bytes, op: str, wait: _Wait) -> None:
         pending = memoryview(data)
         while pending:
-            remaining = deadline - time.monotonic()
+            remaining = wait.left()
             if remaining <= 0:
-                self._timed_out(op, limit)
+                self._timed_out(op, wait)
             _, ready, _ = select.select([], [self._requests], [], remaining)
             if not ready:
                 continue
@@ -316,7 +344,7 @@ class Child:
             except BrokenPipeError:
                 self._ended(op)
 
-    def _receive(self, op: str, deadline: float, limit: float) -> dict[str, Any]:
+    def _receive(self, op: str, wait: _Wait) -> dict[str, Any]:
         """The next answer line, checked for the token; anything else is the target's."""
         prefix = self._token + b" "
         while True:
@@ -327,9 +355,9 @@ class Child:
             if end >= 0:
                 break
             self._scanned = len(self._buffer)
-            remaining = deadline - time.monotonic()
+            remaining = wait.left()
             if remaining <= 0:
-                self._timed_out(op, limit)
+                self._timed_out(op, wait)
             ready, _, _ = select.select([self._answers], [], [], remaining)
             if not ready:
                 continue
@@ -363,9 +391,11 @@ class Child:
             kind="protocol",
         )
 
-    def _timed_out(self, op: str, limit: float) -> NoReturn:
+    def _timed_out(self, op: str, wait: _Wait) -> NoReturn:
         self._kill()
-        message = f"timed out: {during(op)} did not return within {limit:g} s"
+        message = f"timed out: {during(op)} did not return within {wait.limit:g} s"
+        if wait.extended:
+            message += f", nor within {wait.limit + wait.grace:g} s when given longer"
         printed = self._process.output_size - self._printed
         if printed > OUTPUT_KEEP:
             message += f" (it printed {format_size(printed)} meanwhile)"

@@ -732,7 +732,7 @@ class _Search:
         factory = hypothesis_seed(share.seed)(lambda: ConformanceMachine(session))
         session.goes_on = self.schedule.goes_on
         try:
-            with _shrinking_limit(self.options.shrink_seconds, self.say):
+            with _shrinking_limit(self.options.shrink_seconds, self.say), _own_constants():
                 run_state_machine_as_test(
                     factory, settings=settings(self.settings, max_examples=share.examples)
                 )
@@ -1032,6 +1032,29 @@ def _shrinking_limit(seconds: float, say: Callable[[str], None]) -> Iterator[Non
     finally:
         if saved is not None:
             engine.MAX_SHRINKING_SECONDS = saved
+
+
+@contextmanager
+def _own_constants() -> Iterator[None]:
+    """Hypothesis draws some values from constants in the source of every local module loaded
+    so far; which are loaded differs between a command-line run, a test session and a
+    benchmark, so one seed would search differently in each. The searches draw from
+    Hypothesis's own constants only: the same seed finds the same failures in any process."""
+    from hypothesis.internal.conjecture import providers
+
+    local = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if local is None or cache is None:  # a Hypothesis without the harvest
+        yield
+        return
+    none = providers.Constants()
+    providers._get_local_constants = lambda: none
+    cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = local
+        cache.clear()
 
 
 def _leaves(group: BaseExceptionGroup | None) -> list[BaseException]:

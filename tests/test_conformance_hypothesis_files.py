@@ -36,11 +36,8 @@ def test_a_cli_run_leaves_no_hypothesis_folder_in_the_current_directory(tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in cwd.iterdir()) == []
-    # Hypothesis did write its caches: where ctxkit put them.
-    kept = cache / "ctxkit" / "hypothesis"
-    assert any(p.is_file() for p in kept.rglob("*") if p.name != ".gitignore"), list(
-        kept.rglob("*")
-    )
+    # A search collects no constants from local modules, so Hypothesis may write nothing at
+    # all; test_the_home_is_moved_for_the_run_only checks where it would.
 
 
 def test_the_cache_dir_follows_xdg_and_ignores_a_relative_value(

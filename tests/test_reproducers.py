@@ -134,12 +134,28 @@ def test_no_written_step_can_go(written, tmp_path):
     reproduce.body = body
 
 
+BUDGETS = re.compile(
+    r"token_budget=(?P<budget>\d+)\)"
+    r'|Provider\(\{"context_window": (?P<window>\d+), "max_output_tokens": (?P<output>\d+)\}\)'
+)
+"""A request's budget as a reproducer states it: ``token_budget=N``, or a provider's context
+window less its output tokens."""
+
+
 def test_the_budget_is_the_largest_that_still_fails(written, tmp_path):
     script = (written["folder"] / NAME).read_text()
-    budgets = [int(b) for b in re.findall(r"token_budget=(\d+)", script)]
-    assert budgets, script
-    budget = budgets[-1]
+    found = list(BUDGETS.finditer(script))
+    assert found, script
+    last = found[-1]
+    if last["budget"] is not None:
+        budget = int(last["budget"])
+        more = f"token_budget={budget + 1})"
+    else:
+        budget = int(last["window"]) - int(last["output"])
+        more = last[0].replace(
+            f'"context_window": {last["window"]}', f'"context_window": {int(last["window"]) + 1}'
+        )
     assert budget > 100, "a realistic budget, not the corner a search happened on"
     assert still_fails(run_script(tmp_path, script))
-    more = script.replace(f"token_budget={budget})", f"token_budget={budget + 1})")
-    assert not still_fails(run_script(tmp_path, more))
+    bigger = script[: last.start()] + more + script[last.end() :]
+    assert not still_fails(run_script(tmp_path, bigger))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 from hypothesis import strategies as st
@@ -54,11 +55,18 @@ _SENTENCES = (
 )
 
 
+# Strategies are built once (functools.cache, module constants): building one costs more than
+# drawing from it, and the search draws thousands of texts and rounds. What is drawn is the
+# same either way.
+
+
+@cache
 def texts(max_words: int = 24) -> st.SearchStrategy[str]:
     """Short prose with unicode, CJK, emoji and code: one choice, so it shrinks at once."""
     return st.sampled_from(_SENTENCES[: max(1, max_words)])
 
 
+@cache
 def outputs() -> st.SearchStrategy[str]:
     """Tool outputs: mostly short, sometimes hundreds of lines, rarely tens of kilobytes."""
     short = st.sampled_from(["", "ok", "0 files", "Error: permission denied"])
@@ -312,19 +320,30 @@ _ROUNDS = {
 }
 
 
-@st.composite
-def round_templates(draw: st.DrawFn, shapes: tuple[Shape, ...] = CHAT_FAMILY) -> RoundTemplate:
+_CALL_COUNTS = st.sampled_from([1, 1, 1, 2, 3])
+_ORDERS = {count: st.permutations(range(count)) for count in (1, 2, 3)}
+_EXTRAS = st.sampled_from([False, False, True])
+
+
+@cache
+def round_templates(shapes: tuple[Shape, ...] = CHAT_FAMILY) -> st.SearchStrategy[RoundTemplate]:
     """A round of 1-3 parallel calls (weighted to one), with extras one time in three. The
     state machine draws from the chat family and then keeps to the example's shapes
     (:meth:`RoundTemplate.in_shapes`), so what it draws never depends on the run's options."""
-    shape = draw(st.sampled_from(shapes))
-    count = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    return _round_templates(st.sampled_from(shapes))
+
+
+@st.composite
+def _round_templates(draw: st.DrawFn, shapes: st.SearchStrategy[Shape]) -> RoundTemplate:
+    shape = draw(shapes)
+    count = draw(_CALL_COUNTS)
     results = tuple(draw(outputs()) for _ in range(count))
-    order = tuple(draw(st.permutations(range(count))))
-    extras = draw(st.sampled_from([False, False, True]))
+    order = tuple(draw(_ORDERS[count]))
+    extras = draw(_EXTRAS)
     return RoundTemplate(shape, results, order, extras)
 
 
+@cache
 def plain_messages() -> st.SearchStrategy[dict[str, Any]]:
     """Messages with no tool traffic: user prose (both forms), assistant prose, system notes."""
     return st.one_of(
@@ -356,18 +375,28 @@ class Conversation:
         return found
 
 
-@st.composite
-def conversation_plans(draw: st.DrawFn, max_turns: int = 6) -> Conversation:
+_REMINDERS = st.sampled_from([0, 10, 3])
+_REMINDED = {every: st.integers(0, every - 1) for every in (10, 3)}
+_ROUNDS_PER_TURN = st.integers(0, 2)
+
+
+@cache
+def conversation_plans(max_turns: int = 6) -> st.SearchStrategy[Conversation]:
     """A system prompt, then turns with tool rounds. Some conversations have no
     mid-conversation system reminders, some one turn in ten, some one in three (agents that
     inject them often): a run meets few and many system messages alike."""
+    return _conversation_plans(st.integers(0, max_turns))
+
+
+@st.composite
+def _conversation_plans(draw: st.DrawFn, turns: st.SearchStrategy[int]) -> Conversation:
     parts: list[tuple[str, str] | RoundTemplate] = [("system", "You are a careful agent.")]
-    every = draw(st.sampled_from([0, 10, 3]))
-    for _ in range(draw(st.integers(0, max_turns))):
-        if every and draw(st.integers(0, every - 1)) == 0:
+    every = draw(_REMINDERS)
+    for _ in range(draw(turns)):
+        if every and draw(_REMINDED[every]) == 0:
             parts.append(("system", "Reminder: " + draw(texts())))
         parts.append(("user", draw(texts())))
-        parts.extend(draw(round_templates()) for _ in range(draw(st.integers(0, 2))))
+        parts.extend(draw(round_templates()) for _ in range(draw(_ROUNDS_PER_TURN)))
         parts.append(("assistant", draw(texts())))
     return Conversation(tuple(parts))
 
@@ -399,6 +428,7 @@ class Budget:
         return max(1, int(history_tokens * self.share))
 
 
+@cache
 def budgets() -> st.SearchStrategy[Budget]:
     """Tight (a share of the history), loose (more than all of it) and infeasible (tiny);
     one request in five names no budget at all."""
@@ -416,6 +446,7 @@ class BadMessage:
     problem: str
 
 
+@cache
 def bad_messages() -> st.SearchStrategy[BadMessage]:
     return st.sampled_from(
         [

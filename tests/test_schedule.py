@@ -4,7 +4,9 @@ again, and split searches (--jobs)."""
 
 from __future__ import annotations
 
+import importlib
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +63,22 @@ def test_the_same_seed_gives_the_same_answer_with_work_beside_the_search():
     for key in ("verdict", "failed", "cache", "counterexamples"):
         assert first[key] == again[key], key
     assert all(first["verified"].values())
+
+
+def test_a_seed_searches_the_same_whatever_local_modules_a_process_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hypothesis draws some values from the constants of every local module loaded so far.
+    The searches must not: a command-line run, a test session and a benchmark load different
+    modules, and one seed would answer three ways."""
+    first = _report("tests.zoo.forms:keep_last_messages", "single", 1)  # maybe another worker's
+    many = "\n".join(f"N{i} = {i}" for i in range(1000))  # small ones: indices, counts
+    (tmp_path / "ctxkit_constants_here.py").write_text(many + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("ctxkit_constants_here")
+    again = _report("tests.zoo.forms:keep_last_messages", "single", 3)
+    for key in ("verdict", "failed", "counterexamples"):
+        assert first[key] == again[key], key
 
 
 @pytest.mark.parametrize(

@@ -902,9 +902,9 @@ class _Search:
         session = self.session
         session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
         for property_id, failure in list(self.failures.items()):
-            if self.results[property_id].reproducer is not None:
-                continue  # a hang's, verified already (_charge)
             result = self.results[property_id]
+            if result.reproducer is not None:
+                continue  # a hang's, concluded when it was charged (_charge)
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
                 with (

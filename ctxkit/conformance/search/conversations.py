@@ -56,8 +56,7 @@ _SENTENCES = (
 
 
 # Strategies are built once (functools.cache, module constants): building one costs more than
-# drawing from it, and the search draws thousands of texts and rounds. What is drawn is the
-# same either way.
+# drawing from it, and the search draws thousands of texts and rounds.
 
 
 @cache

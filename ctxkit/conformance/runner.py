@@ -335,6 +335,9 @@ def _run(
             cache_loop.start()
         try:
             ended = search.run(checking)
+        except BaseException:
+            search.stop_verifying()  # a hang's reproducer may be queued: nothing will read it
+            raise
         finally:
             search.shards.close()
         if (
@@ -931,6 +934,11 @@ class _Search:
             for result in self.results.values():
                 if result.reproducer is not None:
                     self._verify(result)
+
+    def stop_verifying(self) -> None:
+        """Cancel the verifications not yet begun, for a run that cannot finish."""
+        if self.verifying is not None:
+            self.verifying.shutdown(wait=False, cancel_futures=True)
 
     def _conclude(self, result: PropertyResult, failure: PropertyFailure) -> None:
         """The failure as its result shows it: its counterexample and reproducer, verified

@@ -319,8 +319,9 @@ _ROUNDS = {
 }
 
 
-_CALL_COUNTS = st.sampled_from([1, 1, 1, 2, 3])
-_ORDERS = {count: st.permutations(range(count)) for count in (1, 2, 3)}
+_COUNTS = [1, 1, 1, 2, 3]
+_CALL_COUNTS = st.sampled_from(_COUNTS)
+_ORDERS = {count: st.permutations(range(count)) for count in set(_COUNTS)}
 _EXTRAS = st.sampled_from([False, False, True])
 
 
@@ -374,8 +375,9 @@ class Conversation:
         return found
 
 
-_REMINDERS = st.sampled_from([0, 10, 3])
-_REMINDED = {every: st.integers(0, every - 1) for every in (10, 3)}
+_EVERY = [0, 10, 3]
+_REMINDERS = st.sampled_from(_EVERY)
+_REMINDED = {every: st.integers(0, every - 1) for every in _EVERY if every}
 _ROUNDS_PER_TURN = st.integers(0, 2)
 
 

@@ -204,11 +204,11 @@ class Session:
         self.steps += 1
         self.on_step()
         limit = self.timeout if timeout is None else timeout
-        left = self.deadline - time.monotonic()
+        began = time.monotonic()
+        left = self.deadline - began
         if left <= 0:
             raise DeadlineReached
         grace = 2 * limit if self.patient and left >= 3 * limit else 0.0
-        began = time.monotonic()
         try:
             reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)
         except TargetUnusable as exc:

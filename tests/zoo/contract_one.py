@@ -9,10 +9,9 @@ Stdlib only, and nothing of ctxkit; the planning is the zoo's own (tests/zoo/bas
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from tests.zoo.base import FILL, GoodManager, total, validate
+from tests.zoo.base import FILL, GoodManager, clone, total, validate
 
 
 class CompactsWholeUnits:
@@ -26,10 +25,10 @@ class CompactsWholeUnits:
 
     async def add_message(self, message: dict) -> None:
         validate(message)
-        self._messages.append(copy.deepcopy(message))
+        self._messages.append(clone(message))
 
     async def get_messages(self) -> list[dict]:
-        return copy.deepcopy(self._messages)
+        return clone(self._messages)
 
     async def should_compact(self) -> bool:
         return total(self._messages) > self.max_tokens * FILL

@@ -28,11 +28,10 @@ Stdlib only; nothing of ctxkit.
 from __future__ import annotations
 
 import asyncio
-import copy
 from types import SimpleNamespace
 from typing import Any
 
-from tests.zoo.base import FILL, GoodManager, estimate, outputs
+from tests.zoo.base import FILL, GoodManager, clone, estimate, outputs
 
 _PLANNER = GoodManager()
 """Only its unit logic: a call with its results, or one message alone."""
@@ -104,11 +103,11 @@ class LimitSession:
         self._items: list[Any] = []
 
     async def add_items(self, items: list[Any]) -> None:
-        self._items.extend(copy.deepcopy(items))
+        self._items.extend(clone(items))
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         limit = self.session_settings.limit if limit is None else limit
-        return self._newest(copy.deepcopy(self._items), limit)
+        return self._newest(clone(self._items), limit)
 
     def _newest(self, items: list[Any], limit: int | None) -> list[Any]:
         return items if limit is None else items[-limit:] if limit > 0 else []

@@ -13,10 +13,9 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
-from tests.zoo.base import GoodManager, outputs, total
+from tests.zoo.base import GoodManager, clone, outputs, total
 
 CUT = 500
 
@@ -83,7 +82,7 @@ class LosesConcurrentAdds(GoodManager):
         self._validate(message)
         snapshot = list(self._messages)
         await asyncio.sleep(0)  # e.g. a token count on a worker
-        self._messages = [*snapshot, copy.deepcopy(message)]
+        self._messages = [*snapshot, clone(message)]
 
 
 class SetMessagesKeepsList(GoodManager):

@@ -14,10 +14,9 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
-from tests.zoo.base import FILL, PRE_COMPACT, GoodManager
+from tests.zoo.base import FILL, PRE_COMPACT, GoodManager, clone
 
 
 class BadEvents(GoodManager):
@@ -72,7 +71,7 @@ class SyncMethods(GoodManager):
         )
 
     def get_messages(self) -> list[dict]:  # type: ignore[override]
-        return copy.deepcopy(self._messages)
+        return clone(self._messages)
 
     def set_messages(self, messages: list[dict]) -> None:  # type: ignore[override]
         for message in messages:

@@ -11,10 +11,9 @@ Stdlib only, and nothing of ctxkit (the shapes are read by tests/zoo/shapes.py's
 
 from __future__ import annotations
 
-import copy
 from typing import Any, ClassVar
 
-from tests.zoo.base import GoodManager
+from tests.zoo.base import GoodManager, clone
 from tests.zoo.shapes import ShapesManager, kind_of
 
 PLAIN = {"role": "user", "content": "(a message this manager does not read)"}
@@ -69,7 +68,7 @@ class _Newest:
     """The broken twin's fault: the newest four messages, whatever they are."""
 
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
-        return copy.deepcopy(history[-4:])
+        return clone(history[-4:])
 
 
 class NewestChat(_Newest, PermissiveChat):
@@ -105,7 +104,7 @@ class TextPartsAsStrings(GoodManager):
     Memory does: the same message to any provider."""
 
     def _stored(self, message: dict) -> Any:
-        stored = copy.deepcopy(message)
+        stored = clone(message)
         content = stored.get("content")
         if (
             isinstance(content, list)

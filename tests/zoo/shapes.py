@@ -8,10 +8,9 @@ words, so a member never shares a reading with the checker that judges it.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from tests.zoo.base import GoodManager, role_of
+from tests.zoo.base import GoodManager, clone, role_of
 
 CALL_ITEMS = {
     "function_call",
@@ -246,7 +245,7 @@ class LastItems(ShapesManager):
         self.keep = keep
 
     def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
-        return copy.deepcopy(history[-self.keep :])
+        return clone(history[-self.keep :])
 
 
 # -- correct but unusual ----------------------------------------------------------------------

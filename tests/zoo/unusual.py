@@ -22,11 +22,10 @@ the same; stored history is untouched, and every property passes, preservation t
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
-from tests.zoo.base import GoodManager, blocks, estimate, outputs, role_of, total
+from tests.zoo.base import GoodManager, blocks, clone, estimate, outputs, role_of, total
 
 LONG = 500
 KEEP = 200
@@ -77,7 +76,7 @@ class StampsMetadata(GoodManager):
     _added = 0
 
     def _stored(self, message: dict) -> Any:
-        stored = copy.deepcopy(message)
+        stored = clone(message)
         if isinstance(stored, dict):
             self._added += 1
             given = stored.get("metadata")
@@ -93,7 +92,7 @@ class _RewritesView(GoodManager):
     compaction events are planned and counted as the view shows them."""
 
     def _prepared(self, history: list[Any]) -> list[Any]:
-        return [self._rewrite(copy.deepcopy(m)) for m in history]
+        return [self._rewrite(clone(m)) for m in history]
 
     def _rewrite(self, message: dict) -> dict:
         return message
@@ -166,7 +165,7 @@ class RebuildsMessages(GoodManager):
         out = {"id": f"msg_{index}", "role": message["role"]}
         for key in ("content", "tool_call_id"):
             if key in message:
-                out[key] = copy.deepcopy(message[key])
+                out[key] = clone(message[key])
         if message.get("tool_calls"):
             out["tool_calls"] = [
                 {
@@ -192,7 +191,7 @@ class ClearsOldToolOutputs(GoodManager):
         marked = list(history)
         for index in range(newest):
             if outputs(history[index]):
-                message = marked[index] = copy.deepcopy(history[index])
+                message = marked[index] = clone(history[index])
                 for owner in outputs(message):
                     lines = owner["content"].count("\n") + 1
                     owner["content"] = f"[... {lines} lines omitted ...]"

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import RunOptions, SetupError, run
-from ctxkit.conformance.targets.protocol import canonical_json, digest
+from ctxkit.conformance.targets.protocol import RunningDigest, canonical_json, digest
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,6 +89,33 @@ def test_the_digest_matches_its_test_vectors():
         kept = [{k: v for k, v in m.items() if k not in case["ignore"]} for m in case["history"]]
         assert canonical_json(kept) == case["canonical"], case["name"]
         assert digest(case["history"], case["ignore"]) == case["digest"], case["name"]
+        running = RunningDigest(case["ignore"])
+        for message in case["history"]:
+            running.add(message)
+        assert running.hexdigest() == case["digest"], case["name"]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+_KEYS = st.sampled_from(["role", "content", "metadata", "é"])
+
+
+@given(
+    st.lists(st.dictionaries(_KEYS, _JSON) | _JSON, max_size=6),
+    st.sampled_from([(), ("metadata",)]),
+)
+def test_a_digest_kept_as_the_history_grows_is_the_digest_of_the_whole(history, ignore):
+    """The runner keeps its history's digest message by message; the worker digests what
+    get_messages() returns whole: the two must agree, or every step would ask for the
+    history to compare."""
+    running = RunningDigest(ignore)
+    for number, message in enumerate(history, start=1):
+        running.add(message)
+        assert running.hexdigest() == digest(history[:number], ignore)
+    assert running.hexdigest() == digest(history, ignore)
 
 
 @pytest.mark.parametrize(

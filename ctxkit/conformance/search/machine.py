@@ -56,7 +56,7 @@ from ctxkit.conformance.search.conversations import (
     round_templates,
     texts,
 )
-from ctxkit.conformance.targets.protocol import digest
+from ctxkit.conformance.targets.protocol import RunningDigest
 from ctxkit.conformance.targets.worker_client import Child, Reply, TargetUnusable, during
 from ctxkit.tokens import REPLY_PRIMING
 
@@ -318,7 +318,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.ids = itertools.count(1)
         self.model: list[dict[str, Any]] = []
         self.costs: list[int] = []
-        self._digest: str | None = None
+        self._digest = RunningDigest(self.session.ignore)
         self.events: list[Any] = []
         self.calls: list[Call] = []
         self.rules: list[RuleCall] = rules
@@ -388,23 +388,22 @@ class ConformanceMachine(RuleBasedStateMachine):
     def _set_model(self, messages: list[dict[str, Any]]) -> None:
         self.model = list(messages)
         self.costs = [self._cost(m) for m in self.model]
-        self._digest = None
+        self._digest = RunningDigest(self.session.ignore)
+        for message in self.model:
+            self._digest.add(message)
         self._grew()
 
     def _append(self, message: dict[str, Any]) -> None:
         self.model.append(message)
         self.costs.append(self._cost(message))
-        self._digest = None
+        self._digest.add(message)
         self._grew()
 
     def _grew(self) -> None:
         self.session.largest_history = max(self.session.largest_history, len(self.model))
 
     def _model_digest(self) -> str:
-        """The model's digest, computed once per change of the model, not once per check."""
-        if self._digest is None:
-            self._digest = digest(self.model, self.session.ignore)
-        return self._digest
+        return self._digest.hexdigest()
 
     def _cost(self, message: Any) -> int:
         try:

@@ -16,6 +16,7 @@ __all__ = [
     "FDS_VARIABLE",
     "OPS",
     "PROTOCOL_VERSION",
+    "RunningDigest",
     "canonical_json",
     "digest",
     "protocol_fds",
@@ -60,3 +61,26 @@ def digest(messages: Any, ignore: Collection[str] = ()) -> str:
         ]
     text = canonical_json(messages)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class RunningDigest:
+    """:func:`digest` of a list that grows at its end, kept as it grows: each message is
+    written once, not the whole history again at every step (a history of hundreds of
+    messages is checked after every call)."""
+
+    def __init__(self, ignore: Collection[str] = ()) -> None:
+        self._ignore = ignore
+        self._hash = hashlib.sha256(b"[")
+        self._count = 0
+
+    def add(self, message: Any) -> None:
+        if isinstance(message, dict):
+            message = {k: v for k, v in message.items() if k not in self._ignore}
+        text = ("," if self._count else "") + canonical_json(message)
+        self._hash.update(text.encode("utf-8", "surrogatepass"))
+        self._count += 1
+
+    def hexdigest(self) -> str:
+        ended = self._hash.copy()
+        ended.update(b"]")
+        return ended.hexdigest()

@@ -54,7 +54,7 @@ def canonical_json(value: Any) -> str:
 def digest(messages: Any, ignore: Collection[str] = ()) -> str:
     """The protocol's digest of a history: SHA-256 of its canonical JSON, the ``ignore`` keys
     left out of every message object."""
-    if isinstance(messages, list):
+    if ignore and isinstance(messages, list):
         messages = [
             {k: v for k, v in m.items() if k not in ignore} if isinstance(m, dict) else m
             for m in messages
@@ -74,7 +74,7 @@ class RunningDigest:
         self._count = 0
 
     def add(self, message: Any) -> None:
-        if isinstance(message, dict):
+        if self._ignore and isinstance(message, dict):
             message = {k: v for k, v in message.items() if k not in self._ignore}
         text = ("," if self._count else "") + canonical_json(message)
         self._hash.update(text.encode("utf-8", "surrogatepass"))

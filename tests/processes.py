@@ -26,6 +26,7 @@ PLUGIN_PYTEST = (
     sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
     *("-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "no:amplifier_module"),
     *("-p", "no:platformdirs", "-p", "no:textual-snapshot", "-p", "no:syrupy"),
+    *("-p", "no:logfire", "-p", "no:pytest_logfire"),  # half of each start-up: 1.1 -> 0.55 s
 )  # fmt: skip
 """A pytest of its own for tests of ctxkit's plugin, without the machine's other installed
 plugins, which the plugin does not meet and which cost each start-up most of a second

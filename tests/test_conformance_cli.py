@@ -497,6 +497,8 @@ def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path
     """A Gemini-contents store that declares nothing refuses everything but Gemini contents:
     by default (Chat Completions) lifecycle fails; a suite's `format`, or --ctxkit-format,
     judges it in its shape, where it passes, and the header says which shapes."""
+    # About 25 s on a loaded machine: five pytests of their own, three of them whole runs, as
+    # a suite's class and each command line are read at start-up.
     (tmp_path / "test_gemini.py").write_text(
         "from ctxkit.conformance.plugin import ConformanceSuite\n\n\n"
         "class TestGemini(ConformanceSuite):\n"

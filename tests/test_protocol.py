@@ -53,6 +53,8 @@ def transcript_of(tmp_path: Path, target: str, **options: object) -> list[dict]:
     ],
 )
 def test_every_request_and_answer_fits_the_schema(tmp_path, schema, target):
+    # About 20 s on a loaded machine for GoodManager: a whole quick run, every protocol line
+    # of it (thousands) validated against the schema.
     lines = transcript_of(tmp_path, target)
     requests = [line["request"] for line in lines if "request" in line]
     answers = [line["answer"] for line in lines if "answer" in line]

@@ -145,11 +145,11 @@ async def checked_view(
 def test_any_view_recalls_whole_left_out_units_in_order_within_the_budget(
     plan, shapes, share, strategies, recall
 ):
-    # About 20 s on a loaded machine: each of the 60 examples stores, embeds and compacts a
-    # whole generated history before the view is judged.
     """One view of a whole history: pairs, order, the newest user message and the budget
     hold; what came back is whole units a compaction had left out or shown coarse, within
     the share; asking again, or asking a twin, gives the same view."""
+    # About 20 s on a loaded machine: each of the 60 examples loads a whole generated history
+    # into two managers (one the twin) and compacts it with recall.
     history = plan.messages(shapes)
 
     async def check() -> None:

@@ -55,12 +55,16 @@ def digest(messages: Any, ignore: Collection[str] = ()) -> str:
     """The protocol's digest of a history: SHA-256 of its canonical JSON, the ``ignore`` keys
     left out of every message object."""
     if ignore and isinstance(messages, list):
-        messages = [
-            {k: v for k, v in m.items() if k not in ignore} if isinstance(m, dict) else m
-            for m in messages
-        ]
+        messages = [_kept(m, ignore) for m in messages]
     text = canonical_json(messages)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _kept(message: Any, ignore: Collection[str]) -> Any:
+    """A message as the digest reads it: a message object without its ``ignore`` keys."""
+    if isinstance(message, dict):
+        return {k: v for k, v in message.items() if k not in ignore}
+    return message
 
 
 class RunningDigest:
@@ -74,8 +78,8 @@ class RunningDigest:
         self._count = 0
 
     def add(self, message: Any) -> None:
-        if self._ignore and isinstance(message, dict):
-            message = {k: v for k, v in message.items() if k not in self._ignore}
+        if self._ignore:
+            message = _kept(message, self._ignore)
         text = ("," if self._count else "") + canonical_json(message)
         self._hash.update(text.encode("utf-8", "surrogatepass"))
         self._count += 1

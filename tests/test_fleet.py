@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxkit.cli.errors import EXIT_INTERRUPTED
 from ctxkit.fleet import budget_mix, plan, prometheus_config
 from tests.ports import free_ports
+from tests.processes import kill_marked, left_after, marked, marked_environment, new_marker
 
 
 @given(
@@ -92,3 +95,28 @@ def test_a_small_fleet_runs_and_reports_each_process(tmp_path: Path):
     shown = f"2 processes, 5 conversations (1 near their limit) on 127.0.0.1:{port}-{port + 1}"
     assert shown in done.stderr
     assert f'"127.0.0.1:{port + 1}"' in config.read_text()
+
+
+def test_stopping_the_fleet_with_sigterm_stops_every_process_of_it():
+    """``terminate()`` of the fleet (a test's teardown, a CI timeout) must not leave its demos
+    running out their ``--duration``: they did, 100 s of CPU after the run was stopped."""
+    marker = new_marker()
+    fleet = subprocess.Popen(
+        [sys.executable, "-m", "ctxkit", "demo", "--processes", "2", "--conversations", "4",
+         "--duration", "60", "--rate", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=marked_environment(marker),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(marked(marker)) < 3 and time.monotonic() < deadline:  # the fleet and its two
+            time.sleep(0.05)
+        assert len(marked(marker)) == 3, "the fleet did not start its two processes"
+        fleet.terminate()
+        _, stderr = fleet.communicate(timeout=30)
+        assert left_after(marker, 10) == []
+        assert fleet.returncode == EXIT_INTERRUPTED, stderr
+        assert "interrupted" in stderr
+        assert "Traceback" not in stderr
+    finally:
+        fleet.kill()
+        kill_marked(marker)

@@ -11,12 +11,12 @@ import contextlib
 import random
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
 from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json, shape_list
+from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import SCHEDULES
 
@@ -369,7 +369,7 @@ def _run(options: Any, args: argparse.Namespace) -> int:
     print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
     started = time.monotonic()
     try:
-        with _terminated_as_interrupt():
+        with terminated_as_interrupt():
             report = run(options, progress=lambda line: _line(f"  {line}", ticker), tick=ticker)
     except SetupError as exc:
         print(f"ctxkit: cannot check: {exc}", file=sys.stderr)
@@ -400,26 +400,6 @@ def _write_reports(report: Any, args: argparse.Namespace) -> None:
         write_json(report, args.report_json)
     if args.junit:
         write_junit(report, args.junit)
-
-
-@contextlib.contextmanager
-def _terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI job's timeout, ``kill``) ends the run as Ctrl-C does: the workers are
-    ended and the reports asked for are written."""
-    import signal
-
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave SIGTERM as it is
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _write_reproducers(report: Any, folder: Path) -> None:

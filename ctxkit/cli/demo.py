@@ -15,6 +15,7 @@ from ctxkit.cli.options import (
     check_writable_file,
     config_from_json,
 )
+from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.demo import DEFAULT_BUDGET, DemoOptions, check_workload, run_demo
 from ctxkit.fleet import budget_mix
 
@@ -240,7 +241,8 @@ def _run_fleet(args: argparse.Namespace) -> int:
         f"({near_limit} near their limit){shown}",
         file=sys.stderr,
     )
-    return run_fleet(members, _child_args(args))
+    with terminated_as_interrupt():  # so that stopping the fleet stops every process of it
+        return run_fleet(members, _child_args(args))
 
 
 def _child_args(args: argparse.Namespace) -> list[str]:

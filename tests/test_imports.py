@@ -102,7 +102,7 @@ COMMANDS = sorted(
     for m in MODULES
     if m.startswith("ctxkit.cli.") and m.count(".") == 2 and m != "ctxkit.cli.__main__"
 )
-SHARED = {"ctxkit.cli.errors", "ctxkit.cli.options", "ctxkit.cli.output"}
+SHARED = {"ctxkit.cli.errors", "ctxkit.cli.options", "ctxkit.cli.output", "ctxkit.cli.signals"}
 
 
 @pytest.mark.parametrize("module", COMMANDS)

@@ -1,6 +1,7 @@
 """Hypothesis profiles for the project's own tests (``HYPOTHESIS_PROFILE=stress`` digs deeper),
 how the tests are spread over xdist workers, and the process marker fixture."""
 
+import gc
 import os
 import shutil
 import tempfile
@@ -65,3 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = tempfile.mkdtemp(prefix="ctxkit-shared-runs-")
         os.environ[FOLDER_VARIABLE] = folder
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every worker holds the half million objects its imports made (the adapters' libraries,
+    the providers' SDKs) for the whole run; frozen, the collector stops walking them at each
+    full collection (a worker spent about 4 of 150 s in them, 2.5 with them frozen)."""
+    gc.freeze()

@@ -13,12 +13,8 @@ from typing import Any
 
 import pydantic
 import pytest
-from anthropic.types import ToolParam
-from google.genai import types as genai_types
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionToolParam
-from openai.types.responses import FunctionToolParam
 
 from ctxkit import events
 from ctxkit.conformance.judge.invariants import (
@@ -504,6 +500,13 @@ STRICT = pydantic.ConfigDict(extra="forbid", strict=True)
 
 
 def test_the_recall_tool_declares_itself_in_each_providers_own_types():
+    # Imported here, not with the module: every xdist worker collects every file, and these
+    # SDKs cost each worker two seconds that only this test needs.
+    from anthropic.types import ToolParam
+    from google.genai import types as genai_types
+    from openai.types.chat import ChatCompletionToolParam
+    from openai.types.responses import FunctionToolParam
+
     tool = recall_tool(ReferenceContextManager())
     for kind, entry in (
         (ChatCompletionToolParam, tool.openai),

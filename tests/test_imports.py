@@ -8,6 +8,7 @@ in which modules load matter, which is how circles break.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -52,7 +53,12 @@ def imports_of(module: str) -> set[str]:
     return found  # type: ignore[return-value]
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's ctxkit imports: read when a test first asks, not when the file is
+    collected (every xdist worker collects every file; parsing the package costs half a
+    second)."""
+    return {module: imports_of(module) for module in MODULES}
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -93,8 +99,8 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_no_module_of_ctxkit_imports_itself_back_through_others():
-    assert len(GRAPH) > 50  # the whole package was read
-    assert circles(GRAPH) == []
+    assert len(graph()) > 50  # the whole package was read
+    assert circles(graph()) == []
 
 
 COMMANDS = sorted(
@@ -107,7 +113,7 @@ SHARED = {"ctxkit.cli.errors", "ctxkit.cli.options", "ctxkit.cli.output", "ctxki
 
 @pytest.mark.parametrize("module", COMMANDS)
 def test_a_cli_module_reaches_the_cli_only_through_the_shared_modules(module: str):
-    cli = {m for m in GRAPH[module] if m == "ctxkit.cli" or m.startswith("ctxkit.cli.")}
+    cli = {m for m in graph()[module] if m == "ctxkit.cli" or m.startswith("ctxkit.cli.")}
     if module in SHARED:
         assert cli <= {"ctxkit.cli.errors"}, f"{module} imports {cli}"
     else:
@@ -141,7 +147,7 @@ def test_the_suites_jobs_import_one_way(job: str):
     for module in members:
         wrong = {
             other
-            for other in GRAPH[module]
+            for other in graph()[module]
             if other.startswith(SUITE) and other != SUITE and _job(other) not in allowed
         }
         assert not wrong, f"{module} ({job}) imports {sorted(wrong)}"
@@ -170,7 +176,7 @@ def test_the_lower_layers_import_nothing_above_them(package: str):
     for module in (m for m in MODULES if m == package or m.startswith(package + ".")):
         wrong = {
             other
-            for other in GRAPH[module]
+            for other in graph()[module]
             if not any(other == a or other.startswith(a + ".") for a in allowed)
         }
         assert not wrong, f"{module} imports {sorted(wrong)}, above {package}"

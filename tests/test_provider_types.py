@@ -27,22 +27,17 @@ such field; the negative tests below show each validator refusing a broken messa
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
-import botocore.session
-import botocore.validate
 import pydantic
 import pytest
-from anthropic.types import MessageParam
-from botocore.exceptions import ParamValidationError
-from google.genai import types as genai_types
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.responses import ResponseInputItemParam
 
 from ctxkit.conformance.search.conversations import (
     RoundTemplate,
@@ -56,15 +51,34 @@ from ctxkit.conformance.search.conversations import (
 Messages = list[dict[str, Any]]
 
 STRICT = pydantic.ConfigDict(extra="forbid", strict=True)
-_CHAT = pydantic.TypeAdapter(list[ChatCompletionMessageParam], config=STRICT)
-_ANTHROPIC = pydantic.TypeAdapter(list[MessageParam], config=STRICT)
-_RESPONSES = pydantic.TypeAdapter(list[ResponseInputItemParam], config=STRICT)
-_CONVERSE = (
-    botocore.session.get_session()
-    .get_service_model("bedrock-runtime")
-    .operation_model("Converse")
-    .input_shape
-)
+
+
+@functools.cache
+def sdk() -> SimpleNamespace:
+    """The providers' SDK types, imported and built on first use rather than when the module
+    is collected: every xdist worker collects every file, and these imports and adapters
+    cost each about two seconds that only the worker running this file needs."""
+    import botocore.session
+    import botocore.validate
+    from anthropic.types import MessageParam
+    from botocore.exceptions import ParamValidationError
+    from google.genai import types as genai_types
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
+
+    return SimpleNamespace(
+        chat_param=ChatCompletionMessageParam,
+        chat=pydantic.TypeAdapter(list[ChatCompletionMessageParam], config=STRICT),
+        anthropic=pydantic.TypeAdapter(list[MessageParam], config=STRICT),
+        responses=pydantic.TypeAdapter(list[ResponseInputItemParam], config=STRICT),
+        converse=botocore.session.get_session()
+        .get_service_model("bedrock-runtime")
+        .operation_model("Converse")
+        .input_shape,
+        param_validator=botocore.validate.ParamValidator,
+        param_error=ParamValidationError,
+        genai=genai_types,
+    )
 
 
 def _forced(value: Any) -> Any:
@@ -77,9 +91,9 @@ def _forced(value: Any) -> Any:
     return value
 
 
-def _typed_dicts(adapter: pydantic.TypeAdapter) -> Callable[[Messages], None]:
+def _typed_dicts(name: str) -> Callable[[Messages], None]:
     def validate(messages: Messages) -> None:
-        _forced(adapter.validate_python(messages))
+        _forced(getattr(sdk(), name).validate_python(messages))
 
     return validate
 
@@ -90,7 +104,7 @@ def validate_gemini(messages: Messages) -> None:
             assert isinstance(message["content"], str), message
             continue
         assert message.get("role") in ("user", "model"), message
-        genai_types.Content.model_validate_json(json.dumps(message), strict=True)
+        sdk().genai.Content.model_validate_json(json.dumps(message), strict=True)
 
 
 def validate_bedrock(messages: Messages) -> None:
@@ -101,20 +115,24 @@ def validate_bedrock(messages: Messages) -> None:
     system = [{"text": m["content"]} for m in messages if m.get("role") == "system"]
     if system:
         request["system"] = system
-    report = botocore.validate.ParamValidator().validate(request, _CONVERSE)
+    report = sdk().param_validator().validate(request, sdk().converse)
     if report.has_errors():
-        raise ParamValidationError(report=report.generate_report())
+        raise sdk().param_error(report=report.generate_report())
 
 
 VALIDATORS: dict[Shape, Callable[[Messages], None]] = {
-    "openai": _typed_dicts(_CHAT),
-    "anthropic": _typed_dicts(_ANTHROPIC),
-    "responses": _typed_dicts(_RESPONSES),
+    "openai": _typed_dicts("chat"),
+    "anthropic": _typed_dicts("anthropic"),
+    "responses": _typed_dicts("responses"),
     "gemini": validate_gemini,
     "bedrock": validate_bedrock,
 }
 CHECKED: tuple[Shape, ...] = tuple(VALIDATORS)
-REFUSED = (pydantic.ValidationError, ParamValidationError, AssertionError)
+
+
+def refused() -> tuple[type[BaseException], ...]:
+    """What the SDKs raise for a message they refuse."""
+    return (pydantic.ValidationError, sdk().param_error, AssertionError)
 
 
 @st.composite
@@ -252,7 +270,7 @@ def test_the_unbroken_round_validates(shape):
 def test_a_broken_round_is_refused(shape, breaking, refusal):
     messages = copy.deepcopy(_round(shape))
     breaking(messages)
-    with pytest.raises(REFUSED, match=refusal):
+    with pytest.raises(refused(), match=refusal):
         VALIDATORS[shape](messages)
 
 
@@ -261,18 +279,18 @@ def test_without_forcing_pydantic_lets_a_broken_content_block_through():
     block without an id passes ``validate_python`` alone."""
     messages = _round("anthropic")
     _anthropic_tool_use_no_id(messages)
-    _ANTHROPIC.validate_python(messages)
+    sdk().anthropic.validate_python(messages)
     with pytest.raises(pydantic.ValidationError):
-        _forced(_ANTHROPIC.validate_python(messages))
+        _forced(sdk().anthropic.validate_python(messages))
 
 
 def test_without_strict_config_pydantic_drops_an_unknown_key():
     """Why ``STRICT``: a TypedDict in pydantic's default config ignores keys it does not
     declare."""
     message = {"role": "user", "content": "hi", "nmae": "alice"}
-    pydantic.TypeAdapter(list[ChatCompletionMessageParam]).validate_python([message])
+    pydantic.TypeAdapter(list[sdk().chat_param]).validate_python([message])
     with pytest.raises(pydantic.ValidationError, match="nmae"):
-        _CHAT.validate_python([message])
+        sdk().chat.validate_python([message])
 
 
 def test_gemini_takes_camel_and_snake_case_names():
@@ -281,5 +299,5 @@ def test_gemini_takes_camel_and_snake_case_names():
     camel = {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {}}}]}
     snake = {"role": "model", "parts": [{"function_call": {"name": "bash", "args": {}}}]}
     for content in (camel, snake):
-        found = genai_types.Content.model_validate_json(json.dumps(content), strict=True)
+        found = sdk().genai.Content.model_validate_json(json.dumps(content), strict=True)
         assert found.parts[0].function_call.name == "bash"

@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance.targets.protocol import RunningDigest, canonical_json, digest
+from tests.shared_runs import shared
 from tests.system import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,11 +38,15 @@ def validator(schema: dict, name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{name}"})
 
 
-def transcript_of(tmp_path: Path, target: str, **options: object) -> list[dict]:
-    path = tmp_path / f"{target.replace(':', '_')}.jsonl"
-    with path.open("w", encoding="utf-8") as log:
-        run(RunOptions(target=target, profile="quick", seed=3, transcript=log, **options))
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+@shared
+def transcript_of(target: str) -> list[dict]:
+    """Every protocol line of a quick run of ``target`` (made once for the tests that read
+    the same run)."""
+    with tempfile.TemporaryDirectory(prefix="ctxkit-transcript-") as folder:
+        path = Path(folder) / "transcript.jsonl"
+        with path.open("w", encoding="utf-8") as log:
+            run(RunOptions(target=target, profile="quick", seed=3, transcript=log))
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.mark.parametrize(
@@ -52,10 +58,10 @@ def transcript_of(tmp_path: Path, target: str, **options: object) -> list[dict]:
         "tests.zoo.amplifier:mount_own_event",  # events
     ],
 )
-def test_every_request_and_answer_fits_the_schema(tmp_path, schema, target):
+def test_every_request_and_answer_fits_the_schema(schema, target):
     # About 20 s on a loaded machine for GoodManager: a whole quick run, every protocol line
     # of it (thousands) validated against the schema.
-    lines = transcript_of(tmp_path, target)
+    lines = transcript_of(target)
     requests = [line["request"] for line in lines if "request" in line]
     answers = [line["answer"] for line in lines if "answer" in line]
     assert len(requests) == len(answers) > 1
@@ -70,8 +76,8 @@ def test_every_request_and_answer_fits_the_schema(tmp_path, schema, target):
     }  # fmt: skip
 
 
-def test_a_run_exercises_every_op_and_answer_field(tmp_path):
-    lines = transcript_of(tmp_path, "tests.zoo.amplifier:mount_own_event")
+def test_a_run_exercises_every_op_and_answer_field():
+    lines = transcript_of("tests.zoo.amplifier:mount_own_event")
     requests = [line["request"] for line in lines if "request" in line]
     answers = [line["answer"] for line in lines if "answer" in line]
     assert {r["op"] for r in requests} == {

@@ -81,6 +81,13 @@ PEAK_SHARE = 0.9
 """A command killed by a signal whose address space reached this share of the limit is taken
 to have run out of memory (a failed allocation it did not survive)."""
 
+PEAK_POLL_S = (0.05, 0.5)
+"""How often the supervisor reads the command's peak address space: every 50 ms at first
+and while it is past half the cap, backing off to every half second while it stays small (a
+worker that lives a minute wakes its supervisor about 130 times instead of 1,200). A death,
+an orphan's, the caller's word or its death wake the supervisor at once whatever the
+interval, and the memory a command touched is read at its death anyway (wait4's peak RSS)."""
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -488,7 +495,7 @@ class _Supervisor:
         for fd in spec["pass_fds"]:
             os.close(fd)
         self._report({"pid": command.pid})
-        killed = self._watch(command.pid, wake_read)
+        killed = self._watch(command.pid, wake_read, spec["memory_limit"])
         self._end_tree(command.pid)
         if self.returncode is None:  # not reaped in time: it is as good as killed
             self.returncode = -signal.SIGKILL
@@ -524,14 +531,19 @@ class _Supervisor:
     def _on_term(self, *_: object) -> None:
         self.stop = True
 
-    def _watch(self, pid: int, wake: int) -> bool:
+    def _watch(self, pid: int, wake: int, memory_limit: int | None) -> bool:
         """Until the command ends (False) or the caller asks for the end or dies (True)."""
+        first, slowest = PEAK_POLL_S
+        pause = first
         while not self.stop:
             self._reap(pid)
             if self.returncode is not None:
                 return False
-            self.peak = max(self.peak, _vm_peak(pid))
-            ready, _, _ = select.select([self.lifeline, wake], [], [], 0.05)
+            if memory_limit:  # without a cap there is no peak to watch: only events wake it
+                self.peak = max(self.peak, _vm_peak(pid))
+                pause = first if self.peak >= memory_limit // 2 else min(pause * 1.25, slowest)
+            timeout = pause if memory_limit else None
+            ready, _, _ = select.select([self.lifeline, wake], [], [], timeout)
             if wake in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake, 4096)

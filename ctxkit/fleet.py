@@ -8,10 +8,13 @@ for those instances and for no other. Process ``i`` serves ``/metrics`` on port 
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["BUDGET_FACTORS", "Member", "budget_mix", "plan", "prometheus_config", "run_fleet"]
 
@@ -75,27 +78,10 @@ def prometheus_config(host: str, ports: Sequence[int], *, job: str = "ctxkit-dem
 def run_fleet(members: list[Member], child_args: list[str]) -> int:
     """Start one ``ctxkit demo`` per member, wait for all, print each one's summary; the
     exit code is the worst of theirs. Interrupted, every process is stopped."""
-    processes = []
+    processes: list[subprocess.Popen[str]] = []
     try:
-        for member in members:
-            args = [
-                sys.executable,
-                "-m",
-                "ctxkit",
-                "demo",
-                *child_args,
-                "--conversations",
-                str(member.conversations),
-                "--fleet-first",
-                str(member.first_conversation),
-                "--near-limit",
-                str(member.near_limit),
-            ]
-            if member.port is not None:
-                args += ["--metrics-port", str(member.port)]
-            processes.append(
-                subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            )
+        with _held(signal.SIGINT, signal.SIGTERM):  # delivered once every process is listed
+            _start(members, child_args, processes)
         codes = []
         for member, process in zip(members, processes, strict=True):
             stdout, stderr = process.communicate()
@@ -114,3 +100,50 @@ def run_fleet(members: list[Member], child_args: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _start(members: list[Member], child_args: list[str], processes: list[Any]) -> None:
+    """One ``ctxkit demo`` per member, each listed in ``processes`` as soon as it runs."""
+    for member in members:
+        args = [
+            sys.executable,
+            "-m",
+            "ctxkit",
+            "demo",
+            *child_args,
+            "--conversations",
+            str(member.conversations),
+            "--fleet-first",
+            str(member.first_conversation),
+            "--near-limit",
+            str(member.near_limit),
+        ]
+        if member.port is not None:
+            args += ["--metrics-port", str(member.port)]
+        processes.append(
+            subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+
+
+@contextlib.contextmanager
+def _held(*signals: signal.Signals) -> Iterator[None]:
+    """Hold ``signals`` back within the block, then deliver them: a stop that came while a
+    process was being started (forked, not yet listed) would leave it running. (Noted by a
+    handler, not blocked: a blocked signal stays blocked in the processes started.)"""
+    came: list[int] = []
+
+    def note(signum: int, _frame: Any) -> None:
+        came.append(signum)
+
+    try:
+        previous = {s: signal.signal(s, note) for s in signals}
+    except ValueError:  # not the main thread: signals are not delivered here anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if came:
+            signal.raise_signal(came[0])

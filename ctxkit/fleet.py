@@ -102,7 +102,9 @@ def run_fleet(members: list[Member], child_args: list[str]) -> int:
                 process.wait()
 
 
-def _start(members: list[Member], child_args: list[str], processes: list[Any]) -> None:
+def _start(
+    members: list[Member], child_args: list[str], processes: list[subprocess.Popen[str]]
+) -> None:
     """One ``ctxkit demo`` per member, each listed in ``processes`` as soon as it runs."""
     for member in members:
         args = [

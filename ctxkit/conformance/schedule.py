@@ -30,7 +30,10 @@ searches shorter), and ``overlap`` taking only a search's first failure; each mi
 the others find (a manager that splits a pair only past 40 messages), because its property
 was not checked long enough. ``single`` checks every property through every example instead.
 Hypothesis grows its examples from the ones before, so shorter searches reach shorter
-histories; that is also why ``--jobs`` (:mod:`.shards`) is opt-in.
+histories; that is also why ``--jobs`` (:mod:`.shards`) is opt-in. Also measured and left
+out: running the cache loop after a quick search on the search's own worker, which saves
+starting a second worker: on six targets (the zoo and the reference manager, 2026-11-28) the
+runs took 34% longer for 5% less CPU.
 """
 
 from __future__ import annotations

@@ -48,14 +48,35 @@ worker, since its tests share module fixtures (a server, a survey, a recorded fl
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Whole files become groups, but for the spread files. xdist hands out the groups with
-    the most tests first, the spread files' single runs after them. Handing out the spread
-    runs first instead (``--no-loadscope-reorder``) was measured no faster (11:08 against
-    10:46 on 2 cores, 2026-11-28): the files that wait on servers and timeouts then bunch up
-    at the end, where the cores have nothing else to do."""
+    """Whole files become groups, but for the spread files; then the order xdist hands them
+    out in (pyproject: ``--no-loadscope-reorder`` keeps this one): the tests marked ``long``
+    first, then the groups with the most tests, as xdist's own reorder would, the spread
+    files' single runs after them. A long test handed out late ends the run alone: the
+    README's quick start (about a minute) started eight minutes into a run, and the other
+    workers idled 48 s in all at the end (34 s with the long tests first, 2026-11-28).
+    Handing out every spread run first was measured no faster (11:08 against 10:46): the
+    files that wait on servers and timeouts then bunch up at the end, where the cores have
+    nothing else to do."""
+    scopes: dict[str, list[pytest.Item]] = {}
     for item in items:
         if item.path.name not in SPREAD:
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+        scopes.setdefault(_scope(item), []).append(item)
+    ordered = sorted(
+        scopes.values(),
+        key=lambda scope: (not any(i.get_closest_marker("long") for i in scope), -len(scope)),
+    )
+    items[:] = [item for scope in ordered for item in scope]
+
+
+def _scope(item: pytest.Item) -> str:
+    """The unit xdist's loadgroup hands out that ``item`` belongs to: its groups' names
+    joined as xdist joins them, or the test alone."""
+    names = {
+        str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for mark in item.iter_markers("xdist_group")
+    }
+    return "_".join(sorted(names)) or item.nodeid
 
 
 def pytest_configure(config: pytest.Config) -> None:

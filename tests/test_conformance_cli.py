@@ -493,6 +493,7 @@ def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path):
     assert done.returncode == 0, done.stdout
 
 
+@pytest.mark.long
 def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path: Path):
     """A Gemini-contents store that declares nothing refuses everything but Gemini contents:
     by default (Chat Completions) lifecycle fails; a suite's `format`, or --ctxkit-format,

@@ -68,7 +68,11 @@ def _id(member: Member) -> str:
     return member.target if member.format is None else f"{member.target}[{member.format}]"
 
 
-@pytest.mark.parametrize("member", [m for m in ZOO if m.outcome == "fail"], ids=_id)
+@pytest.mark.parametrize(
+    "member",
+    [pytest.param(m, marks=pytest.mark.long) if deep(m) else m for m in ZOO if m.outcome == "fail"],
+    ids=_id,
+)
 def test_broken_manager_is_caught_under_its_property(member: Member):
     # LateSplitter's run takes about 40 s: its fault needs 40+ messages, so the default
     # profile's long runs (deep()); the run is shared with the test that shows it whole.
@@ -277,6 +281,7 @@ def test_a_target_that_changes_nothing_it_is_given_passes_events():
     assert check(member)["properties"]["events"].status == "passed"
 
 
+@pytest.mark.long
 def test_a_slow_target_gets_a_verdict_by_the_deadline_and_says_how_deep_it_got():
     """Views take 3 s: the run ends by its deadline with pass, not error, and a depth."""
     # About 25 s by design (the deadline is what is tested), mostly waiting, not computing.

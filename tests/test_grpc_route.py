@@ -75,6 +75,7 @@ def test_a_correct_module_served_over_grpc_passes():
     assert statuses["events"] == "skipped"  # the proto carries no events
 
 
+@pytest.mark.long
 def test_a_pair_splitting_module_is_caught_with_a_verified_reproducer():
     # About 35 s: as above, and four failing properties each minimized over gRPC and verified.
     with served("newest") as target:

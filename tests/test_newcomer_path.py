@@ -25,6 +25,8 @@ import subprocess
 import venv
 from pathlib import Path
 
+import pytest
+
 from tests.processes import ROOT
 from tests.readme import quick_start_commands
 from tests.system import missing
@@ -103,6 +105,7 @@ def _virtualenv_over_this_one(home: Path) -> Path:
     return home
 
 
+@pytest.mark.long
 def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_path: Path):
     # One test: the steps follow each other, as the newcomer takes them. It takes about 40 s:
     # the quick start is the default profile's whole run, as the README promises. The user's

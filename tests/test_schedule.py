@@ -84,7 +84,9 @@ def test_a_seed_searches_the_same_whatever_local_modules_a_process_loaded(
 @pytest.mark.parametrize(
     "target",
     [
-        "tests.zoo.forms:keep_last_messages",  # fails three properties
+        pytest.param(  # fails three properties; three runs of it: its group goes first
+            "tests.zoo.forms:keep_last_messages", marks=pytest.mark.long
+        ),
         "tests.zoo.pairs:SplitsPairsOpenAI",
         "tests.zoo.unusual:InsertsSummary",  # correct but unusual: passes
     ],

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.long
 def test_the_watch_keeps_up_with_traffic_that_never_pauses(tmp_path: Path):
     out = tmp_path / "load.json"
     done = subprocess.run(

@@ -315,6 +315,9 @@ def _reproducers() -> dict[str, str]:
 
 def test_every_reproducer_imports_its_target_and_the_public_api_and_fails_under_pytest(tmp_path):
     """The same scripts that fail when run with python (verified above) fail as tests."""
+    # About 20 s on a loaded machine: it needs every broken member's run (shared with the
+    # tests above: it waits for those another worker is making, makes the others), then one
+    # pytest over all their reproducers.
     scripts = _reproducers()
     assert len(scripts) >= 20
     for name, script in scripts.items():

@@ -35,12 +35,14 @@ from tests.system import require_binary
 JOB = "ctxkit-demo"
 PROCESSES, CONVERSATIONS, NEAR_LIMIT = 3, 200, 7
 DEMO = (
-    "--duration", "120", "--rate", "50", "--seed", "1", "--budget", "12000",
+    "--duration", "120", "--rate", "10", "--seed", "1", "--budget", "12000",
     "--processes", str(PROCESSES), "--conversations", str(CONVERSATIONS),
     "--near-limit", str(NEAR_LIMIT),
 )  # fmt: skip
-"""Longer than the tests take (they stop it): 50 turns a second per process on budgets of
-12k to 36k tokens compact within seconds."""
+"""Longer than the tests take (they stop it): 10 turns a second per process on budgets of
+12k to 36k tokens compact within seconds. At 50 a process took half a core of a slow machine
+for the whole module, and starved of the rest of a busy test run, the fleet's own start (every
+conversation speaks once) outlasted the wait for it."""
 WINDOW = "30s"
 """Rate and range windows: 30 scrapes at 1 s, so rates exist a few seconds after the start."""
 DEADLINE = 60.0
@@ -102,7 +104,7 @@ def _wait_for(what: str, attempt: Callable[[], T | None], stack: Stack | None = 
     last: BaseException | None = None
     while time.monotonic() < deadline:
         try:
-            result = attempt()
+            result, last = attempt(), None  # an error of an earlier attempt is stale now
         except (OSError, AssertionError, KeyError) as error:
             result, last = None, error
         if result is not None:
@@ -239,16 +241,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 f"--config.file={config}",
                 f"--storage.tsdb.path={logs / 'data'}",
                 f"--web.listen-address=127.0.0.1:{web_port}",
-                "--log.level=warn",
+                "--log.level=info",
             ],
             logs / "prometheus.log",
         )
         started.append(server)
 
-        def scraped() -> bool | None:
+        def scraped() -> bool:
             alive(server, "prometheus")
-            up = running.query(f'sum(ctxkit_conversations{{job="{JOB}"}})')
-            return (up and float(up[0]["value"][1]) == CONVERSATIONS) or None
+            total = running.query(f'sum(ctxkit_conversations{{job="{JOB}"}})')
+            seen = float(total[0]["value"][1]) if total else 0.0
+            up = {r["metric"]["instance"]: r["value"][1] for r in running.query("up")}
+            assert seen == CONVERSATIONS, f"{seen:g} conversations of {CONVERSATIONS}; up: {up}"
+            return True
 
         _wait_for("Prometheus to scrape the whole fleet", scraped, running)
         # Fed only once Prometheus listens: the feeder's client sockets take ephemeral ports,

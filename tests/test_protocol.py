@@ -13,12 +13,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ctxkit.conformance.replay import open_manager
 from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance.targets.protocol import RunningDigest, canonical_json, digest
+from ctxkit.conformance.worker import HistoryDigest, _history_digest
 from tests.shared_runs import shared
 from tests.system import require_binary
 
@@ -124,6 +125,61 @@ def test_a_digest_kept_as_the_history_grows_is_the_digest_of_the_whole(history, 
         running.add(message)
         assert running.hexdigest() == digest(history[:number], ignore)
     assert running.hexdigest() == digest(history, ignore)
+
+
+def _twin(value: object) -> object:
+    """A value that is == to ``value`` in Python but written differently in JSON (or, for a
+    string, an equal string that is another object)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return float(value) if abs(value) < 2**53 else -value
+    if isinstance(value, float):
+        return not value if value in (0.0, 1.0) else -value
+    if isinstance(value, str):
+        return "".join(list(value)) + ""
+    return [value]
+
+
+_EDITS = st.one_of(
+    st.tuples(st.just("append"), st.dictionaries(_KEYS, _JSON) | _JSON),
+    st.tuples(st.just("set"), st.integers(0, 9), _KEYS, _JSON),
+    st.tuples(st.sampled_from(["twin", "reorder", "drop", "odd", "clear"]), st.integers(0, 9)),
+)
+
+
+@given(st.lists(_EDITS, max_size=12), st.sampled_from([frozenset(), frozenset({"metadata"})]))
+@example([("append", {"role": 1}), ("twin", 0)], frozenset())  # 1 == 1.0, "1" != "1.0"
+@example([("append", {"content": True}), ("twin", 0)], frozenset())
+@example([("append", {"role": "a"}), ("append", {}), ("reorder", 0)], frozenset())
+def test_the_workers_digest_kept_between_calls_is_the_digest_of_the_whole(edits, ignore):
+    """The worker digests get_messages() after every call, writing only what was added since
+    its last answer when the history still begins with what it held then: whatever happens
+    to the history between two calls (messages added, edited in place, swapped for values
+    Python calls equal but JSON does not, keys reordered, dropped, things JSON cannot hold),
+    its digest is the digest of the whole history."""
+    history: list = []
+    kept = HistoryDigest(ignore)
+    for edit in edits:
+        where = edit[1] % len(history) if history and edit[0] != "append" else None
+        message = history[where] if where is not None else None
+        if edit[0] == "append":
+            history.append(edit[1])
+        elif edit[0] == "clear":
+            history = []
+        elif edit[0] == "drop" and where is not None:
+            del history[where]
+        elif isinstance(message, dict) and message:
+            key = next(iter(message))
+            if edit[0] == "set":
+                message[edit[2]] = edit[3]
+            elif edit[0] == "twin":
+                message[key] = _twin(message[key])
+            elif edit[0] == "reorder":
+                history[where] = dict(reversed(message.items()))
+            elif edit[0] == "odd":
+                message[key] = {1, 2} if where % 2 else b"bytes"
+        assert kept.of(history) == _history_digest(history, ignore), edit
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 import math
 import os
 import shlex
@@ -593,11 +594,16 @@ class _CacheLoop:
 
 
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
-    """Counts of messages seen before: views repeat the history's messages many times."""
-    memo: dict[str, int] = {}
+    """Counts of messages seen before: views repeat the history's messages many times. Keyed
+    by marshal's form, as :func:`ctxkit.conformance.judge.comes_from.semantic` is (exact, and
+    ten times cheaper than sorted JSON); what marshal cannot write is counted every time."""
+    memo: dict[bytes, int] = {}
 
     def cached(message: dict[str, Any]) -> int:
-        key = json.dumps(message, sort_keys=True, ensure_ascii=False)
+        try:
+            key = marshal.dumps(message, 0)
+        except ValueError:
+            return count(message)
         found = memo.get(key)
         if found is None:
             if len(memo) > 50_000:

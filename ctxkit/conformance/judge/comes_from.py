@@ -33,6 +33,7 @@ message at most once, keeping history order whenever any assignment can (see
 from __future__ import annotations
 
 import json
+import marshal
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -222,17 +223,20 @@ class _Reader:
         return found
 
 
-_READ: dict[tuple[str, frozenset[str]], Semantic] = {}
+_READ: dict[tuple[bytes, frozenset[str]], Semantic] = {}
 _READ_KEEP = 50_000
-"""Messages read before, by their exact JSON: a run checks every view against the same
-history, so each history message would otherwise be read again for every view."""
+"""Messages read before, by their exact form: a run checks every view against the same
+history, so each history message would otherwise be read again for every view. The form is
+marshal's (version 0: nothing in it depends on a string being interned): equal bytes are equal
+types and values, 1, 1.0 and True apart; it is written ten times faster than sorted JSON,
+which made this key a fifth of a long search's own time."""
 
 
 def semantic(message: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEYS) -> Semantic:
     """``message`` as a provider reads it (see the module's rules)."""
     try:
-        exact = (json.dumps(message, sort_keys=True), ignore)
-    except (TypeError, ValueError):  # not JSON (a cycle, odd keys): read it every time
+        exact = (marshal.dumps(message, 0), ignore)
+    except ValueError:  # not marshal's types (a Mapping of its own, a cycle): read it every time
         return _semantic(message, ignore)
     found = _READ.get(exact)
     if found is None:

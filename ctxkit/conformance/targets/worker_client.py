@@ -292,7 +292,8 @@ class Child:
         self._note("request", request)
         self._send(self._token + b" " + line if framed else line, op, wait)
         data = self._receive(op, wait)
-        self._note("answer", json.dumps(data, ensure_ascii=False))
+        if self.transcript is not None:  # written again only for the transcript
+            self._note("answer", json.dumps(data, ensure_ascii=False))
         try:
             reply = Reply.read(data)
         except ValueError as exc:

@@ -200,7 +200,10 @@ def test_loading_counts_against_the_deadline_and_the_target_is_still_judged(mark
     assert "PASS: every required property holds" in done.stdout
     assert report["verdict"] == "pass"
     assert report["duration_s"] >= 5  # the load is part of the run
-    assert took < 15 + 5, took
+    assert report["duration_s"] < 15 + 2, report["duration_s"]  # the run keeps its deadline
+    # and the process ends with it; its own start (Python, the imports) comes before the run's
+    # clock does (the whole took 20.4 s once, on a slow machine busy with a test run)
+    assert took < 15 + 10, (took, report["duration_s"])
 
 
 def test_the_load_allowance_is_the_load_timeout_else_the_rest_of_the_deadline():

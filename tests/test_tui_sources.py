@@ -150,9 +150,14 @@ def test_demo_source_runs_the_reference_until_its_turns_are_done() -> None:
     assert "finished" in inspector.status
 
 
-def test_demo_source_stops_promptly_when_asked() -> None:
+@pytest.mark.parametrize(
+    "fleet", [{}, {"conversations": 60, "near_limit": 5}], ids=["one", "fleet-starting"]
+)
+def test_demo_source_stops_promptly_when_asked(fleet: dict[str, int]) -> None:
     inspector = Inspector()
-    source = DemoSource(DemoOptions(duration=math.inf, rate=50))
+    # Faster than any machine turns: the demo is always behind its pace and never sleeps
+    # (a fleet is stopped while every conversation speaks once, before the paced loop).
+    source = DemoSource(DemoOptions(duration=math.inf, rate=1_000_000, **fleet))
     with running(source, inspector):
         wait_until(lambda: inspector.events > 10)
     assert source.error is None

@@ -596,7 +596,7 @@ class _CacheLoop:
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
     """Counts of messages seen before: views repeat the history's messages many times. Keyed
     by marshal's form, as :func:`ctxkit.conformance.judge.comes_from.semantic` is (exact, and
-    ten times cheaper than sorted JSON); what marshal cannot write is counted every time."""
+    several times cheaper than sorted JSON); what marshal cannot write is counted every time."""
     memo: dict[bytes, int] = {}
 
     def cached(message: dict[str, Any]) -> int:

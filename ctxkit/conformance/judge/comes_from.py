@@ -228,8 +228,8 @@ _READ_KEEP = 50_000
 """Messages read before, by their exact form: a run checks every view against the same
 history, so each history message would otherwise be read again for every view. The form is
 marshal's (version 0: nothing in it depends on a string being interned): equal bytes are equal
-types and values, 1, 1.0 and True apart; it is written ten times faster than sorted JSON,
-which made this key a fifth of a long search's own time."""
+types and values, 1, 1.0 and True apart. Sorted JSON, the key before, was a fifth of a long
+search's own time (1.9 s of a run's 8.4; marshal's form 0.23 s)."""
 
 
 def semantic(message: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEYS) -> Semantic:

@@ -137,7 +137,7 @@ def _twin(value: object) -> object:
     if isinstance(value, float):
         return not value if value in (0.0, 1.0) else -value
     if isinstance(value, str):
-        return "".join(list(value)) + ""
+        return "".join(list(value))
     return [value]
 
 

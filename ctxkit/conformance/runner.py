@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import marshal
 import math
 import os
 import shlex
@@ -85,6 +84,7 @@ from ctxkit.conformance.targets.worker_client import (
     TargetUnusable,
     during,
 )
+from ctxkit.messages import exact_form
 from ctxkit.prefix import AGENT_LOOP_STEPS
 from ctxkit.shapes.spoken import ShapeError, Spoken, decide, format_name, parse_shapes, split_config
 
@@ -595,14 +595,12 @@ class _CacheLoop:
 
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
     """Counts of messages seen before: views repeat the history's messages many times. Keyed
-    by marshal's form, as :func:`ctxkit.conformance.judge.comes_from.semantic` is (exact, and
-    several times cheaper than sorted JSON); what marshal cannot write is counted every time."""
+    by :func:`~ctxkit.messages.exact_form`; a message without one is counted every time."""
     memo: dict[bytes, int] = {}
 
     def cached(message: dict[str, Any]) -> int:
-        try:
-            key = marshal.dumps(message, 0)
-        except ValueError:
+        key = exact_form(message)
+        if key is None:
             return count(message)
         found = memo.get(key)
         if found is None:

@@ -22,7 +22,6 @@ import asyncio
 import atexit
 import contextlib
 import json
-import marshal
 import os
 import sys
 import traceback
@@ -44,6 +43,7 @@ from ctxkit.conformance.targets.protocol import (
     digest,
     protocol_fds,
 )
+from ctxkit.messages import exact_form
 
 
 def to_json(value: Any) -> Any:
@@ -215,7 +215,7 @@ def _history_digest(history: Any, ignore: frozenset[str]) -> str:
 
 
 _LIST_HEADER = 5
-"""marshal's type code and item count in front of a list's items."""
+"""The type code and item count in front of a list's items in its exact form."""
 
 
 class HistoryDigest:
@@ -224,11 +224,9 @@ class HistoryDigest:
     are written and hashed. Writing a history of hundreds of messages whole after every call
     was a third of a worker's time on a long search.
 
-    "Still begins with" is decided on marshal's form of the history (version 0: no
-    references, nothing that depends on a string being interned), in which equal bytes mean
-    equal types as well as values (1, 1.0 and True differ, as they do in JSON) and each item's
-    bytes end where the next begin, so an unchanged prefix of messages is an unchanged prefix
-    of bytes. Whatever marshal cannot write, or a history that is not a list, is digested
+    "Still begins with" is decided on the history's :func:`~ctxkit.messages.exact_form`, in
+    which a list's items are written one after another, so an unchanged prefix of messages is
+    an unchanged prefix of bytes. A history without one, or that is not a list, is digested
     whole, as before; so is any history whose earlier messages changed.
     """
 
@@ -242,10 +240,7 @@ class HistoryDigest:
         self._count = 0
 
     def of(self, history: Any) -> str:
-        try:
-            form = marshal.dumps(history, 0) if type(history) is list else None
-        except ValueError:  # not marshal's types, or nested too deep for it
-            form = None
+        form = exact_form(history) if type(history) is list else None
         if form is None:
             self._forget()
             return _history_digest(history, self.ignore)

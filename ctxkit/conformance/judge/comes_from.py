@@ -33,7 +33,6 @@ message at most once, keeping history order whenever any assignment can (see
 from __future__ import annotations
 
 import json
-import marshal
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from functools import partial
 from typing import Any
 
 from ctxkit.conformance.judge.parts import calls, positional, results
+from ctxkit.messages import exact_form
 
 __all__ = [
     "ALWAYS_IGNORED",
@@ -225,19 +225,18 @@ class _Reader:
 
 _READ: dict[tuple[bytes, frozenset[str]], Semantic] = {}
 _READ_KEEP = 50_000
-"""Messages read before, by their exact form: a run checks every view against the same
-history, so each history message would otherwise be read again for every view. The form is
-marshal's (version 0: nothing in it depends on a string being interned): equal bytes are equal
-types and values, 1, 1.0 and True apart. Sorted JSON, the key before, was a fifth of a long
-search's own time (1.9 s of a run's 8.4; marshal's form 0.23 s)."""
+"""Messages read before, by their :func:`~ctxkit.messages.exact_form`: a run checks every
+view against the same history, so each history message would otherwise be read again for
+every view. Sorted JSON, the key before, was a fifth of a long search's own time (1.9 s of a
+run's 8.4; the exact form 0.23 s)."""
 
 
 def semantic(message: Mapping[str, Any], ignore: frozenset[str] = ANNOTATION_KEYS) -> Semantic:
     """``message`` as a provider reads it (see the module's rules)."""
-    try:
-        exact = (marshal.dumps(message, 0), ignore)
-    except ValueError:  # not marshal's types (a Mapping of its own, a cycle): read it every time
+    form = exact_form(message)
+    if form is None:  # a Mapping of its own, a cycle: read it every time
         return _semantic(message, ignore)
+    exact = (form, ignore)
     found = _READ.get(exact)
     if found is None:
         if len(_READ) >= _READ_KEEP:

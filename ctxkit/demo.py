@@ -278,8 +278,6 @@ async def _drive(
             now = time.monotonic()
             if now >= deadline:
                 break
-        else:  # behind its pace: still let the loop run what waits (a stop, a screen)
-            await asyncio.sleep(0)
         next_turn += interval
         await _turn(managers[number], conversations[number], budgets[number])
         result.turns += 1
@@ -292,12 +290,15 @@ async def _drive(
 
 
 async def _turn(manager: Any, turns: Iterator[list[list[dict[str, Any]]]], budget: int) -> None:
-    """One agent turn: each step's messages, then a view, as before each model call."""
+    """One agent turn: each step's messages, then a view, as before each model call; then the
+    event loop runs what waits on it (a stop, a screen). The reference manager never waits, so
+    a demo behind its pace, or a fleet's start, would otherwise never let them run."""
     for step in next(turns):
         for message in step:
             await manager.add_message(message)
         await manager.get_messages_for_request(token_budget=budget)
         _report_usage(manager)
+    await asyncio.sleep(0)
 
 
 PROVIDER_OVERHEAD_TOKENS = 150
@@ -329,7 +330,6 @@ async def _start_fleet(
     for index, manager in enumerate(managers):
         await _turn(manager, conversations[index], budgets[index])
         result.turns += 1
-        await asyncio.sleep(0)  # the reference manager never waits: let a stop be seen
         if index >= near_limit:
             continue
         for _ in range(NEAR_LIMIT_TURNS):
@@ -337,7 +337,6 @@ async def _start_fleet(
                 break
             await _turn(manager, conversations[index], budgets[index])
             result.turns += 1
-            await asyncio.sleep(0)
         else:
             raise RuntimeError(f"conversation {index} never passed 90% of its budget")
 

@@ -84,7 +84,7 @@ from ctxkit.conformance.targets.worker_client import (
     TargetUnusable,
     during,
 )
-from ctxkit.messages import exact_form
+from ctxkit.exact import exact_form
 from ctxkit.prefix import AGENT_LOOP_STEPS
 from ctxkit.shapes.spoken import ShapeError, Spoken, decide, format_name, parse_shapes, split_config
 
@@ -595,7 +595,7 @@ class _CacheLoop:
 
 def _cached(count: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any]], int]:
     """Counts of messages seen before: views repeat the history's messages many times. Keyed
-    by :func:`~ctxkit.messages.exact_form`; a message without one is counted every time."""
+    by :func:`~ctxkit.exact.exact_form`; a message without one is counted every time."""
     memo: dict[bytes, int] = {}
 
     def cached(message: dict[str, Any]) -> int:

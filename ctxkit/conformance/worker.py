@@ -43,7 +43,7 @@ from ctxkit.conformance.targets.protocol import (
     digest,
     protocol_fds,
 )
-from ctxkit.messages import exact_form
+from ctxkit.exact import exact_form
 
 
 def to_json(value: Any) -> Any:
@@ -224,7 +224,7 @@ class HistoryDigest:
     are written and hashed. Writing a history of hundreds of messages whole after every call
     was a third of a worker's time on a long search.
 
-    "Still begins with" is decided on the history's :func:`~ctxkit.messages.exact_form`, in
+    "Still begins with" is decided on the history's :func:`~ctxkit.exact.exact_form`, in
     which a list's items are written one after another, so an unchanged prefix of messages is
     an unchanged prefix of bytes. A history without one, or that is not a list, is digested
     whole, as before; so is any history whose earlier messages changed.

@@ -40,7 +40,7 @@ from functools import partial
 from typing import Any
 
 from ctxkit.conformance.judge.parts import calls, positional, results
-from ctxkit.messages import exact_form
+from ctxkit.exact import exact_form
 
 __all__ = [
     "ALWAYS_IGNORED",
@@ -225,7 +225,7 @@ class _Reader:
 
 _READ: dict[tuple[bytes, frozenset[str]], Semantic] = {}
 _READ_KEEP = 50_000
-"""Messages read before, by their :func:`~ctxkit.messages.exact_form`: a run checks every
+"""Messages read before, by their :func:`~ctxkit.exact.exact_form`: a run checks every
 view against the same history, so each history message would otherwise be read again for
 every view. Sorted JSON, the key before, was a fifth of a long search's own time (1.9 s of a
 run's 8.4; the exact form 0.23 s)."""

@@ -409,7 +409,10 @@ def test_a_hanging_constructor_gets_the_timeout_not_the_import_allowance():
     assert time.monotonic() - started < 10
     assert report.verdict == "error"
     (lifecycle,) = [p for p in report.properties if p.status == "error"]
-    assert lifecycle.message == "timed out: building the manager did not return within 1 s"
+    assert lifecycle.message == (
+        "timed out: building the manager did not return within 1 s, nor within 3 s when given "
+        "longer"
+    )
     assert all(
         p.message == "not checked: no manager could be built"
         for p in report.properties

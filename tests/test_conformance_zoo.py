@@ -356,6 +356,15 @@ def test_a_call_slowed_once_is_given_more_time_and_not_charged():
     assert report.depth["searches"] == 1  # the search went on past the slow call
 
 
+def test_a_first_build_slowed_once_is_given_the_same_grace_and_not_charged():
+    report = run(
+        RunOptions(target="tests.zoo.misc:SlowFirstBuild", profile="quick", seed=1, timeout=1.0)
+    )
+    assert report.verdict == "pass", [(p.id, p.status, p.message) for p in report.properties]
+    assert report.depth["slow_calls"] == 1
+    assert report.depth["timeout_s"] == 3.0
+
+
 def test_a_hang_is_confirmed_before_it_is_charged():
     (member,) = [m for m in ZOO if m.target.endswith(":Hangs")]
     # A seed whose first hang is charged to lifecycle: only a run's first timeout gets a grace.

@@ -314,6 +314,8 @@ def _run(
             f"{during(op)} took {took:.1f} s, past the {options.timeout:g} s timeout: the "
             f"machine is busy, not the target hung; each call now gets {session.timeout:g} s"
         )
+        if worker.slow_build is not None:
+            session.slowed("reset", *worker.slow_build)
         checking = {p.id for p in PROPERTIES if p.level != "advisory"}
         for property_id, why in NOT_APPLICABLE.get(worker.form, {}).items():
             checking.discard(property_id)
@@ -430,6 +432,10 @@ class _Worker:
         """The shapes the target speaks and why (``hello``'s ``speaks``), if it says."""
         self.form: Any = None
         """The form the target takes (``hello``'s ``form``), if it says."""
+        self.slow_build: tuple[float, float] | None = None
+        """The first build answered in the grace a run's first slow call gets (as
+        :meth:`Session.call` gives it): the seconds it took and the timeout every later call
+        gets."""
 
     def _allowance(self) -> float:
         """Loading imports the target and its libraries: ``--load-timeout``, else the rest of
@@ -486,10 +492,16 @@ class _Worker:
             raise SetupError(f"{self.spec}: {exc.message}{self.route.hint}") from None
         self.spec = str(loaded.get("target") or self.spec)
         assert self.child is not None
+        limit = min(self.options.timeout, self._allowance())
+        grace = 2 * limit if self.deadline - time.monotonic() >= 3 * limit else 0.0
+        began = time.monotonic()
         try:
-            probe = self.child.call("reset", timeout=min(self.options.timeout, self._allowance()))
+            probe = self.child.call("reset", timeout=limit, grace=grace)
         except TargetUnusable as exc:
             return self.spec, loaded["events"], ("error", exc.message)
+        took = time.monotonic() - began
+        if took > limit:
+            self.slow_build = (took, limit + grace)
         if not probe.ok and probe.kind == "contract":
             return self.spec, loaded["events"], ("failed", probe.message)
         if not probe.ok:

@@ -9,11 +9,13 @@
 - SlowViews: correct, but each view takes ``delay`` seconds (3 by default).
 - OpenAIOnly: correct for OpenAI-shaped messages, refuses Anthropic blocks.
 - SlowFirstView: correct, but the first view of each process takes ``delay`` seconds.
+- SlowFirstBuild: correct, but the first manager each process builds takes ``delay`` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from tests.zoo.base import FILL, PRE_COMPACT, GoodManager, clone
@@ -146,3 +148,18 @@ class SlowFirstView(GoodManager):
             SlowFirstView.served = True
             await asyncio.sleep(self.delay)
         return await super().get_messages_for_request(token_budget, provider)
+
+
+class SlowFirstBuild(GoodManager):
+    """Correct, but the first manager a process builds takes ``delay`` seconds (a library
+    that imports its tokenizer on first use, a busy machine): the first build is the run's
+    first call, so it gets the same grace, and nothing may be charged for it (found in CI,
+    where a loaded machine failed a whole run for it)."""
+
+    built = False
+
+    def __init__(self, *, delay: float = 2.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not SlowFirstBuild.built:
+            SlowFirstBuild.built = True
+            time.sleep(delay)

@@ -219,15 +219,20 @@ class Session:
             raise
         took = time.monotonic() - began
         if grace and took > limit:
-            self.patient = False
-            self.timeout = limit + grace
-            self.slow_calls += 1
-            self.on_slow(op, took)
+            self.slowed(op, took, limit + grace)
         if reply.kind == "unsupported":  # the call cannot be made: drop the example
             reason = f"{during(op)}: {reply.message or reply.error}"
             self.unsupported[reason] = self.unsupported.get(reason, 0) + 1
             _abandon()
         return reply
+
+    def slowed(self, op: str, took: float, timeout: float) -> None:
+        """A call answered in its grace, ``took`` seconds: no more graces, and every later call
+        gets ``timeout``."""
+        self.patient = False
+        self.timeout = timeout
+        self.slow_calls += 1
+        self.on_slow(op, took)
 
     def saw(self, failure: PropertyFailure) -> None:
         """Keep the failure if it is the first or the smallest of its property so far."""

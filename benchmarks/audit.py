@@ -212,6 +212,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as scratch:  # gone when done
+        return measure(args, Path(scratch))
+
+
+def measure(args: argparse.Namespace, folder: Path) -> int:
     lines = exports(args.conversations, args.requests, args.messages)
     bodies = [protobuf(line) for line in lines]
     total = args.conversations * args.requests
@@ -221,7 +226,6 @@ def main() -> int:
             for record in decode_json_line(json.loads(line)):
                 json.loads(record.attributes["gen_ai.input.messages"])
 
-    folder = Path(tempfile.mkdtemp(prefix="ctxkit-bench-"))
     recording = folder / "fleet.jsonl"
     recording.write_text("\n".join(lines) + "\n")
 

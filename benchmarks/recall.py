@@ -44,9 +44,16 @@ async def evaluate(embedder: Any, threshold: float | None) -> dict[str, float]:
     data = json.loads(DATA.read_text())
     texts = [f["fact"] for f in data["facts"]] + data["distractors"]
     random.Random(7).shuffle(texts)
-    folder = Path(tempfile.mkdtemp(prefix="ctxkit-recall-"))
     options = {} if threshold is None else {"threshold": threshold}
-    memory = SemanticMemory(folder / "memory.db", embedder, **options)
+    with tempfile.TemporaryDirectory(prefix="ctxkit-recall-") as scratch:
+        return await _recall(
+            data, texts, SemanticMemory(Path(scratch) / "memory.db", embedder, **options)
+        )
+
+
+async def _recall(
+    data: dict[str, Any], texts: list[str], memory: SemanticMemory
+) -> dict[str, float]:
     try:
         ids = await memory.store_many(texts)
         by_text = dict(zip(texts, ids, strict=True))

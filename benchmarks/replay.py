@@ -123,8 +123,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as scratch:  # gone when done
+        return measure(args, Path(scratch))
+
+
+def measure(args: argparse.Namespace, folder: Path) -> int:
     os.chdir(ROOT)  # the function target is imported from the current folder, as the CLI does
-    folder = Path(tempfile.mkdtemp(prefix="ctxkit-bench-"))
     recording = folder / "fleet.jsonl"
     recording.write_text("\n".join(_fleet_lines(args.conversations, args.requests, args.messages)))
     total = args.conversations * args.requests

@@ -127,8 +127,14 @@ class Senders:
 
 def run(senders: int, seconds: float, settle: float, rate: float = 0.0) -> dict[str, Any]:
     bodies = [protobuf(line) for line in exports(200, 40, 20)]
-    folder = Path(tempfile.mkdtemp(prefix="ctxkit-load-"))
-    process, url, metrics_url = _start_watch(settle, folder / "watch.log")
+    with tempfile.TemporaryDirectory(prefix="ctxkit-load-") as scratch:
+        return _loaded(bodies, senders, seconds, settle, rate, Path(scratch) / "watch.log")
+
+
+def _loaded(
+    bodies: list[bytes], senders: int, seconds: float, settle: float, rate: float, log: Path
+) -> dict[str, Any]:
+    process, url, metrics_url = _start_watch(settle, log)
     samples: list[tuple[float, int, float, float]] = []
     """(seconds since the load began, accepted, audited, resident MiB)"""
     try:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,17 +73,9 @@ def test_a_survey_writes_the_matrix_in_three_formats(surveyed):
 
 def test_the_page_loads_sorts_and_opens_a_reproducer_in_chromium(surveyed):
     out, _ = surveyed
-    chromium, driver_path = require_binary("chromium"), require_binary("chromedriver")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.common.by import By
+    with chromium() as browser:
+        from selenium.webdriver.common.by import By
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver_path))
-    try:
         browser.get((out / "matrix.html").as_uri())
         assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
         first = [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "tbody tr")]
@@ -103,20 +97,23 @@ def test_the_page_loads_sorts_and_opens_a_reproducer_in_chromium(surveyed):
         dialog.find_element(By.CSS_SELECTOR, "button.close").click()
         assert dialog.get_attribute("open") is None
         assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
-    finally:
-        browser.quit()
 
 
 @contextlib.contextmanager
 def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
-    """Debian's headless Chromium through selenium, its viewport exactly ``width`` px."""
+    """Debian's headless Chromium through selenium, its viewport exactly ``width`` px and the
+    page's console kept (``get_log("browser")``). Chromium's temporary files (its singleton
+    socket's folder) go to a folder removed after it quits, not left in /tmp."""
     chromium_path, driver_path = require_binary("chromium"), require_binary("chromedriver")
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium_path
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
         options.add_argument(flag)
-    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver_path))
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    scratch = tempfile.TemporaryDirectory(prefix="ctxkit-chromium-")
+    service = webdriver.ChromeService(driver_path, env={**os.environ, "TMPDIR": scratch.name})
+    browser = webdriver.Chrome(options=options, service=service)
     try:
         browser.execute_cdp_cmd(
             "Emulation.setDeviceMetricsOverride",
@@ -125,6 +122,7 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
         yield browser
     finally:
         browser.quit()
+        scratch.cleanup()
 
 
 def wide_matrix() -> Matrix:

@@ -72,6 +72,7 @@ from ctxkit.conformance.search.machine import (
     PropertyFailure,
     Session,
     TargetStopped,
+    first_grace,
 )
 from ctxkit.conformance.search.minimize import NOT_REPEATED, CallShrinker, minimize
 from ctxkit.conformance.shards import Shards, Share, search_elsewhere, split
@@ -493,7 +494,7 @@ class _Worker:
         self.spec = str(loaded.get("target") or self.spec)
         assert self.child is not None
         limit = min(self.options.timeout, self._allowance())
-        grace = 2 * limit if self.deadline - time.monotonic() >= 3 * limit else 0.0
+        grace = first_grace(limit, self.deadline - time.monotonic())
         began = time.monotonic()
         try:
             probe = self.child.call("reset", timeout=limit, grace=grace)

@@ -68,6 +68,7 @@ __all__ = [
     "RuleCall",
     "Session",
     "TargetStopped",
+    "first_grace",
 ]
 
 RuleCall = tuple[str, dict[str, Any]]
@@ -208,7 +209,7 @@ class Session:
         left = self.deadline - began
         if left <= 0:
             raise DeadlineReached
-        grace = 2 * limit if self.patient and left >= 3 * limit else 0.0
+        grace = first_grace(limit, left) if self.patient else 0.0
         try:
             reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)
         except TargetUnusable as exc:
@@ -247,6 +248,12 @@ class Session:
             self.on_failure(property_id)
         known = self.smallest.get(property_id)
         return known is None or size < known.size
+
+
+def first_grace(limit: float, left: float) -> float:
+    """The grace a run's first call past its ``limit`` gets: twice as long again, when the
+    ``left`` seconds to the deadline hold it (:meth:`Session.call`)."""
+    return 2 * limit if left >= 3 * limit else 0.0
 
 
 def _recorded(function: Callable[..., None]) -> Callable[..., None]:

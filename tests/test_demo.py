@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.server
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -144,18 +146,24 @@ class _Collector(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_otlp_to_a_collector_says_what_was_sent_and_drops_nothing():
+@contextlib.contextmanager
+def _collector() -> Iterator[str]:
+    """A :class:`_Collector` listening on loopback, for as long as the block runs: its URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        done = demo(
-            "--otlp", "--duration", "2", "--rate", "10",
-            env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}"},
-        )  # fmt: skip
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_otlp_to_a_collector_says_what_was_sent_and_drops_nothing():
+    with _collector() as url:
+        done = demo(
+            "--otlp", "--duration", "2", "--rate", "10",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": url},
+        )  # fmt: skip
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("otlp: "))
     assert "dropped" not in line
@@ -170,9 +178,6 @@ def test_otlp_to_a_closed_port_is_bounded_and_says_what_was_dropped():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed once the with-block ends
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    endpoints = [f"http://127.0.0.1:{server.server_port}", f"http://127.0.0.1:{port}"]
 
     def timed(endpoint: str) -> tuple[subprocess.CompletedProcess[str], float]:
         began = time.monotonic()
@@ -185,12 +190,8 @@ def test_otlp_to_a_closed_port_is_bounded_and_says_what_was_dropped():
     # Side by side, so that both see the same load: the same demo exporting to a collector and
     # to the closed port. Against a demo without OTLP run before it, a busy machine once took
     # 9.6 s more (OpenTelemetry's import is slow under load); against a fixed bound, 11.5 s.
-    try:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            (_, received), (done, took) = pool.map(timed, endpoints)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _collector() as url, concurrent.futures.ThreadPoolExecutor(2) as pool:
+        (_, received), (done, took) = pool.map(timed, [url, f"http://127.0.0.1:{port}"])
     assert done.returncode == 0, done.stderr
     assert "invariant violations: 0" in done.stdout
     assert f"otlp: 0 spans and 0 metric batches sent to http://127.0.0.1:{port}" in done.stdout

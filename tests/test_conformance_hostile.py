@@ -176,9 +176,9 @@ def slow_import(
 
 
 def test_a_load_past_the_load_timeout_writes_an_error_report(marker, tmp_path):
-    done, took, report = slow_import(8, "--load-timeout", "3", marker=marker, tmp_path=tmp_path)
+    done, took, report = slow_import(30, "--load-timeout", "3", marker=marker, tmp_path=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert took < 8, took
+    assert took < 30, took  # it did not wait for the import (a loaded machine starts slowly)
     reason = (
         "tests.zoo.slow_import:SlowToImport: loading the target did not return within 3 s "
         "(--load-timeout); give it more with --load-timeout SECONDS"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from ctxkit.audit import Auditor
 from ctxkit.audit.apis import UNKNOWN, from_body, tell
+from ctxkit.audit.bodies import NotABody, request_of
 from ctxkit.audit.genai import model_call, requests_of
 from ctxkit.audit.otlp import Record
 from ctxkit.conformance.judge.invariants import check_tool_pairs
@@ -304,8 +305,13 @@ def test_an_api_that_keeps_the_system_prompt_beside_the_list_counts_without_it()
     assert "at messages.1.content" in finding.provider_error
 
 
+_WORDS = st.sampled_from(
+    ["assistant", "user", "tool", "system", "model", "tool_use", "tool_result", "text",
+     "function_call", "function_call_output", "reasoning", "thinking", "c1", "t1"]
+)  # fmt: skip
+"""Strings the readers act on (roles, types, ids), so hostile values land where they look."""
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | _WORDS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["role", "content", "parts", "type", "id", "name", "tool_calls",
                          "tool_call_id", "function", "arguments", "response", "call_id",
@@ -333,6 +339,90 @@ def test_hostile_messages_are_judged_or_skipped_never_a_crash(messages, api, nam
     requests, _ = requests_of([(span, "f:1")])
     auditor = Auditor()
     for request in requests:
+        auditor.add(request)
+
+
+_BODIES = [
+    {"model": "gpt-4o", "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a b"},
+        {"role": "user", "content": [{"type": "text", "text": "more"}]}]},
+    {"model": "gpt-5", "instructions": "be brief", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "list"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a b"},
+        {"role": "user", "content": "again"}]},
+    {"model": "claude-sonnet-4", "system": "be brief", "messages": [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "s"},
+            {"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
+        {"role": "user", "content": "thanks"}]},
+    {"model": "gemini-2.5-pro", "systemInstruction": {"parts": [{"text": "be brief"}]},
+     "contents": [
+        {"role": "user", "parts": [{"text": "list"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {"r": "a"}}}]},
+        {"role": "user", "parts": [{"text": "more"}]}]},
+    {"modelId": "anthropic.claude-3", "system": [{"text": "be brief"}], "messages": [
+        {"role": "user", "content": [{"text": "list"}]},
+        {"role": "assistant", "content": [
+            {"toolUse": {"toolUseId": "t1", "name": "ls", "input": {}}}]},
+        {"role": "user", "content": [
+            {"toolResult": {"toolUseId": "t1", "content": [{"text": "a"}]}}]},
+        {"role": "user", "content": [{"text": "more"}]}]},
+]  # fmt: skip
+"""A request of each API, with a tool call and its result, for hostile values to go into."""
+
+
+def _places(value: object, path: tuple = ()) -> list[tuple]:
+    """Every place in a JSON value, the value itself first."""
+    places = [path]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            places += _places(inner, (*path, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            places += _places(inner, (*path, index))
+    return places
+
+
+@st.composite
+def _hostile_bodies(draw: st.DrawFn) -> dict:
+    """A good body with one to three of its values (a message, a list of calls, an id, the
+    system prompt) replaced by any JSON value."""
+    body = json.loads(json.dumps(draw(st.sampled_from(_BODIES))))
+    for _ in range(draw(st.integers(1, 3))):
+        places = _places(body)[1:]
+        shallow = [place for place in places if len(place) <= 3]  # a message or its parts
+        *path, last = draw(st.sampled_from(shallow) | st.sampled_from(places))
+        parent = body
+        for step in path:
+            parent = parent[step]
+        parent[last] = draw(_json)
+    return body
+
+
+@settings(max_examples=HOSTILE_EXAMPLES, deadline=None)
+@given(body=_hostile_bodies(), kept=st.integers(0, 5))
+def test_hostile_request_bodies_are_judged_or_skipped_never_a_crash(body, kept):
+    """A request log's body (a number where a message goes, a number where the calls go, any
+    system prompt) is judged by its API's rules or skipped as not a body, never an error; two
+    requests, the first a start of the second, so the checks between requests run too."""
+    listed = next((key for key in ("input", "contents", "messages") if key in body), "messages")
+    held = body[listed]
+    first = {**body, listed: held[:kept] if isinstance(held, list) else held}
+    auditor = Auditor()
+    for number, sent in enumerate((first, body), start=1):
+        try:
+            request = request_of({"timestamp": number, "body": sent}, "f", number)
+        except NotABody:
+            continue
         auditor.add(request)
 
 

@@ -2,8 +2,11 @@
 
 The suite must not trust the code it checks, so this reads the six shapes again, independently
 of ``ctxkit.shapes``, and strictly. Stdlib only: production code that checks live views imports
-it. How each shape's results must answer its calls is its rule set, the data in
-``conformance/rules/`` (:mod:`ctxkit.shapes.rules`); what the messages look like:
+it. Every reader takes any JSON value (a view or a recording may hold a number where a message
+or its list of calls goes) and finds nothing in what is not the shape it reads, so judging
+hostile input ends in findings, never an error. How each shape's results must answer its
+calls is its rule set, the data in ``conformance/rules/`` (:mod:`ctxkit.shapes.rules`); what
+the messages look like:
 
 - ``openai``: ``tool_calls`` answered by the ``role: tool`` messages right after;
 - ``anthropic``: ``tool_use`` blocks answered by the very next (user) message's ``tool_result``
@@ -52,27 +55,30 @@ _OUTPUT_ITEMS = frozenset(f"{kind}_output" for kind in _CALL_ITEMS)
 THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-def _kind(message: Mapping[str, Any]) -> str | None:
+def _kind(message: Any) -> str | None:
     """A message's ``type`` where it is text (a hostile one may hold a list there)."""
-    kind = message.get("type")
+    kind = message.get("type") if isinstance(message, Mapping) else None
     return kind if isinstance(kind, str) else None
 
 
-def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    """The dicts of a list (none of anything else)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def blocks(message: Any) -> list[Mapping[str, Any]]:
     """The dict blocks of a message's list content (none for string content)."""
-    content = message.get("content")
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, Mapping)]
-    return []
+    return _dicts(message.get("content")) if isinstance(message, Mapping) else []
 
 
-def _parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    parts = message.get("parts")
-    return [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+def _parts(message: Any) -> list[Mapping[str, Any]]:
+    return _dicts(message.get("parts")) if isinstance(message, Mapping) else []
 
 
-def family(message: Mapping[str, Any]) -> str:
+def family(message: Any) -> str:
     """The shape whose tool traffic the message carries (``openai`` when it has none)."""
+    if not isinstance(message, Mapping):
+        return "openai"
     kind = _kind(message)
     if kind in _CALL_ITEMS or kind in _OUTPUT_ITEMS or kind == "reasoning":
         return "responses"
@@ -105,8 +111,10 @@ def _keyed(bodies: list[Mapping[str, Any]]) -> list[str]:
     return found
 
 
-def calls(message: Mapping[str, Any]) -> list[str]:
+def calls(message: Any) -> list[str]:
     """The ids a message calls (client tools only), in order, whatever its shape."""
+    if not isinstance(message, Mapping):
+        return []
     kind = _kind(message)
     if kind in _CALL_ITEMS:
         return [str(message.get("call_id"))]
@@ -118,7 +126,7 @@ def calls(message: Mapping[str, Any]) -> list[str]:
         return _keyed(found)
     if message.get("role") != "assistant":
         return []
-    ids = [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+    ids = [str(c.get("id")) for c in _dicts(message.get("tool_calls"))]
     for block in blocks(message):
         if block.get("type") == "tool_use":
             ids.append(str(block.get("id")))
@@ -127,8 +135,10 @@ def calls(message: Mapping[str, Any]) -> list[str]:
     return ids
 
 
-def results(message: Mapping[str, Any]) -> list[str]:
+def results(message: Any) -> list[str]:
     """Call ids a message answers, whatever its shape."""
+    if not isinstance(message, Mapping):
+        return []
     kind = _kind(message)
     if kind in _OUTPUT_ITEMS:
         return [str(message.get("call_id"))]
@@ -149,7 +159,7 @@ def results(message: Mapping[str, Any]) -> list[str]:
     return ids
 
 
-def positional(message: Mapping[str, Any]) -> bool:
+def positional(message: Any) -> bool:
     """Some of the message's calls or results have no id and are known by ``name#position``
     (Gemini and GenAI parts allow that)."""
     bodies = []
@@ -162,7 +172,7 @@ def positional(message: Mapping[str, Any]) -> bool:
     return any(not body.get("id") for body in bodies)
 
 
-def tool_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
+def tool_ids(message: Any) -> tuple[str, ...]:
     """Every call and result id a message carries, calls first (positional keys left out:
     they name a place, not a call)."""
     if positional(message):
@@ -170,7 +180,7 @@ def tool_ids(message: Mapping[str, Any]) -> tuple[str, ...]:
     return (*calls(message), *results(message))
 
 
-def is_result(message: Mapping[str, Any]) -> bool:
+def is_result(message: Any) -> bool:
     """The message answers a tool call."""
     return bool(results(message))
 
@@ -206,7 +216,7 @@ def reasoning_id(message: Any) -> str | None:
     return None
 
 
-def server_results(message: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+def server_results(message: Any) -> list[tuple[int, str, str]]:
     """Anthropic server tool traffic in an assistant message: ``(block, kind, id)`` for each
     ``server_tool_use`` / ``mcp_tool_use`` (kind ``call``) and each result block answering one
     (kind ``result``), in order."""

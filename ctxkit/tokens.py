@@ -206,10 +206,15 @@ class TokenCounter:
         return head.decode("utf-8", "ignore") + "…"
 
     def message_cost(self, message: Mapping[str, Any]) -> MessageCost:
-        """Tokens of one message with the chat-format overhead, split by category."""
+        """Tokens of one message with the chat-format overhead, split by category. Any JSON
+        in any field is counted (a recording is not validated): what is not the shape's is
+        counted as its JSON text."""
         role = message.get("role", "")
+        if not isinstance(role, str):
+            role = _json(role)
         count = self.count_text
-        own = MESSAGE_OVERHEAD + count(role)
+        role_tokens = count(role)
+        own = MESSAGE_OVERHEAD + role_tokens
         if isinstance(message.get("name"), str):
             own += count(message["name"]) + 1
         text = calls = results = 0
@@ -218,16 +223,23 @@ class TokenCounter:
             text = count(content)
         elif isinstance(content, list):
             text, calls, results = self._blocks_cost(content)
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            calls += self._call_cost(function.get("name"), function.get("arguments"))
+        tool_calls = message.get("tool_calls")
+        for call in tool_calls if isinstance(tool_calls, list) else ():
+            if isinstance(call, dict):
+                function = call.get("function")
+                function = function if isinstance(function, dict) else {}
+                calls += self._call_cost(function.get("name"), function.get("arguments"))
+            else:
+                calls += CALL_OVERHEAD + count(_json(call))
         parts = message.get("parts")
         if isinstance(parts, list):
             more = self._parts_cost(parts)
             text, calls, results = text + more[0], calls + more[1], results + more[2]
         kind = message.get("type")
         if kind is not None and kind != "message":
-            return self._item_cost(message, kind, own)
+            return self._item_cost(
+                message, kind if isinstance(kind, str) else "", own - role_tokens
+            )
         if role == "tool" and results and not text:
             return MessageCost(own + results, (("tool_results", own + results),))
         if role == "tool":
@@ -261,8 +273,7 @@ class TokenCounter:
 
     def _item_cost(self, item: Mapping[str, Any], kind: str, own: int) -> MessageCost:
         """A Responses item that is not a message: a call, an output, reasoning, a server
-        tool's record. Counted as the provider reads it, with no role."""
-        own -= self.count_text(str(item.get("role", "")))
+        tool's record. Counted as the provider reads it, with no role (``own`` has none)."""
         if kind.endswith("_output"):
             tokens = own + RESULT_OVERHEAD + self._value_tokens(item.get("output"))
             return MessageCost(tokens, (("tool_results", tokens),))
@@ -271,7 +282,7 @@ class TokenCounter:
             tokens = own + self._call_cost(item.get("name"), arguments)
             return MessageCost(tokens, (("tool_calls", tokens),))
         if kind == "reasoning":
-            summary = [p.get("text", "") for p in item.get("summary") or () if isinstance(p, dict)]
+            summary = [_text(p.get("text")) for p in _dicts(item.get("summary"))]
             hidden = item.get("encrypted_content")
             tokens = own + self.count_text("\n".join(summary))
             tokens += self.count_text(hidden) if isinstance(hidden, str) else 0
@@ -329,16 +340,15 @@ class TokenCounter:
                 calls += self._call_cost(block.get("name", ""), block.get("input", {}))
             elif kind == "tool_result":
                 inner = block.get("content")
-                if isinstance(inner, str):
-                    inner_tokens = self.count_text(inner)
+                if isinstance(inner, list):
+                    inner_tokens = self._blocks_cost(inner)[0]
                 else:
-                    inner_text, _, _ = self._blocks_cost(inner or ())
-                    inner_tokens = inner_text
+                    inner_tokens = self._value_tokens(inner)
                 results += RESULT_OVERHEAD + inner_tokens
             elif kind in ("image", "image_url"):
                 text += IMAGE_TOKENS
             elif kind in ("thinking", "redacted_thinking"):
-                text += self.count_text(block.get("thinking") or block.get("data") or "")
+                text += self.count_text(_text(block.get("thinking")) or _text(block.get("data")))
             else:
                 text += self.count_text(json.dumps(block, ensure_ascii=False, default=str))
         return text, calls, results
@@ -364,6 +374,16 @@ class Chars4Estimator(TokenCounter):
 
     def clip(self, text: str, max_tokens: int) -> str:
         return text if len(text) <= 4 * max_tokens else text[: 4 * max_tokens - 4] + "…"
+
+
+def _text(value: Any) -> str:
+    """Text where the shape has text ("" for anything else a hostile message put there)."""
+    return value if isinstance(value, str) else ""
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The dicts of a list (none of anything else)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _json(value: Any) -> str:

@@ -21,6 +21,7 @@ from ctxkit.audit.genai import model_call, requests_of
 from ctxkit.audit.otlp import Record
 from ctxkit.conformance.judge.invariants import check_tool_pairs
 from ctxkit.conformance.judge.sent import as_sent
+from tests.hostile import KEYS, json_values, spoiled
 
 
 def _span(attributes: dict, *, name: str = "chat", span_id: str = "01", start: int = 5) -> Record:
@@ -305,21 +306,7 @@ def test_an_api_that_keeps_the_system_prompt_beside_the_list_counts_without_it()
     assert "at messages.1.content" in finding.provider_error
 
 
-_WORDS = st.sampled_from(
-    ["assistant", "user", "tool", "system", "model", "tool_use", "tool_result", "text",
-     "function_call", "function_call_output", "reasoning", "thinking", "c1", "t1"]
-)  # fmt: skip
-"""Strings the readers act on (roles, types, ids), so hostile values land where they look."""
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | _WORDS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["role", "content", "parts", "type", "id", "name", "tool_calls",
-                         "tool_call_id", "function", "arguments", "response", "call_id",
-                         "functionCall", "functionResponse", "output", "text"]),
-        inner, max_size=5,
-    ),
-    max_leaves=20,
-)  # fmt: skip
+_json = json_values(KEYS)
 HOSTILE_EXAMPLES = int(os.environ.get("CTXKIT_HOSTILE_EXAMPLES", "300"))
 """Examples per hostile-input property (CTXKIT_HOSTILE_EXAMPLES=6000 for a deep local run)."""
 
@@ -380,36 +367,12 @@ _BODIES = [
 """A request of each API, with a tool call and its result, for hostile values to go into."""
 
 
-def _places(value: object, path: tuple = ()) -> list[tuple]:
-    """Every place in a JSON value, the value itself first."""
-    places = [path]
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            places += _places(inner, (*path, key))
-    elif isinstance(value, list):
-        for index, inner in enumerate(value):
-            places += _places(inner, (*path, index))
-    return places
-
-
-@st.composite
-def _hostile_bodies(draw: st.DrawFn) -> dict:
-    """A good body with one to three of its values (a message, a list of calls, an id, the
-    system prompt) replaced by any JSON value."""
-    body = json.loads(json.dumps(draw(st.sampled_from(_BODIES))))
-    for _ in range(draw(st.integers(1, 3))):
-        places = _places(body)[1:]
-        shallow = [place for place in places if len(place) <= 3]  # a message or its parts
-        *path, last = draw(st.sampled_from(shallow) | st.sampled_from(places))
-        parent = body
-        for step in path:
-            parent = parent[step]
-        parent[last] = draw(_json)
-    return body
+def _copy(body: dict) -> dict:
+    return json.loads(json.dumps(body))
 
 
 @settings(max_examples=HOSTILE_EXAMPLES, deadline=None)
-@given(body=_hostile_bodies(), kept=st.integers(0, 5))
+@given(body=spoiled(st.sampled_from(_BODIES).map(_copy), _json), kept=st.integers(0, 5))
 def test_hostile_request_bodies_are_judged_or_skipped_never_a_crash(body, kept):
     """A request log's body (a number where a message goes, a number where the calls go, any
     system prompt) is judged by its API's rules or skipped as not a body, never an error; two

@@ -3,6 +3,8 @@ the suite's own reading (ctxkit.conformance.judge.parts) agreeing with it on gen
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 from pathlib import Path
@@ -12,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxkit import ContextBudgetExceeded
 from ctxkit.conformance.judge.invariants import check_attachments, check_tool_pairs
 from ctxkit.conformance.search.conversations import SHAPES as GENERATED
 from ctxkit.conformance.search.conversations import RoundTemplate, conversation_plans, in_shape
+from ctxkit.reference import ReferenceContextManager
 from ctxkit.shapes import (
     PAIRING,
     SHAPES,
@@ -25,6 +29,7 @@ from ctxkit.shapes import (
     validate_history,
 )
 from ctxkit.shapes.rules import BREAKS, rule, rule_set
+from tests.hostile import spoiled_histories
 
 RULES = Path(__file__).resolve().parent.parent / "conformance" / "rules"
 
@@ -231,6 +236,35 @@ def test_every_generated_history_is_valid_whole_units_and_passes_the_suites_chec
     assert all(u.status == "complete" for u in group_units(infos))
     assert check_tool_pairs(history) == []
     assert check_attachments(history, history) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=spoiled_histories())
+def test_a_spoiled_history_is_read_or_refused_with_a_typed_error_and_nothing_is_stored(history):
+    """A list where the role goes, a number where the calls go: reading the history ends in
+    InvalidMessage or its units, never another error, and the reference manager stores
+    nothing of a message it refuses and views what it took, whole or compacted."""
+    with contextlib.suppress(InvalidMessage):
+        group_units(validate_history(history))
+
+    async def add_each() -> None:
+        manager = ReferenceContextManager()
+        for message in history:
+            before = await manager.get_messages()
+            try:
+                await manager.add_message(message)
+            except InvalidMessage:
+                assert await manager.get_messages() == before
+        kept = await manager.get_messages()
+        for budget in (100_000, 300):  # whole, and compacted
+            try:
+                view = await manager.get_messages_for_request(token_budget=budget)
+            except ContextBudgetExceeded:  # what must be kept does not fit: said, typed
+                continue
+            assert len(view) <= len(kept)
+            assert await manager.get_messages() == kept  # a view, the history untouched
+
+    asyncio.run(add_each())
 
 
 @settings(max_examples=100, deadline=None)

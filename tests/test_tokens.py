@@ -29,6 +29,7 @@ from ctxkit.tokens import (
     TokenCounter,
     load_encoding,
 )
+from tests.hostile import spoiled_histories
 
 CJK = "你好世界。这是一个关于上下文窗口管理的测试句子。我们需要精确的令牌计数。"
 
@@ -576,3 +577,17 @@ def test_chars4_estimator_clip_bounds_characters():
     clipped = estimator.clip("x" * 100, 5)
     assert clipped.endswith("…")
     assert len(clipped) <= 4 * 5
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=spoiled_histories())
+def test_any_json_in_a_message_is_counted_never_an_error(history):
+    """The audit counts recorded messages nobody validated: a list where the role goes, a
+    number where the calls or a result's content go, is counted as its JSON, and every
+    message costs at least its overhead."""
+    for message in history:
+        if isinstance(message, dict):
+            for counted in (counter(), Chars4Estimator()):
+                cost = counted.message_cost(message)
+                assert cost.total >= MESSAGE_OVERHEAD
+                assert sum(tokens for _, tokens in cost.parts) == cost.total

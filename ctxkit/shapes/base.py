@@ -102,10 +102,11 @@ def require_str(value: Any, what: str, *, index: int | None, field: str) -> str:
 
 def require_role(role: Any, roles: frozenset[str], what: str, *, index: int | None) -> str:
     """The role, if ``roles`` has it; else an error naming what the shape expects."""
-    if role not in roles:
+    if not isinstance(role, str) or role not in roles:  # a list or a dict is no role either
         expected = ", ".join(sorted(roles))
+        shown = repr(role) if isinstance(role, str) else f"of type {describe(role)}"
         raise InvalidMessage(
-            f"unknown role {role!r}{what}; expected one of {expected}", index=index, field="role"
+            f"unknown role {shown}{what}; expected one of {expected}", index=index, field="role"
         )
     return role
 

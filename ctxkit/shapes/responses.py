@@ -52,13 +52,11 @@ def claims(message: Mapping[str, Any]) -> bool:
         return True
     content = message.get("content")
     return isinstance(content, list) and any(
-        isinstance(part, Mapping) and _text(part.get("type")) in MESSAGE_PARTS for part in content
+        isinstance(part, Mapping)
+        and isinstance(kind := part.get("type"), str)  # a list there is unhashable
+        and kind in MESSAGE_PARTS
+        for part in content
     )
-
-
-def _text(value: Any) -> str | None:
-    """A value that can be a name (a hostile part may hold a list, unhashable, as its type)."""
-    return value if isinstance(value, str) else None
 
 
 def read(item: Mapping[str, Any], index: int | None, size: int) -> MessageInfo:

@@ -5,6 +5,7 @@ calls go, a list where the role goes), which random JSON on its own seldom build
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import strategies as st
@@ -62,9 +63,29 @@ def spoiled(draw: st.DrawFn, good: st.SearchStrategy[Any], values: st.SearchStra
     return value
 
 
-def spoiled_histories() -> st.SearchStrategy[list[Any]]:
-    """The suite's generated histories, of every shape, spoiled."""
-    histories = st.tuples(conversation_plans(max_turns=3), st.sampled_from(SHAPES)).map(
+def histories() -> st.SearchStrategy[list[Any]]:
+    """The suite's generated histories, of every shape (good ones)."""
+    return st.tuples(conversation_plans(max_turns=3), st.sampled_from(SHAPES)).map(
         lambda planned: planned[0].messages((planned[1],))
     )
-    return spoiled(histories, json_values(KEYS | st.text(max_size=3)))
+
+
+MESSAGE_VALUES = json_values(KEYS | st.text(max_size=3))
+"""What goes into a spoiled message."""
+
+
+def spoiled_histories() -> st.SearchStrategy[list[Any]]:
+    """The suite's generated histories, of every shape, spoiled."""
+    return spoiled(histories(), MESSAGE_VALUES)
+
+
+@st.composite
+def spoiled_views(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """A good history, and a view of it that is spoiled and, half the time, has lost some of
+    its messages: what a broken or hostile target might return."""
+    history = draw(histories())
+    view = draw(spoiled(st.just(history).map(copy.deepcopy), MESSAGE_VALUES))
+    if draw(st.booleans()):
+        kept = draw(st.lists(st.booleans(), min_size=len(view), max_size=len(view)))
+        view = [message for message, keep in zip(view, kept, strict=True) if keep]
+    return history, view

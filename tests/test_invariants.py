@@ -6,10 +6,12 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxkit.conformance.judge.comes_from import match_view
 from ctxkit.conformance.judge.invariants import (
+    check_attachments,
     check_budget,
     check_events,
     check_lifecycle,
@@ -19,6 +21,8 @@ from ctxkit.conformance.judge.invariants import (
     check_tool_pairs,
     moves,
 )
+from ctxkit.conformance.judge.sent import as_sent
+from tests.hostile import spoiled_views
 
 USER = {"role": "user", "content": "go"}
 CALL = {
@@ -234,3 +238,22 @@ def test_genai_results_recorded_in_a_user_message_pair_with_their_calls():
     ]
     assert check_tool_pairs(view) == []
     assert [v.rule for v in check_tool_pairs(view[1:2])] == ["genai.calls_answered"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=spoiled_views())
+def test_a_spoiled_view_is_judged_never_an_error(case):
+    """A target may return anything in its view (a number for a message, a part typed text
+    with no text): every check reads it into violations or none, and ctxkit never fails on
+    it (an error there would be ctxkit's own, exit 3, and no verdict)."""
+    history, view = case
+    for api in (None, "openai", "anthropic", "responses", "gemini", "bedrock", "genai"):
+        check_tool_pairs(view, api)
+        if api:
+            as_sent(list(view), api)
+    check_attachments(history, view)
+    match_view(history, view)
+    check_ordering(history, view)
+    check_non_destructive(history, view)
+    check_lifecycle(history, view)
+    check_preservation(history, view)

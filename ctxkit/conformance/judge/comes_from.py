@@ -256,7 +256,11 @@ def _semantic(message: Mapping[str, Any], ignore: frozenset[str]) -> Semantic:
         )
     )
     content = known.get("content", ())
-    texts = tuple(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text")
+    texts = tuple(
+        b["text"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )  # a part typed text may hold no text: read as a block, it has none to match
     return Semantic(message.get("role"), _dump(known), reader.extras, ids, texts)
 
 

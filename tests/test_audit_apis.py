@@ -7,6 +7,7 @@ OpenInference's google-genai); tests/test_audit_recordings.py runs the libraries
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -367,12 +368,8 @@ _BODIES = [
 """A request of each API, with a tool call and its result, for hostile values to go into."""
 
 
-def _copy(body: dict) -> dict:
-    return json.loads(json.dumps(body))
-
-
 @settings(max_examples=HOSTILE_EXAMPLES, deadline=None)
-@given(body=spoiled(st.sampled_from(_BODIES).map(_copy), _json), kept=st.integers(0, 5))
+@given(body=spoiled(st.sampled_from(_BODIES).map(copy.deepcopy), _json), kept=st.integers(0, 5))
 def test_hostile_request_bodies_are_judged_or_skipped_never_a_crash(body, kept):
     """A request log's body (a number where a message goes, a number where the calls go, any
     system prompt) is judged by its API's rules or skipped as not a body, never an error; two

@@ -13,7 +13,7 @@ the cached prefix at a share of that price, beside the reference's bill:
 * ``window, newest 12 messages``: system messages and the newest whole units holding at
   most 12 messages: its start moves on every request;
 * ``langchain trim_messages``: LangChain's ``trim_messages(strategy="last")`` through
-  ctxkit's adapter (needs ``pip install "ctxkit[langchain]"``; skipped with a note otherwise).
+  ctxkit's adapter (needs ``pip install "ctxkit-llm[langchain]"``; skipped with a note otherwise).
 
     python benchmarks/cache_stability.py                  # 3 seeds, about a minute
     python benchmarks/cache_stability.py --seeds 1 --steps 60

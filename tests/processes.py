@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -129,3 +130,18 @@ def json_lines(command: list[str], cwd: Path = ROOT) -> Iterator[Callable[[Any],
     finally:
         process.stdin.close()
         process.wait(timeout=10)
+
+
+def clean_copy(dest: Path) -> Path:
+    """The checkout's files as a fresh clone has them, with the working tree's edits: pip
+    builds in the source folder (``build/``), which another test may be building in."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_symlink() or source.is_file():  # links as links (the packaged spec/)
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    return dest

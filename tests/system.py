@@ -44,7 +44,7 @@ def require_library(module: str, extra: str) -> None:
         found = False
     if found:
         return
-    reason = f"{module} is not installed (pip install 'ctxkit[{extra}]')"
+    reason = f"{module} is not installed (pip install 'ctxkit-llm[{extra}]')"
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}; CI=true, so it must be available (.ci/run)", pytrace=False)
     pytest.skip(reason, allow_module_level=True)

@@ -117,7 +117,7 @@ def test_a_missing_library_is_a_load_error_that_says_how_to_install_it(monkeypat
     missing = Adapter("nolib:trim", "nolib_ctxkit:Trim", "nolib-ctxkit", "nolib", "a test")
     monkeypatch.setattr("ctxkit.adapters.ADAPTERS", (*ADAPTERS, missing))
     with pytest.raises(
-        LoadError, match=r"nolib:trim needs nolib-ctxkit: pip install 'ctxkit\[nolib\]'"
+        LoadError, match=r"nolib:trim needs nolib-ctxkit: pip install 'ctxkit-llm\[nolib\]'"
     ):
         load_target("nolib:trim")
 

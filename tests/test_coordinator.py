@@ -47,7 +47,7 @@ def require_amplifier() -> None:
     """Skip without amplifier-core, or fail when ``CI=true`` (the dev extra installs it)."""
     if HAS_AMPLIFIER:
         return
-    missing("amplifier-core is not installed (pip install 'ctxkit[amplifier]')")
+    missing("amplifier-core is not installed (pip install 'ctxkit-llm[amplifier]')")
 
 
 @pytest.fixture(params=["stand-in", "amplifier"])
@@ -109,10 +109,10 @@ def test_without_amplifier_core_auto_is_the_stand_in_and_asking_for_it_says_the_
 
     monkeypatch.setattr(coordinators, "_amplifier_coordinator_class", missing)
     assert coordinator_kind("auto") == "stand-in"
-    with pytest.raises(CoordinatorUnavailable, match=r"pip install 'ctxkit\[amplifier\]'"):
+    with pytest.raises(CoordinatorUnavailable, match=r"pip install 'ctxkit-llm\[amplifier\]'"):
         coordinator_kind("amplifier")
     monkeypatch.setenv(ENV, "amplifier")
-    with pytest.raises(LoadError, match=r"pip install 'ctxkit\[amplifier\]'"):
+    with pytest.raises(LoadError, match=r"pip install 'ctxkit-llm\[amplifier\]'"):
         load_target(AMPLIFIER_SPEC)
 
 

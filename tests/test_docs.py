@@ -23,7 +23,6 @@ from tests.system import missing
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-SITE = "https://ctxkit.github.io/ctxkit/"
 
 
 def _generator() -> ModuleType:
@@ -146,25 +145,34 @@ def test_the_readme_is_a_front_page_with_the_two_quick_start_commands() -> None:
     assert quick_start_commands(DOCS / "index.md") == quick_start_commands()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["readme"] == "README.md", "the PyPI page is the README"
-    assert project["urls"]["Documentation"] == SITE
+    assert "urls" not in project, "the project owns no host to link to yet"
 
 
-def test_every_readme_link_into_the_site_is_a_page_of_the_site() -> None:
+def test_every_readme_link_of_ours_is_a_file_of_the_repository() -> None:
+    """The project owns no host: the README's links to its pages and picture are relative, and
+    each names a file that is there."""
     text = README.read_text(encoding="utf-8")
-    links = re.findall(re.escape(SITE) + r"([\w/-]*)", text)
-    assert len(links) >= 15
-    for path in links:
-        page = path.strip("/")
-        candidates = (
-            [DOCS / f"{page}.md", DOCS / page / "index.md"] if page else [DOCS / "index.md"]
-        )
-        assert any(c.exists() for c in candidates), f"{SITE}{path} is no page of docs/"
+    links = [link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text)]
+    ours = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert len(ours) >= 15, ours
+    for link in ours:
+        assert (ROOT / link).is_file(), f"README links {link}, which is no file of the repository"
+
+
+def test_no_page_links_a_host_the_project_does_not_own() -> None:
+    """No host serves ctxkit's pages or code: a link to one would lead a reader to another
+    project's, or to nothing."""
+    pages = [README, ROOT / "mkdocs.yml", *DOCS.rglob("*.md")]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for host in ("ctxkit.github.io", "github.com/ctxkit/", "githubusercontent.com/ctxkit/"):
+            assert host not in text, f"{page.relative_to(ROOT)} links {host}"
 
 
 def test_the_readme_picture_is_the_docs_picture() -> None:
     text = README.read_text(encoding="utf-8")
     (url,) = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert url.endswith("/main/docs/assets/inspector.svg")
+    assert url == "docs/assets/inspector.svg"
     assert (DOCS / "assets" / "inspector.svg").exists()
 
 
@@ -216,3 +224,28 @@ def test_every_install_line_of_the_instrumentation_table_is_what_the_tests_recor
                     )
                 checked += 1
     assert checked >= 15
+
+
+def test_no_install_line_names_the_other_projects_ctxkit() -> None:
+    """``ctxkit`` on PyPI is another project: every install line of the repository names our
+    distribution (ctxkit/extras.py), whose name the registry gave no one else (issue 47)."""
+    from ctxkit.extras import DISTRIBUTION
+
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    # a pip line's arguments, up to its end, a comment or the next command
+    line = re.compile(r"""pip install ([^\n`#;&|]*)""")
+    other = re.compile(r"""^['"]?ctxkit(\[[^\]]*\])?(==\S*)?['"]?$""")
+    found = []
+    for name in filter(None, listed.split("\0")):
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".toml", ".yml", ".j2", ".mjs", ".js", ""}:
+            continue
+        if not path.is_file() or path.is_symlink():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in line.finditer(text):
+            found += [f"{name}: {m.group(0)}" for arg in m.group(1).split() if other.match(arg)]
+    assert not found, found
+    assert DISTRIBUTION == "ctxkit-llm"

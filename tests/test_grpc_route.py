@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
+grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit-llm[grpc]'")
 
 from ctxkit.conformance.runner import RunOptions, run  # noqa: E402
 from ctxkit.conformance.search.conversations import conversations, plain_messages  # noqa: E402

@@ -166,6 +166,7 @@ BENEATH = {
         "ctxkit.tokens",
         "ctxkit.forms",
         "ctxkit.literal",
+        "ctxkit.extras",
     },
 }
 

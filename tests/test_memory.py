@@ -56,7 +56,8 @@ HAS_VEC = (
     and importlib.util.find_spec("pysqlite3") is not None
 )
 needs_vec = pytest.mark.skipif(
-    not HAS_VEC, reason="sqlite-vec and pysqlite3 are not installed (pip install 'ctxkit[memory]')"
+    not HAS_VEC,
+    reason="sqlite-vec and pysqlite3 are not installed (pip install 'ctxkit-llm[memory]')",
 )
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import site
 import subprocess
 import venv
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ROOT
+from tests.processes import ROOT, clean_copy
 from tests.readme import quick_start_commands
 from tests.system import missing
 
@@ -56,21 +55,6 @@ class KeepLast:
     async def get_messages_for_request(self, token_budget=None, provider=None):
         return copy.deepcopy(self.history[-4:])
 '''
-
-
-def _clean_copy(dest: Path) -> Path:
-    """The checkout's files as a fresh clone has them, with the working tree's edits: pip
-    builds in the source folder (``build/``), which another test may be building in."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode()  # fmt: skip
-    for name in filter(None, listed.split("\0")):
-        source = ROOT / name
-        if source.is_symlink() or source.is_file():  # links as links (the packaged spec/)
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name, follow_symlinks=False)
-    return dest
 
 
 def _environment(**variables: str) -> dict[str, str]:
@@ -114,7 +98,7 @@ def test_the_readme_quick_start_then_a_broken_manager_and_its_reproducers(tmp_pa
     quick_start, _ = quick_start_commands()
     home = _virtualenv_over_this_one(tmp_path / "venv")
     python = str(home / "bin" / "python")
-    clone = _clean_copy(tmp_path / "clone")
+    clone = clean_copy(tmp_path / "clone")
     activated = _environment(
         PATH=f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         VIRTUAL_ENV=str(home),
@@ -224,7 +208,7 @@ def test_the_readme_test_command_resolves_from_nothing_with_the_pip_a_virtualenv
 def _resolve(install: list[str], make: str, tmp_path: Path) -> Path:
     """What the README's install command resolves in a virtualenv made as the README makes
     it, from a clean copy of the checkout (``--dry-run``: nothing is installed)."""
-    checkout = _clean_copy(tmp_path / "clone")
+    checkout = clean_copy(tmp_path / "clone")
     made = _run(make, cwd=checkout)
     assert made.returncode == 0, made.stderr
     report = tmp_path / "resolved.json"

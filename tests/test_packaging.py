@@ -25,13 +25,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=300,
     )
-    (built,) = out.glob("ctxkit-*.whl")
+    (built,) = out.glob("ctxkit_llm-*.whl")
     return built
 
 
 def test_the_wheel_ships_the_catalogue_and_no_generic_top_level_name(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
-    tops = {name.split("/")[0] for name in names if not name.startswith("ctxkit-")}
+    tops = {name.split("/")[0] for name in names if not name.startswith("ctxkit_llm-")}
     assert tops == {"ctxkit"}
     assert "ctxkit/conformance/spec/properties.json" in names
     assert "ctxkit/conformance/spec/comes_from.json" in names

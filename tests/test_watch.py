@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,16 +64,19 @@ class Receiver:
 
 
 @contextmanager
-def watching(tmp_path: Path, *args: str) -> Iterator[Receiver]:
-    """A ``ctxkit watch`` of its own. Its ``--settle`` is 5 s unless ``args`` say otherwise:
-    the fleets here arrive in shuffled exports, and a request that comes more than the settle
-    time after a newer one of its conversation is checked alone (late), so all of a test's
-    exports must arrive within it, on a loaded machine too."""
+def watching(
+    tmp_path: Path, *args: str, ctxkit: Sequence[str] = (sys.executable, "-m", "ctxkit")
+) -> Iterator[Receiver]:
+    """A ``ctxkit watch`` of its own (the command ``ctxkit`` names: this environment's unless
+    said). Its ``--settle`` is 5 s unless ``args`` say otherwise: the fleets here arrive in
+    shuffled exports, and a request that comes more than the settle time after a newer one of
+    its conversation is checked alone (late), so all of a test's exports must arrive within
+    it, on a loaded machine too."""
     log, report = tmp_path / f"watch-{time.monotonic_ns()}.log", tmp_path / "report.json"
     with log.open("w") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "ctxkit", "watch", "--otlp-http", "127.0.0.1:0",
+                *ctxkit, "watch", "--otlp-http", "127.0.0.1:0",
                 "--metrics-port", "0", "--settle", "5", "--report-json", str(report), *args,
             ],
             stdout=out,
@@ -155,7 +158,7 @@ def test_a_fleet_over_otlp_grpc_is_judged_exactly_and_a_taken_port_is_a_sentence
 ):
     """What a Collector's otlp exporter sends (gRPC): the fleet's traces, and a logs export
     of a call recorded as the details event, each judged as over HTTP."""
-    grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit[grpc]'")
+    grpc = pytest.importorskip("grpc", reason="pip install 'ctxkit-llm[grpc]'")
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 

@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ctxkit.adapters.finding import Finding
+from ctxkit.extras import install_line
 
 __all__ = [
     "ADAPTERS",
@@ -48,7 +49,7 @@ class Adapter:
 
     @property
     def install(self) -> str:
-        command = f"pip install 'ctxkit[{self.extra}]'"
+        command = install_line(self.extra)
         if not self.apart:
             return command
         return (

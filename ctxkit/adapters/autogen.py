@@ -19,7 +19,7 @@ history message, or the part of it the view kept, in its own shape; a message th
 (the skipped-messages note) comes back as a user message.
 
 autogen-core 0.7 needs protobuf 5 while amplifier-core's gRPC code needs protobuf 6: install
-``ctxkit[autogen]`` in an environment of its own and check it there (see the README).
+``ctxkit-llm[autogen]`` in an environment of its own and check it there (see the README).
 """
 
 from __future__ import annotations

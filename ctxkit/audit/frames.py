@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from ctxkit.audit.otlp import NotOtlp, Record, decode_export
 from ctxkit.audit.request import parse_json
+from ctxkit.extras import install_line
 
 __all__ = ["MAX_EXPORT_BYTES", "Decoded", "MissingDecompressor", "frames", "is_framed"]
 
@@ -90,7 +91,7 @@ def _inflate(payload: bytes) -> bytes:
     except ImportError:
         raise MissingDecompressor(
             "the file's exports are zstd-compressed (the file exporter's compression: zstd); "
-            "reading them needs the zstandard package: pip install zstandard"
+            "reading them needs the zstandard package: " + install_line("audit")
         ) from None
     try:
         claimed = zstandard.frame_content_size(payload)  # -1: the frame does not say

@@ -4,7 +4,7 @@ most SDKs' gRPC exporters send (port 4317 by convention), beside OTLP/HTTP.
 Like the HTTP side it only decodes and queues: an export is answered at once, and when the
 queue is full the answer is ``UNAVAILABLE``, a status OTLP exporters retry. gRPC itself
 refuses a message past :data:`~ctxkit.audit.receiver.MAX_BODY_BYTES` and one that does not
-decode. Needs ``grpcio`` (``pip install 'ctxkit[grpc]'``).
+decode. Needs ``grpcio`` (``pip install 'ctxkit-llm[grpc]'``).
 """
 
 from __future__ import annotations

@@ -116,8 +116,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
+        missing = _missing_extra(exc)
+        if missing:
+            print(f"ctxkit: {missing}", file=sys.stderr)
+            return EXIT_USAGE
         print(
             f"ctxkit: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _missing_extra(exc: Exception) -> str | None:
+    """What to install, when ``exc`` is a module that an extra brings and that is missing:
+    the user's to add (exit 2), not ctxkit's bug."""
+    from ctxkit.extras import MissingExtra, extra_for, install_line
+
+    if isinstance(exc, MissingExtra):
+        return str(exc)
+    if isinstance(exc, ModuleNotFoundError):
+        extra = extra_for(exc.name)
+        if extra is not None:
+            return (
+                f"{exc.name} is not installed; it comes with the '{extra}' extra: "
+                + install_line(extra)
+            )
+    return None

@@ -40,7 +40,7 @@ TARGET is one of:
   ADAPTER             a popular library's trimmer by short name, e.g. langchain:trim_messages
                       (see --list-adapters)
   grpc://HOST:PORT    an Amplifier context module served through amplifier-core's gRPC
-                      ContextService (pip install 'ctxkit[grpc]')
+                      ContextService (pip install 'ctxkit-llm[grpc]')
   path/to/manager.mjs[:Export]
                       a JavaScript class or factory, run by ctxkit's Node harness
                       (default export without :Export; .js and .cjs too; Node.js 18+)

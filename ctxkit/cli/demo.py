@@ -17,6 +17,7 @@ from ctxkit.cli.options import (
 )
 from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.demo import DEFAULT_BUDGET, DemoOptions, check_workload, run_demo
+from ctxkit.extras import extra_for
 from ctxkit.fleet import budget_mix
 
 __all__ = ["add_parser"]
@@ -192,6 +193,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (ValueError, LoadError, ContractError, ConfigError) as error:
         raise UsageError(str(error)) from error
     except ImportError as error:
+        if extra_for(error.name):  # said with the extra's install line (ctxkit.cli.main)
+            raise
         raise UsageError(str(error)) from error
     print(result.summary(options.conversations))
     return EXIT_FOUND_PROBLEM if result.violations else EXIT_OK

@@ -14,6 +14,7 @@ from typing import Any
 from ctxkit.cli.audit import add_window_option
 from ctxkit.cli.errors import UsageError
 from ctxkit.cli.options import check_writable_file
+from ctxkit.extras import MissingExtra
 from ctxkit.wording import plural
 
 __all__ = ["add_parser", "address"]
@@ -46,7 +47,7 @@ a required property failed; 2 bad usage (a port in use, an unwritable file).
 examples:
   ctxkit watch
   ctxkit watch --otlp-http 127.0.0.1:4318 --metrics-port 9465 --events audit.jsonl
-  ctxkit watch --otlp-grpc 127.0.0.1:4317     # OTLP/gRPC too: pip install 'ctxkit[grpc]'
+  ctxkit watch --otlp-grpc 127.0.0.1:4317     # OTLP/gRPC too: pip install 'ctxkit-llm[grpc]'
   ctxkit watch --record traces.jsonl          # keep what arrives; later: ctxkit audit traces.jsonl
 """
 
@@ -82,7 +83,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=address,
         metavar="HOST:PORT",
         help="also receive OTLP/gRPC there (4317 by convention; port 0: any free port; "
-        "needs grpcio: pip install 'ctxkit[grpc]')",
+        "needs grpcio: pip install 'ctxkit-llm[grpc]')",
     )
     parser.add_argument(
         "--metrics-port",
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             grpc_address=args.otlp_grpc,
         )
     except ImportError as exc:
-        raise UsageError(f"--otlp-grpc needs grpcio ({exc}): pip install 'ctxkit[grpc]'") from None
+        raise UsageError(str(MissingExtra("--otlp-grpc", "grpc", str(exc)))) from None
     except OSError as exc:
         raise UsageError(
             str(exc)

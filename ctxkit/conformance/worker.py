@@ -267,8 +267,10 @@ class ProtocolVersion(Exception):
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    from ctxkit.extras import DISTRIBUTION
+
     try:
-        return version("ctxkit")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "unknown"
 

@@ -52,7 +52,7 @@ def subjects_in(python: str, skip: set[str]) -> list[Subject]:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentUnusable(
             f"--python {python}: cannot list its adapters ({last}); install ctxkit with the "
-            "library's extra there, e.g. pip install 'ctxkit[autogen]'"
+            "library's extra there, e.g. pip install 'ctxkit-llm[autogen]'"
         )
     return [
         _python_subject(adapter, installed, python)

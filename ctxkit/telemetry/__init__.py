@@ -2,7 +2,7 @@
 
 * :class:`PrometheusMetrics` and :func:`serve_metrics`: metrics on ``/metrics`` (loopback).
 * :class:`OpenTelemetry` and :func:`configure_otlp`: spans, span events and metrics, exported
-  over OTLP as the ``OTEL_*`` variables say (``pip install 'ctxkit[otel]'``).
+  over OTLP as the ``OTEL_*`` variables say (``pip install 'ctxkit-llm[otel]'``).
 * :class:`EventStream`: a JSON Lines file of events, for ``ctxkit inspect``.
 * :func:`instrument`: the same events for any manager that follows the protocol; with
   ``on_violation="raise"`` or ``"repair"``, a guard that never lets a view a provider would
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.extras import install_line
 from ctxkit.telemetry.guard import ViewRefused, guard
 from ctxkit.telemetry.instrument import InstrumentedManager, instrument
 from ctxkit.telemetry.prometheus import (
@@ -58,7 +59,7 @@ def __getattr__(name: str) -> Any:
             from ctxkit.telemetry import otel
         except ImportError as error:
             raise ImportError(
-                f"ctxkit.telemetry.{name} needs OpenTelemetry: pip install 'ctxkit[otel]' ({error})"
+                f"ctxkit.telemetry.{name} needs OpenTelemetry: {install_line('otel')} ({error})"
             ) from error
         return getattr(otel, name)
     raise AttributeError(f"module 'ctxkit.telemetry' has no attribute {name!r}")

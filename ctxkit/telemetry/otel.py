@@ -15,7 +15,7 @@ billed input in ``ctxkit.usage.estimate_ratio``.
 
 Only the OpenTelemetry API is needed to record; :func:`configure_otlp` builds SDK providers that
 export over OTLP/HTTP as the standard ``OTEL_*`` environment variables say (needs
-``pip install 'ctxkit[otel]'``). Message text is never exported unless ``include_text=True``.
+``pip install 'ctxkit-llm[otel]'``). Message text is never exported unless ``include_text=True``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ program that ends then waits for it, and nothing tells it that nothing arrived.
 documents) with exporters that count, and :meth:`OtlpExport.shutdown` gives them at most
 ``timeout`` seconds before it stops them and says what was sent and what was dropped.
 
-Needs the SDK and the OTLP exporter: ``pip install 'ctxkit[otel]'``.
+Needs the SDK and the OTLP exporter: ``pip install 'ctxkit-llm[otel]'``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A ``mount(coordinator, config)`` target gets the coordinator of :func:`make_coor
 
 * ``amplifier``: amplifier-core's real ``ModuleCoordinator`` (its Rust kernel) with its real
   ``HookRegistry``: handlers the module registers run on ``emit`` exactly as in Amplifier.
-  Used when ``amplifier_core`` imports (``pip install 'ctxkit[amplifier]'``).
+  Used when ``amplifier_core`` imports (``pip install 'ctxkit-llm[amplifier]'``).
 * ``stand-in``: :class:`StandInCoordinator`, stdlib only, offering what the contract's
   coordinator offers: ``mount``/``get``/``unmount``, ``hooks`` (``emit``, ``emit_and_collect``,
   ``register``/``on`` returning an unregister callable, ``unregister``, ``list_handlers``),
@@ -40,6 +40,8 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from ctxkit.extras import install_line
 
 __all__ = [
     "ENV",
@@ -90,7 +92,7 @@ def coordinator_kind(choice: str | None = None) -> Kind:
             return "stand-in"
         raise CoordinatorUnavailable(
             f"{ENV}=amplifier but amplifier-core does not import ({exc}); "
-            "pip install 'ctxkit[amplifier]', or unset it to use the stand-in"
+            f"{install_line('amplifier')}, or unset it to use the stand-in"
         ) from exc
     except Exception as exc:  # installed but broken: say so rather than quietly stand in
         raise CoordinatorUnavailable(

@@ -50,6 +50,7 @@ from ctxkit.conformance.targets.coordinator import (
     coordinator_kind,
     make_coordinator,
 )
+from ctxkit.extras import install_line
 from ctxkit.forms import (
     CONTRACT_METHODS,
     FORMS,
@@ -687,7 +688,7 @@ def _grpc(spec: str, config: dict[str, Any]) -> Target:
     except ImportError:
         raise LoadError(
             f"{spec}: checking a gRPC module needs grpcio and amplifier-core: "
-            "pip install 'ctxkit[grpc]'"
+            + install_line("grpc")
         ) from None
     from ctxkit.conformance.targets.grpc_target import GrpcContextManager, address_of
 

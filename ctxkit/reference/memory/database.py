@@ -42,6 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
+from ctxkit.extras import install_line
 from ctxkit.reference.journal import FSYNC_POLICIES, sync_directory
 from ctxkit.reference.memory.errors import (
     MemoryFileCorrupt,
@@ -57,7 +58,7 @@ VERSION = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """English stems (``errors`` finds ``error``), any script split into words, case and accents
 folded (``Zürich`` finds ``zurich``)."""
-INSTALL = "pip install 'ctxkit[memory]'"
+INSTALL = install_line("memory")
 BUSY_TIMEOUT_MS = 5_000
 ROWS_PER_INSERT = 128
 """Items per ``INSERT`` statement: 640 parameters, within the 999 an older SQLite allows."""

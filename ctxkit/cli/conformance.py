@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
-from ctxkit.cli.options import check_seconds, check_writable_file, config_from_json, shape_list
+from ctxkit.cli.options import (
+    DEFAULT_SEED,
+    check_seconds,
+    check_writable_file,
+    config_from_json,
+    shape_list,
+)
 from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import SCHEDULES
@@ -140,7 +146,14 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         choices=["contract", "function", "session", "compacting"],
         help="the form TARGET takes (default: detected; see above)",
     )
-    parser.add_argument("--seed", type=int, help="Hypothesis seed (default: random, printed)")
+    parser.add_argument(
+        "--seed",
+        type=_seed,
+        default=DEFAULT_SEED,
+        metavar="N|random",
+        help=f"Hypothesis seed ({DEFAULT_SEED}: the same command gives the same verdict, case "
+        "and sentence); 'random' explores with a new one, printed so it can be repeated",
+    )
     parser.add_argument("--max-examples", type=int, metavar="N", help="runs per search")
     parser.add_argument(
         "--shrink-seconds",
@@ -325,7 +338,7 @@ def run_conformance(args: argparse.Namespace) -> int:
     except SandboxUnavailable as exc:
         raise UsageError(str(exc)) from None
 
-    seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
+    seed = random.randrange(1, 2**31) if args.seed == "random" else args.seed
     options = RunOptions(
         target=args.target,
         implementation=args.implementation,
@@ -366,7 +379,8 @@ def _run(options: Any, args: argparse.Namespace) -> int:
         if args.implementation
         else "ctxkit.reference:mount (the reference manager)"
     )
-    print(f"ctxkit conformance: checking {name}, seed {seed}", file=sys.stderr, flush=True)
+    how = "random" if args.seed == "random" else "fixed; --seed random explores"
+    print(f"ctxkit conformance: checking {name}, seed {seed} ({how})", file=sys.stderr, flush=True)
     started = time.monotonic()
     try:
         with terminated_as_interrupt():
@@ -454,3 +468,15 @@ def _line(text: str, ticker: _Ticker) -> None:
         ticker.active = False
     if text:
         print(text, file=sys.stderr, flush=True)
+
+
+def _seed(text: str) -> int | str:
+    """``--seed``: a whole number, or ``random``."""
+    if text == "random":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a whole number nor 'random'"
+        ) from None

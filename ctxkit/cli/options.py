@@ -30,9 +30,9 @@ __all__ = [
 ]
 
 DEFAULT_SEED = 1
-"""The seed of every command that makes a synthetic workload (usage, demo, inspect --demo,
-survey), so that the same command shows the same conversation. ``conformance`` alone picks a
-random seed unless given one, and prints it: each run explores further."""
+"""The seed of every command that draws at random (usage, demo, inspect --demo, survey,
+conformance), so that the same command shows the same conversation and gives the same
+verdict; ``conformance --seed random`` explores."""
 
 
 class Parser(argparse.ArgumentParser):

@@ -14,7 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, UsageError
+from ctxkit.cli.errors import (
+    EXIT_FOUND_PROBLEM,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+)
 from ctxkit.cli.options import (
     DEFAULT_SEED,
     check_seconds,
@@ -24,7 +30,7 @@ from ctxkit.cli.options import (
 )
 from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
-from ctxkit.conformance.schedule import SCHEDULES
+from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
@@ -94,8 +100,10 @@ the reason.
 reproducers: each failure's script is a pytest test file, test_<property>_<target>.py, that
 also runs with python (a non-zero exit while the bug is there). A Python target is imported
 and built as a test of your own would (from mypkg.context import SlidingWindow;
-SlidingWindow(**CONFIG)); a comment above its imports says what to put on PYTHONPATH when
-the module imports only from the folder the run started in. Its calls are as few as still
+SlidingWindow(**CONFIG)). What it needs of the folder the run started in (a module found
+only there, a file named as TARGET) it finds from that folder: written by --reproducers DIR,
+a path relative to its own file, so DIR can be committed with the project; the JSON report's
+text reads CTXKIT_PROJECT_ROOT, else the current folder. Its calls are as few as still
 fail (each call left is needed) and each view's budget the largest that still fails. It is
 run once in a fresh process before it is shown: the report says "verified" or why not. Calls
 that crash the target are a finding too, reproduced by a script that ends the same way.
@@ -106,8 +114,14 @@ output is kept to the first and last MiB. Its address space is capped: --memory-
 (4G by default; e.g. 2G, 512M; 0 or none for no cap); a target past the cap is reported as
 exceeding the memory limit, not as a hang or a crash.
 
+coverage: a pass means the manager was tested where it compacts. The report says how many
+views were compacted and the largest history in tokens. When no view of the search was
+compacted, one history is grown (doubling, up to --max-tokens) until the manager compacts, and
+the search goes on from that size; a manager that never compacts is inconclusive, not a pass.
+
 exit codes: 0 every required property holds; 1 a required property failed or could not be
-checked (a hang, a crash); 2 the target could not be loaded, or bad usage.
+checked (a hang, a crash); 2 the target could not be loaded, or bad usage; 4 inconclusive:
+every required property held, but no view was ever compacted.
 
 examples:
   ctxkit conformance                                  # the reference manager
@@ -211,11 +225,20 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "(default: the rest of the deadline)",
     )
     parser.add_argument(
-        "--fallback-budget",
+        "--budget",
+        dest="fallback_budget",
         type=int,
         metavar="N",
-        help="the budget a request with neither token_budget nor provider should fit "
-        "(default: the config's max_tokens, if given)",
+        help="the budget the manager keeps to when a request names none (its own limit): "
+        "such views are judged against it (default: the config's max_tokens, if given)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="N",
+        help="when no view of the search was compacted, a history is grown to N tokens "
+        f"looking for the size where the manager compacts ({DEFAULT_MAX_TOKENS:,})",
     )
     parser.add_argument(
         "--memory-limit",
@@ -317,7 +340,9 @@ def run_conformance(args: argparse.Namespace) -> int:
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     if args.fallback_budget is not None and args.fallback_budget < 1:
-        raise UsageError(f"--fallback-budget must be at least 1, got {args.fallback_budget}")
+        raise UsageError(f"--budget must be at least 1, got {args.fallback_budget}")
+    if args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be at least 1, got {args.max_tokens}")
     for option, path in (
         ("--report-json", args.report_json),
         ("--junit", args.junit),
@@ -354,6 +379,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         shapes=args.format,
         allow=list(args.allow),
         fallback_budget=args.fallback_budget,
+        max_tokens=args.max_tokens,
         verify=args.verify,
         form=args.form,
         load_timeout=args.load_timeout,
@@ -418,19 +444,23 @@ def _write_reports(report: Any, args: argparse.Namespace) -> None:
 
 def _write_reproducers(report: Any, folder: Path) -> None:
     """Each finding's reproducer as a pytest file (:func:`~ctxkit.conformance.reports.reproducer.
-    file_name`), so ``pytest DIR`` collects them."""
-    from ctxkit.conformance.reports.reproducer import file_name
+    file_name`), so ``pytest DIR`` collects them, finding the run's folder from where it is
+    (:func:`~ctxkit.conformance.reports.reproducer.placed`)."""
+    from ctxkit.conformance.reports.reproducer import file_name, placed
 
     folder.mkdir(parents=True, exist_ok=True)
     for result in report.properties:
         if result.reproducer:
             path = folder / file_name(result.id, report.target)
-            path.write_text(result.reproducer, encoding="utf-8")
+            path.write_text(placed(result.reproducer, folder), encoding="utf-8")
             print(f"ctxkit: wrote {path}", file=sys.stderr)
 
 
 def exit_code(verdict: str) -> int:
-    """0 when every required property holds; 1 when one failed or could not be checked."""
+    """0 when every required property holds; 1 when one failed or could not be checked; 4
+    when every one held but the manager never compacted (inconclusive)."""
+    if verdict == "inconclusive":
+        return EXIT_INCONCLUSIVE
     return EXIT_PASS if verdict == "pass" else EXIT_REQUIRED_FAILED
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_FOUND_PROBLEM",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -18,6 +19,9 @@ EXIT_OK = 0
 EXIT_FOUND_PROBLEM = 1
 """The job ran and found a problem (a required property failed, the budget cannot hold the
 pinned content, a conversation could not be archived because a process has it open)."""
+EXIT_INCONCLUSIVE = 4
+"""The job ran and found nothing wrong, but what it checked was never exercised (a
+conformance run in which the manager never compacted): not a pass."""
 EXIT_USAGE = 2
 """The user's mistake: a bad option, an unreadable file, a target that cannot be loaded."""
 EXIT_INTERNAL = 3

@@ -274,6 +274,14 @@ class ConformanceSuite:
         if result.status == "skipped":
             pytest.skip(result.message or "not checked")
         if result.status == "passed":
+            if ctxkit_report.verdict == "inconclusive" and result.level == "required":
+                from ctxkit.conformance.reports.formats import inconclusive
+
+                pytest.fail(
+                    f"{property_id} held, but was never tested where the manager compacts: "
+                    + inconclusive(ctxkit_report),
+                    pytrace=False,
+                )
             return
         if result.status == "below":  # an advisory figure under its bar fails no test run
             pytest.xfail(f"{property_id} ({result.level}): {result.message}")

@@ -46,7 +46,7 @@ from typing import Any, Literal, TextIO
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
-from hypothesis.errors import FlakyFailure, HypothesisException
+from hypothesis.errors import FlakyFailure, HypothesisException, UnsatisfiedAssumption
 from hypothesis.stateful import run_state_machine_as_test
 
 from ctxkit.conformance.judge.allow import RelaxationError, parse_allow
@@ -61,16 +61,18 @@ from ctxkit.conformance.reports.reproducer import (
     render_script,
     render_steps,
 )
-from ctxkit.conformance.reports.results import PropertyResult, Report, Status
+from ctxkit.conformance.reports.results import Coverage, PropertyResult, Report, Status
 from ctxkit.conformance.reports.verify import verify
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
-from ctxkit.conformance.schedule import SCHEDULES
+from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
 from ctxkit.conformance.search.machine import (
+    GROWTH_STEP,
     ConformanceMachine,
     DeadlineReached,
     PropertyFailure,
     Session,
+    SteeredMachine,
     TargetStopped,
     first_grace,
 )
@@ -99,6 +101,14 @@ PROFILES = {
 
 DEFAULT_DEADLINE = 300.0
 """Seconds a whole run may take, by default (``--deadline``)."""
+
+RARELY_COMPACTED = 20
+"""A search that saw fewer than one compacted view in this many is steered toward the size
+where the target compacts (:meth:`_Search.steer`)."""
+
+STEERED_SHARE = 4
+"""A steered search runs a quarter of the profile's examples (at least 10): each begins
+with a history of tens of thousands of tokens."""
 
 MAX_STOPS = 3
 """Hangs, crashes or protocol breaks after which the properties left are not checked."""
@@ -182,6 +192,9 @@ class RunOptions:
     """``--load-timeout``: seconds loading (importing) the target may take; None: the rest of
     the deadline (:data:`LOAD_TIMEOUT` when the deadline is unbounded). Loading counts against
     the deadline either way."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """``--max-tokens``: how large, in tokens, a history is grown when the searches never saw
+    the target compact (:meth:`_Search.steer`)."""
 
     @property
     def command(self) -> str:
@@ -339,6 +352,7 @@ def _run(
             cache_loop.start()
         try:
             ended = search.run(checking)
+            coverage = Coverage.of(session, options.max_tokens)
         except BaseException:
             search.stop_verifying()  # a hang's reproducer may be queued: nothing will read it
             raise
@@ -362,10 +376,14 @@ def _run(
     finally:
         worker.close()
     report = _report(spec, options, results, started)
+    report.coverage = coverage
+    if report.verdict == "pass" and not coverage.compacted_views:
+        report.verdict = "inconclusive"
     report.depth = {
         "examples": session.examples,
         "steps": session.steps,
         "largest_history": session.largest_history,
+        **coverage.as_depth(),
         "searches": search.rounds,
         "examples_per_search": list(search.examples),
         "schedule": options.schedule,
@@ -725,6 +743,7 @@ class _Search:
                     found |= self._take_share(wait(), remaining - found)
             remaining -= found
             if outcome == "complete":
+                remaining -= self.steer(remaining)
                 self._passed(remaining, "")
                 return "complete"
             if outcome == "deadline":
@@ -745,11 +764,65 @@ class _Search:
                     return "target stopped"
         return "complete"
 
-    def _search_once(self, share: Share) -> str:
+    def steer(self, remaining: set[str]) -> set[str]:
+        """When few views of the searches were compacted (under one in
+        :data:`RARELY_COMPACTED`), grow one history toward ``--max-tokens`` (doubling, a view
+        at the manager's own budget after each tool round) until the target compacts on its
+        own, judging every step; if it does, search once more with every example starting
+        near that size (:class:`SteeredMachine`). The properties found failing. A target that
+        never compacted is then ``inconclusive``."""
+        session = self.session
+        seen = session.compacted_views
+        if seen * RARELY_COMPACTED >= session.views or not remaining:
+            return set()
+        if time.monotonic() >= self._searching_until():
+            return set()
+        limit = self.options.max_tokens
+        self.say(
+            f"{seen:,} of {session.views:,} views compacted: growing a history toward "
+            f"{limit:,} tokens, to find where the manager compacts on its own"
+        )
+        session.checking = frozenset(remaining)
+        session.deadline = self._searching_until()
+        goes_on, session.goes_on = session.goes_on, True
+        with self.phases.timing("search"):
+            try:
+                machine = ConformanceMachine(session)
+                machine.choose_shape(shape=session.shapes[0])
+                while not machine.ended and (held := sum(machine.costs)) < limit:
+                    machine.grow_turn(min(max(held, GROWTH_STEP), limit - held))
+                    if session.compacted_views > seen:
+                        session.grown_to = sum(machine.costs)
+                        break
+            except TargetStopped as stop:
+                self.stops.append(stop)
+                return self._charge(stop, remaining) | self._take(remaining)
+            except (DeadlineReached, UnsatisfiedAssumption):
+                pass
+            finally:
+                session.goes_on = goes_on
+            found = self._take(remaining)
+            if not session.grown_to or not remaining - found:
+                return found
+            self.say(f"the target compacted at {session.grown_to:,} tokens: searching from there")
+            examples = max(10, self.profile["max_examples"] // STEERED_SHARE)
+            self.rounds += 1
+            self.examples.append(examples)
+            session.checking = frozenset(remaining - found)
+            seed = self.options.seed + self.rounds - 1
+            outcome = self._search_once(Share(seed, examples), SteeredMachine)
+            if outcome == "stopped":
+                stop = self.stops[-1]
+                found |= self._charge(stop, remaining - found)
+            return found | self._take(remaining - found)
+
+    def _search_once(
+        self, share: Share, machine: type[ConformanceMachine] = ConformanceMachine
+    ) -> str:
         """One Hypothesis search, of a share's examples with its seed: complete, found,
         stopped, deadline or unreliable."""
         session = self.session
-        factory = hypothesis_seed(share.seed)(lambda: ConformanceMachine(session))
+        factory = hypothesis_seed(share.seed)(lambda: machine(session))
         session.goes_on = self.schedule.goes_on
         try:
             with _shrinking_limit(self.options.shrink_seconds, self.say), _own_constants():
@@ -826,6 +899,11 @@ class _Search:
         session.steps += int(depth.get("steps") or 0)
         session.compaction_events += int(depth.get("compaction_events") or 0)
         session.largest_history = max(session.largest_history, depth.get("largest_history", 0))
+        session.largest_history_tokens = max(
+            session.largest_history_tokens, depth.get("largest_history_tokens", 0)
+        )
+        session.views += int(depth.get("views") or 0)
+        session.compacted_views += int(depth.get("compacted_views") or 0)
         for reason, count in (depth.get("not_sent") or {}).items():
             session.unsupported[reason] = session.unsupported.get(reason, 0) + count
         session.normalized = session.normalized or depth.get("normalized", "")

@@ -40,7 +40,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT", "SCHEDULES", "Schedule"]
+__all__ = ["DEFAULT", "DEFAULT_MAX_TOKENS", "SCHEDULES", "Schedule"]
+
+DEFAULT_MAX_TOKENS = 256_000
+"""Tokens a history is grown to, by default, when no view of the searches was compacted,
+looking for the size where the target compacts: past the context windows of today's models
+(128k, 200k), where managers that follow a model's window compact (``--max-tokens``)."""
 
 
 @dataclass(frozen=True)

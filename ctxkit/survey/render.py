@@ -106,7 +106,12 @@ def to_json(matrix: Matrix) -> str:
     return json.dumps(matrix.to_json(), indent=2, ensure_ascii=False) + "\n"
 
 
-_VERDICT_CLASS = {"pass": "pass", "fail": "fail", "error": "error"}
+_VERDICT_CLASS = {
+    "pass": "pass",
+    "fail": "fail",
+    "error": "error",
+    "inconclusive": "inconclusive",
+}
 _ORDER = {"failed": "0", "error": "1", "below": "2", "skipped": "3", "not run": "4", "passed": "5"}
 
 

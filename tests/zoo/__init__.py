@@ -32,6 +32,10 @@ class Member:
         time or one that declares nothing; None: the default run.
     also: for outcome ``"fail"``, other required properties the fault may show as too, each
         with why; any other required failure is a false accusation.
+    compacts: False for a manager that never returns less than its whole history: every
+        required property holds, but untested where it compacts, so its verdict is
+        ``inconclusive`` (its failures said beside), never ``pass``. Outcome
+        ``"inconclusive"`` is such a member with no failure at all.
     """
 
     target: str
@@ -42,6 +46,7 @@ class Member:
     config: tuple[tuple[str, object], ...] = ()
     format: str | None = None
     also: tuple[tuple[str, str], ...] = ()
+    compacts: bool = True
 
 
 def _m(
@@ -53,6 +58,7 @@ def _m(
     *,
     format: str | None = None,
     also: dict[str, str] | None = None,
+    compacts: bool = True,
     **config: object,
 ) -> Member:
     return Member(
@@ -64,6 +70,7 @@ def _m(
         tuple(config.items()),
         format,
         tuple((also or {}).items()),
+        compacts and outcome != "inconclusive",
     )
 
 
@@ -85,6 +92,12 @@ ZOO: list[Member] = [
        "needs 40+ messages: then keeps the last 30 messages by count, splitting a pair"),
     _m("pairs:LateSplitterAcceptsGarbage", {*PAIRS, "robustness"}, "fail", "both",
        "needs 40+ messages, as LateSplitter; also stores bad messages, a failure met early"),
+    _m("pairs:SplitsPastItsWindow", PAIRS, "fail", "both",
+       "ignores the request's budget; past its own 60,000 tokens it splits pairs: the run must "
+       "grow a history there (praisonaiagents past ~96k tokens)"),
+    _m("pairs:SplitsPastItsWindow", set(), "inconclusive", "both",
+       "its window no history reaches: it never compacts, so nothing was tested where it does",
+       window=10**9),
     _m("pairs:ResultBeforeCall", {*PAIRS, "ordering"}, "fail", "both",
        "each call comes after its results in the view"),
     _m("pairs:SyntheticWithToolIds", {*PAIRS, "ordering"}, "fail", "both",
@@ -113,7 +126,8 @@ ZOO: list[Member] = [
     _m("views:Nondeterministic", {"determinism"}, "fail", "both",
        "a dropping view gets a notice stamped with the time and a counter"),
     _m("views:IgnoresBudget", {"budget"}, "fail", "both",
-       "ignores token_budget and the provider: every view is the whole history"),
+       "ignores token_budget and the provider: every view is the whole history",
+       compacts=False),
     _m("views:DropsSystemPrompt", {"preservation"}, "fail", "both",
        "a dropping view drops the system messages"),
     _m("views:DropsNewestUser", {"preservation"}, "fail", "both",

@@ -5,6 +5,8 @@
 - SplitsParallelCalls: when compacting, keeps only the first result of parallel calls.
 - DropsCallKeepsNothing: when compacting, drops every result but keeps the calls.
 - LateSplitter: correct up to 40 messages, then keeps the last 30 messages by count.
+- SplitsPastItsWindow: ignores the request's budget; past its own window of 60,000 tokens it
+  trims message by message.
 - LateSplitterAcceptsGarbage: the same, and stores bad messages without an error.
 - ResultBeforeCall: puts each call's results before the call in the view.
 - SyntheticWithToolIds: when compacting, adds a notice as a tool message answering nothing.
@@ -84,6 +86,22 @@ class LateSplitter(GoodManager):
             return super()._plan(history, limit)
         start = len(history) - 30
         return [i for i, m in enumerate(history) if i >= start or role_of(m) == "system"]
+
+
+class SplitsPastItsWindow(SplitsPairsOpenAI):
+    """Fault (tool_pair_integrity, only where it compacts): ignores the request's budget and
+    keeps the whole history until it passes its own ``window`` (60,000 tokens by its
+    estimate), then trims message by message as SplitsPairsOpenAI does, so a tool result can
+    lead the view without its call (praisonaiagents splits a pair past about 96k tokens). No
+    search reaches such a history on its own: the run must grow one there. With a window no
+    history reaches (``{"window": 10**9}``) it never compacts: inconclusive, never a pass."""
+
+    def __init__(self, *, window: int = 60_000, **options: Any) -> None:
+        super().__init__(**options)
+        self.window = window
+
+    def _budget(self, token_budget: int | None, provider: Any) -> int:
+        return self.window
 
 
 class LateSplitterAcceptsGarbage(LateSplitter):

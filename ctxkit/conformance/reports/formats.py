@@ -13,7 +13,7 @@ from ctxkit.conformance.reports.reproducer import file_name
 from ctxkit.conformance.reports.results import Report
 from ctxkit.prefix import STABILITY_THRESHOLD
 
-__all__ = ["summary", "write_json", "write_junit"]
+__all__ = ["inconclusive", "summary", "write_json", "write_junit"]
 
 _MARK = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "below": "below"}
 
@@ -31,6 +31,7 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
         lines.append(
             f"  {depth['examples']:,} examples, {depth['steps']:,} steps, histories up to "
             f"{depth['largest_history']} messages, {depth['searches']} search(es)"
+            + (f"; {report.coverage.sentence()}" if report.coverage else "")
             + (
                 f"; stopped at the {depth['deadline_s']:g} s deadline"
                 if depth.get("ended") == "deadline"
@@ -94,6 +95,7 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
         "pass": "PASS: every required property holds",
         "fail": "FAIL: a required property does not hold",
         "error": "ERROR: a required property could not be checked",
+        "inconclusive": "INCONCLUSIVE: every required property held, but " + inconclusive(report),
     }
     failed_recommended = [
         p.id for p in report.properties if p.level == "recommended" and p.status == "failed"
@@ -102,6 +104,25 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
     if failed_recommended:
         lines.append(f"  recommended properties failing: {', '.join(failed_recommended)}")
     return "\n".join(lines)
+
+
+def inconclusive(report: Report) -> str:
+    """Why a run is inconclusive, and what would make it conclusive."""
+    coverage = report.coverage
+    if coverage is None:
+        return "no view was compacted"
+    said = coverage.sentence()
+    if not coverage.max_tokens:
+        return said
+    grown = (
+        f"a history grown to {coverage.largest_history_tokens:,} tokens never compacted either"
+        if coverage.largest_history_tokens >= coverage.max_tokens
+        else "the run ended before a history could be grown"
+    )
+    return (
+        f"{said} ({grown}). Test it where it compacts: a larger --max-tokens (now "
+        f"{coverage.max_tokens:,}), or a smaller limit in --config, so that histories outgrow it"
+    )
 
 
 def _steps_only(steps: list[str]) -> str:
@@ -123,12 +144,17 @@ def _counts_as_failure(report: Report, level: str) -> bool:
 
 def write_junit(report: Report, path: Path) -> None:
     """One testcase per property; failed -> <failure>, error -> <error>, skipped -> <skipped>,
-    exactly as the exit code counts them: a recommended property's failure is a <failure>
+    exactly as the exit code counts them (an inconclusive run's required properties, which
+    held but were never tested where the manager compacts, are failures): a recommended
+    property's failure is a <failure>
     only with ``--strict`` (else its message and reproducer are the <system-out>, so a CI view
     stays green on a passing run); an advisory property is never a failure: its figure is a
     <property> of the testcase and its verdict the <system-out>."""
+    untested = report.verdict == "inconclusive"  # a required property's pass tested nothing
     failures = sum(
-        p.status == "failed" and _counts_as_failure(report, p.level) for p in report.properties
+        (p.status == "failed" and _counts_as_failure(report, p.level))
+        or (untested and p.status == "passed" and p.level == "required")
+        for p in report.properties
     )
     suite = ElementTree.Element(
         "testsuite",
@@ -160,6 +186,9 @@ def write_junit(report: Report, path: Path) -> None:
             )
         elif p.status == "error":
             ElementTree.SubElement(case, "error", message=p.message)
+        elif untested and p.status == "passed" and p.level == "required":
+            said = f"inconclusive: {inconclusive(report)}"
+            ElementTree.SubElement(case, "failure", message=said).text = said
     path.parent.mkdir(parents=True, exist_ok=True)
     tree = ElementTree.ElementTree(suite)
     ElementTree.indent(tree)

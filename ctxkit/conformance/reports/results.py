@@ -33,10 +33,60 @@ class PropertyResult:
     prompt cache could serve)."""
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How far a run's searches took the target: views asked for, views that were not the
+    whole history (compacted), the largest history in tokens. A run none of whose views was
+    compacted never tested the manager where it compacts: its verdict is ``inconclusive``,
+    never ``pass``."""
+
+    views: int = 0
+    compacted_views: int = 0
+    largest_history_tokens: int = 0
+    grown_to: int = 0
+    """Tokens at which the target was seen to compact when a history was grown (0: not
+    grown, or it never compacted)."""
+    max_tokens: int = 0
+    """How far a history would have been grown (``--max-tokens``)."""
+
+    @classmethod
+    def of(cls, session: Any, max_tokens: int) -> Coverage:
+        """The figures a search session counted."""
+        return cls(
+            session.views,
+            session.compacted_views,
+            session.largest_history_tokens,
+            session.grown_to,
+            max_tokens,
+        )
+
+    def as_depth(self) -> dict[str, int]:
+        return {
+            "views": self.views,
+            "compacted_views": self.compacted_views,
+            "largest_history_tokens": self.largest_history_tokens,
+            **({"grown_to_tokens": self.grown_to} if self.grown_to else {}),
+        }
+
+    def sentence(self) -> str:
+        """What the verdict's line says of the coverage."""
+        if self.compacted_views:
+            return (
+                f"{self.compacted_views:,} of {self.views:,} views compacted; histories up to "
+                f"{self.largest_history_tokens:,} tokens"
+            )
+        return (
+            f"the manager never compacted: none of {self.views:,} views differed from its "
+            f"history; histories reached {self.largest_history_tokens:,} tokens"
+        )
+
+
 @dataclass
 class Report:
     target: str
-    verdict: Literal["pass", "fail", "error"]
+    verdict: Literal["pass", "fail", "error", "inconclusive"]
+    """``inconclusive``: every required property held, but no view was ever compacted, so
+    none was tested where the manager compacts (:class:`Coverage`)."""
     seed: int
     duration_s: float
     properties: list[PropertyResult]
@@ -54,11 +104,13 @@ class Report:
     """Recommended properties count like required ones (``--strict``)."""
     shapes: Spoken | None = None
     """The shapes the target was judged in, and why (None: it was never judged)."""
+    coverage: Coverage | None = None
+    """How far the searches took the target (None: it was never judged)."""
 
     def make_strict(self) -> None:
         """Count recommended failures too: the verdict fails when one failed."""
         self.strict = True
-        if self.verdict == "pass" and any(
+        if self.verdict in ("pass", "inconclusive") and any(
             p.level == "recommended" and p.status == "failed" for p in self.properties
         ):
             self.verdict = "fail"
@@ -75,6 +127,7 @@ class Report:
             "profile": self.profile,
             "allow": self.allow,
             **({"shapes": self.shapes.to_json()} if self.shapes else {}),
+            **({"coverage": self.coverage.sentence()} if self.coverage else {}),
             "depth": self.depth,
             "phases": self.phases,
             "properties": [

@@ -20,6 +20,7 @@ from ctxkit.shapes.spoken import CHAT_FAMILY
 
 __all__ = [
     "CHAT_FAMILY",
+    "GROWTH_LINE",
     "SHAPES",
     "BadMessage",
     "Budget",
@@ -73,6 +74,12 @@ def outputs() -> st.SearchStrategy[str]:
     huge = st.integers(2_000, 24_000).map(lambda n: "y" * n)
     # one_of picks a branch uniformly, so repeating one is how to weight it
     return st.one_of(short, texts(), short, texts(), lines, short, texts(), huge)
+
+
+GROWTH_LINE = "2026-11-29 04:48:38 INFO worker 3: GET /api/items?page=7 handled in 12 ms\n"
+"""A line of the log an agent reads when a history is grown toward the size where the target
+compacts (:meth:`~ctxkit.conformance.search.machine.ConformanceMachine.grow_turn`): varied
+enough to count like real text, repeated so a script writes it as ``line * n``."""
 
 
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock", "genai")

@@ -40,6 +40,7 @@ from ctxkit.conformance.judge.invariants import (
 from ctxkit.conformance.judge.parts import is_call_item, reasoning_id
 from ctxkit.conformance.judge.steps import Call, Check, Request
 from ctxkit.conformance.search.conversations import (
+    GROWTH_LINE,
     SHAPES,
     BadMessage,
     Budget,
@@ -138,6 +139,17 @@ class TargetStopped(BaseException):
         self.history = history
 
 
+GROWTH_STEP = 2_000
+"""Tokens the first turn of a grown history adds; each later turn doubles the history."""
+
+GROWN_SHARES = (0.5, 0.75, 0.9, 1.0, 1.25)
+"""Where a :class:`SteeredMachine` starts, as shares of the size at which the target was seen
+to compact: below it, so the search's own steps cross it, and past it."""
+
+OWN_BUDGET = Budget(None, None, "none")
+"""A request that names no budget: the manager's own decides."""
+
+
 class DeadlineReached(BaseException):
     """The run's time is up; the search ends where it is."""
 
@@ -177,6 +189,13 @@ class Session:
     examples: int = 0
     steps: int = 0
     largest_history: int = 0
+    largest_history_tokens: int = 0
+    """The most tokens a history held (its messages, as the run counts them)."""
+    views: int = 0
+    """Views returned as lists, and of those, the ones that were not the whole history as a
+    provider reads it (:meth:`ConformanceMachine._note_view`): a run that never saw one did
+    not test the manager where it compacts."""
+    compacted_views: int = 0
     unsupported: dict[str, int] = field(default_factory=dict)
     """Calls the implementation could not make (what its transport cannot carry), by reason:
     the examples that needed them were dropped."""
@@ -187,6 +206,12 @@ class Session:
     """The next call past its timeout gets a grace: only the run's first such call."""
     on_slow: Callable[[str, float], None] = lambda _op, _took: None
     """Told of a call that answered in its grace: the operation and the seconds it took."""
+    grown_to: int = 0
+    """Tokens of a history at which the target was seen to compact when grown
+    (:meth:`ConformanceMachine.grow_turn`); a :class:`SteeredMachine` starts its examples
+    near it. 0: not known."""
+    line_tokens: int = 0
+    """Tokens one :data:`GROWTH_LINE` adds to a tool output, once counted."""
     normalized: str = ""
     """The first stored message kept in another form than given, equivalent for a provider
     (a text block kept as a string, say): no failure, but the report says so."""
@@ -412,7 +437,21 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._grew()
 
     def _grew(self) -> None:
-        self.session.largest_history = max(self.session.largest_history, len(self.model))
+        session = self.session
+        session.largest_history = max(session.largest_history, len(self.model))
+        session.largest_history_tokens = max(session.largest_history_tokens, sum(self.costs))
+
+    def _note_view(self, view: list[Any]) -> None:
+        """Count a view, and whether it was compacted: anything but the whole history, each
+        message as a provider reads it (a string and its one text part are the same)."""
+        session = self.session
+        session.views += 1
+        ignore = session.ignore
+        if len(view) != len(self.model) or any(
+            not isinstance(shown, dict) or semantic(shown, ignore) != semantic(kept, ignore)
+            for shown, kept in zip(view, self.model, strict=True)
+        ):
+            session.compacted_views += 1
 
     def _model_digest(self) -> str:
         return self._digest.hexdigest()
@@ -549,6 +588,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._violated(checks.is_list(view), "is_list")
         if not isinstance(view, list):
             return
+        self._note_view(view)
         self._violated(checks.tool_pairs(view), "tool_pairs")
         self._violated(
             checks.attachments(view, self.model), "attachments", history=list(self.model)
@@ -608,6 +648,45 @@ class ConformanceMachine(RuleBasedStateMachine):
         """One shape per history (a family for Chat Completions and Anthropic, which have
         always mixed here): the run's shapes all get examples, and none mixes providers."""
         self.shapes = example_shapes(shape, self.session.shapes)
+
+    @_recorded
+    def start_grown(self, shape: Shape, share: float) -> None:
+        """Choose the shape, then give the manager a history of ``share`` of the size at
+        which it compacted when grown (:attr:`Session.grown_to`), in one ``set_messages``:
+        the turns :meth:`grow_turn` adds, without their views. A :class:`SteeredMachine`'s
+        start."""
+        self.choose_shape(shape=shape)
+        target, held = int(self.session.grown_to * share), 0
+        messages: list[dict[str, Any]] = []
+        while held < target:
+            ask, work, answer = self._growth_turn(min(max(held, GROWTH_STEP), target - held))
+            turn = [self._text("user", ask)]
+            for template in work:
+                turn += template.in_shapes(self.shapes).messages(self.ids)
+            turn.append(self._text("assistant", answer))
+            messages += turn
+            held += sum(self._cost(m) for m in turn)
+        self._set(messages)
+
+    def grow_turn(self, tokens: int) -> None:
+        """One agent turn that adds about ``tokens`` tokens (:meth:`_growth_turn`), a view
+        after each tool round at the manager's own budget. Deterministic, so the size at
+        which the target compacts is the same on every run."""
+        ask, work, answer = self._growth_turn(tokens)
+        self.run_turn(ask=ask, work=work, answer=answer, budget=OWN_BUDGET)
+
+    def _growth_turn(self, tokens: int) -> tuple[str, list[RoundTemplate], str]:
+        """A question, two tool rounds whose outputs are the same long log of about
+        ``tokens`` tokens in all (an agent reading one file twice), and an answer."""
+        session = self.session
+        if not session.line_tokens:
+            one, many = (
+                {"role": "tool", "tool_call_id": "c", "content": GROWTH_LINE * n} for n in (1, 101)
+            )
+            session.line_tokens = max(1, (self._cost(many) - self._cost(one)) // 100)
+        lines = max(1, tokens // 2 // session.line_tokens)
+        log = RoundTemplate(self.shapes[0], (GROWTH_LINE * lines,), (0,))
+        return "read the service log", [log, log], "ok"
 
     def _text(self, role: str, content: Any) -> dict[str, Any]:
         return in_shape({"role": role, "content": content}, self.shapes[0])
@@ -680,7 +759,9 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(plan=conversation_plans(max_turns=3))
     @_recorded
     def set_messages(self, plan: Conversation) -> None:
-        messages = plan.messages(self.shapes)
+        self._set(plan.messages(self.shapes))
+
+    def _set(self, messages: list[dict[str, Any]]) -> None:
         reply = self._do(Call("set", messages), "lifecycle")
         if not reply.ok:
             self._fail(
@@ -861,3 +942,16 @@ def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ):
             start -= 1
     return history[start:]
+
+
+class SteeredMachine(ConformanceMachine):
+    """The machine whose examples each begin with a history grown near the size at which the
+    target compacts (:attr:`Session.grown_to`), for a target that never compacted in the
+    histories a search reaches on its own: its rules then run where it compacts."""
+
+    def choose_shape(self, shape: Shape) -> None:  # not a rule here: start_grown chooses
+        super().choose_shape(shape=shape)
+
+    start_grown = initialize(shape=st.sampled_from(SHAPES), share=st.sampled_from(GROWN_SHARES))(
+        ConformanceMachine.start_grown
+    )

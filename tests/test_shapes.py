@@ -76,12 +76,26 @@ def test_the_rule_files_are_plain_json_with_the_documented_keys():
             "pairing",
             "parallel_calls",
             "without_ids",
+            "result_order",
             "words",
             "rules",
         }
         assert set(data["words"]) == {"result", "call", "answer"}
         for item in data["rules"]:
             assert set(item) - {"breaks"} == {"id", "property", "holds", "error"}
+
+
+def test_each_api_says_in_what_order_the_results_of_one_messages_calls_may_come():
+    """Every API pairs results with calls by id, so the results of one message's calls come in
+    any order; Gemini (and the GenAI record of it) pairs a call without an id by position."""
+    assert {shape: rule_set(shape).result_order for shape in SHAPES} == {
+        "openai": "any",
+        "anthropic": "any",
+        "responses": "any",
+        "bedrock": "any",
+        "gemini": "by_id",
+        "genai": "by_id",
+    }
 
 
 @pytest.mark.parametrize("shape", SHAPES)

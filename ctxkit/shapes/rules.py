@@ -5,10 +5,13 @@ Each file is one API's rule set, the one place its rules live: where the API kee
 prompt (``system``: ``messages`` when a message of the list carries it, else the request field
 beside the list), how results answer calls (``pairing``), how parallel calls are written
 (``parallel_calls``: in one ``message``, or as call ``items`` in a row), how a call without an
-id is paired (``without_ids``: ``refused``, or by ``name_and_position``), what the API calls a
-result, a call and an answer (``words``, for sentences in its own terms), and its rules: an id,
-the property a break of it fails, which kind of pair break it is (``breaks``: ``unanswered``,
-``stray``, ``duplicate``), what must hold, and the error text the provider answers with.
+id is paired (``without_ids``: ``refused``, or by ``name_and_position``), in what order the
+results of one message's calls may come among themselves (``result_order``: ``any``, or
+``by_id``: any order for results matched by id, their own for those known by position), what
+the API calls a result, a call and an answer (``words``, for sentences in its own terms), and
+its rules: an id, the property a break of it fails, which kind of pair break it is
+(``breaks``: ``unanswered``, ``stray``, ``duplicate``), what must hold, and the error text the
+provider answers with.
 The suite's judge, the guard, the repair and the audit all ask these sets; checks cite a rule
 by id, so a finding can say what the provider would have said.
 """
@@ -50,6 +53,10 @@ class RuleSet:
     pairing: Pairing
     parallel_calls: Literal["message", "items"]
     without_ids: Literal["refused", "name_and_position"]
+    result_order: Literal["any", "by_id"]
+    """The order the results answering one message's calls (a Responses turn's call items) may
+    come in among themselves: ``any``, or ``by_id`` (any order for results matched by id; a
+    result known by name and position keeps its place)."""
     words: Mapping[str, str]
     """``result``, ``call``, ``answer``: a result, what makes a call and what answers one, in
     the API's words (``{call}`` stands for a Responses call item's type)."""
@@ -82,6 +89,7 @@ def rule_set(shape: str) -> RuleSet:
         data["pairing"],
         data["parallel_calls"],
         data["without_ids"],
+        data["result_order"],
         dict(data["words"]),
         tuple(
             Rule(r["id"], r["property"], r["holds"], r["error"], r.get("breaks"))

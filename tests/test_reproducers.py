@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ctxkit.conformance.reports.reproducer import placed
 from tests.processes import ROOT, ctxkit
 
 TARGET = "tests.zoo.pairs:SplitsPairsOpenAI"
@@ -82,12 +83,17 @@ def test_the_manager_is_imported_and_built_as_a_test_of_ones_own_builds_it(writt
     assert "manager = SplitsPairsOpenAI(**CONFIG, hooks=hooks)\n" in script
     assert "open_manager" not in script
     assert "TARGET" not in script
-    # tests.zoo imports from the checkout only (the run's folder): the script puts it first
-    assert f'sys.path.insert(0, "{ROOT}")' in script
+    # tests.zoo imports from the checkout only (the run's folder): the script puts it first,
+    # found from its own file, where --reproducers wrote it
+    assert "sys.path.insert(0, PROJECT)  # tests.zoo.pairs imports from there\n" in script
+    up = os.path.relpath(ROOT, written["folder"].resolve())
+    assert f'PROJECT = os.path.normpath(os.path.join(HERE, "{up}"))\n' in script
     ast.parse(script)
     (pairs,) = [p for p in written["report"]["properties"] if p["status"] == "failed"]
     assert pairs["verified"], pairs["verification"]
-    assert pairs["reproducer"] == script
+    # the report's text of it knows no file: it takes the run's folder from the environment
+    assert 'PROJECT = os.environ.get("CTXKIT_PROJECT_ROOT") or os.getcwd()\n' in pairs["reproducer"]
+    assert placed(pairs["reproducer"], written["folder"], str(ROOT)) == script
 
 
 def _units(script: str) -> tuple[ast.Module, ast.AsyncFunctionDef, list[list[int]]]:

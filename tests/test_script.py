@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import runpy
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from ctxkit.conformance.reports.reproducer import (
     Reproduction,
     file_name,
     literal,
+    placed,
     render_script,
     render_steps,
 )
@@ -236,8 +238,13 @@ builds = st.builds(
     ),
     hooks=st.booleans(),
     awaits=st.booleans(),
-    pythonpath=st.none() | st.text(st.characters(codec=None), max_size=30),
+    pythonpath=st.none()
+    | st.sampled_from(["/home/me/project", "/home/me/project/src", "/opt/libs", "/home/me/p"])
+    | st.text(st.characters(codec=None), max_size=30),
 )
+
+PROJECT = "/home/me/project"
+"""The folder the run of a rendered script is said to be started in."""
 
 
 @settings(max_examples=200)
@@ -256,7 +263,7 @@ def test_every_script_built_by_import_is_valid_python(
         command="ctxkit conformance ...",
         build=build,
     )
-    script = render_script(repro)
+    script = render_script(repro, project=PROJECT)
     tree = ast.parse(script)
     assert ast.get_docstring(tree) is not None
     imported = {n.module: n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -273,9 +280,17 @@ def test_every_script_built_by_import_is_valid_python(
         if isinstance(n, ast.Call) and ast.unparse(n.func) == "sys.path.insert"
     ]
     assert bool(put_first) == bool(build.pythonpath)
-    if put_first:  # the folder exactly as given, before the target is imported
-        assert ast.literal_eval(put_first[0].args[1]) == build.pythonpath
-        assert put_first[0].lineno < imported[build.module].lineno
+    if put_first:  # the folder as given, read from the run's folder, before the import
+        (insert,) = put_first
+        folder = eval(ast.unparse(insert.args[1]), {"os": os, "PROJECT": PROJECT})
+        assert os.path.normpath(os.path.join(PROJECT, folder)) == os.path.normpath(
+            os.path.join(PROJECT, build.pythonpath)
+        )
+        assert insert.lineno < imported[build.module].lineno
+        inside = os.path.commonpath([PROJECT, os.path.join(PROJECT, build.pythonpath)])
+        # found from PROJECT when in it, then no absolute path of it is written
+        assert ("PROJECT" in ast.unparse(insert)) == (inside == PROJECT)
+        assert (f'"{PROJECT}' not in script) or inside != PROJECT
 
 
 MODULE = """
@@ -433,3 +448,113 @@ def test_calls_that_end_the_process_run_apart_under_pytest() -> None:
     assert "def test_lifecycle() -> None:\n" in script
     assert "    run_apart(__file__)\n" in script
     assert script.endswith('if __name__ == "__main__":\n    asyncio.run(reproduce())\n')
+
+
+# -- where a script finds the run's folder ------------------------------------------------------
+
+
+def _header(script: str) -> str:
+    """The script's lines up to the one that sets ``PROJECT``: they say where it is."""
+    lines = script.split('\n"""\n', 1)[1].splitlines()
+    (end,) = [k for k, line in enumerate(lines) if line.startswith("PROJECT = ")]
+    return "\n".join(lines[: end + 1])
+
+
+def _found(script: str, path: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
+    """``PROJECT`` as the script at ``path`` computes it, run from ``cwd`` with ``env``."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("CTXKIT_PROJECT_ROOT", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    namespace: dict[str, Any] = {"__file__": str(path)}
+    exec(compile(_header(script), str(path), "exec"), namespace)
+    return namespace["PROJECT"]
+
+
+def _repro(target: str, build: Build | None = None) -> Reproduction:
+    return Reproduction(
+        target=target,
+        config={},
+        property_id="tool_pair_integrity",
+        level="required",
+        message="m",
+        calls=[Call("request", Request(token_budget=100))],
+        check=Check("tool_pairs"),
+        command="ctxkit conformance ...",
+        remote=build is None,
+        build=build,
+    )
+
+
+@pytest.mark.parametrize("where", ["tests/repro", ".", "deep/er/still", "../elsewhere"])
+def test_a_written_script_finds_the_project_from_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Written into ``where`` (from the project), a script finds the project from its own
+    file, wherever it is run from and whatever the variable says, and names no absolute path
+    of it; moved with the project, it finds the new one."""
+    project = tmp_path / "made" / "project"
+    folder = project / where
+    folder.mkdir(parents=True)
+    unplaced = render_script(
+        _repro("mypkg:Window", Build("mypkg", "Window", pythonpath=str(project))),
+        project=str(project),
+    )
+    script = placed(unplaced, folder, str(project))
+    assert str(tmp_path) not in script
+    path = folder / "test_it.py"
+    elsewhere = tmp_path / "unrelated"
+    elsewhere.mkdir()
+    found = _found(script, path, elsewhere, monkeypatch, CTXKIT_PROJECT_ROOT="/nowhere")
+    assert found == str(project)
+    clone = tmp_path / "clone" / "project"
+    (clone / where).mkdir(parents=True)
+    assert _found(script, clone / where / "test_it.py", elsewhere, monkeypatch) == str(clone)
+
+
+def test_the_reports_script_finds_the_project_from_the_variable_or_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = render_script(
+        _repro("mypkg:Window", Build("mypkg", "Window", pythonpath=str(tmp_path))),
+        project=str(tmp_path),
+    )
+    assert str(tmp_path) not in script
+    assert "CTXKIT_PROJECT_ROOT" in _header(script)
+    path = tmp_path / "saved" / "test_it.py"
+    path.parent.mkdir()
+    assert _found(script, path, tmp_path, monkeypatch) == str(tmp_path)
+    assert _found(script, path, path.parent, monkeypatch, CTXKIT_PROJECT_ROOT="/x") == "/x"
+
+
+@pytest.mark.parametrize(
+    ("target", "file", "export"),
+    [
+        ("./manager.mjs:Window", "manager.mjs", ":Window"),
+        ("js/manager.cjs", "js/manager.cjs", ""),
+        ("agents/my-manager.py:Window", "agents/my-manager.py", ":Window"),
+    ],
+)
+def test_a_target_named_by_its_file_is_found_from_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, file: str, export: str
+) -> None:
+    script = placed(
+        render_script(_repro(target), project=str(tmp_path)), tmp_path / "repro", str(tmp_path)
+    )
+    tree = ast.parse(script)
+    (assigned,) = [
+        n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "TARGET"
+    ]
+    found = eval(ast.unparse(assigned.value), {"os": os, "PROJECT": "/clone"})
+    assert found == f"/clone/{file}{export}"
+    assert str(tmp_path) not in script
+
+
+@pytest.mark.parametrize(
+    "target", ["js:ai:pruneMessages", "langchain:trim_messages", "/opt/managers/m.mjs:W"]
+)
+def test_a_target_not_in_the_project_is_named_as_it_was(tmp_path: Path, target: str) -> None:
+    script = render_script(_repro(target), project=str(tmp_path))
+    assert f"TARGET = {literal(target)}\n" in script
+    assert "PROJECT" not in script
+    assert placed(script, tmp_path, str(tmp_path)) == script

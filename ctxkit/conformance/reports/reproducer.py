@@ -8,16 +8,24 @@ exit while the bug is there).
 
 A Python target is built as a user's own test would build it: imported by its module name
 (``from mypkg.context import SlidingWindow``) and called with the config
-(``SlidingWindow(**CONFIG)``), or wrapped in its form (:mod:`ctxkit.forms`); when that module
-imports only from the folder the run was started in, a comment above the imports says what to
-put on ``PYTHONPATH``. A target in another language (JavaScript, ``--command``, gRPC) is
-opened by its TARGET string through :func:`ctxkit.conformance.replay.open_manager`. Calls that
-end the process run in a child process under pytest, so the test fails rather than pytest
-dying with them.
+(``SlidingWindow(**CONFIG)``), or wrapped in its form (:mod:`ctxkit.forms`). A target in
+another language (JavaScript, ``--command``, gRPC) is opened by its TARGET string through
+:func:`ctxkit.conformance.replay.open_manager`. Calls that end the process run in a child
+process under pytest, so the test fails rather than pytest dying with them.
+
+A script names no absolute path of the project, so it can be committed with it. What the run
+found in the folder it was started in (the folder a module imports from, when only that folder
+finds it; a file named as TARGET, ``manager.mjs:Window``) the script finds from ``PROJECT``,
+that folder: written by ``--reproducers DIR`` (:func:`placed`), ``PROJECT`` is a path relative
+to the script's own file, so ``pytest DIR`` and ``python FILE`` find it from any folder and in
+any copy of the project; anywhere else (the JSON report's text, whose file is not known) it is
+the folder ``CTXKIT_PROJECT_ROOT`` names, else the current one. A folder outside the project
+is not part of it, and is written as it is (absolute).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +36,19 @@ from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
 from ctxkit.conformance.judge.steps import Call, Check, Request
 from ctxkit.literal import literal
 
-__all__ = ["Build", "Reproduction", "file_name", "literal", "render_script", "render_steps"]
+__all__ = [
+    "PROJECT_VARIABLE",
+    "Build",
+    "Reproduction",
+    "file_name",
+    "literal",
+    "placed",
+    "render_script",
+    "render_steps",
+]
+
+PROJECT_VARIABLE = "CTXKIT_PROJECT_ROOT"
+"""Names the folder a script not written by ``--reproducers`` takes for the run's own."""
 
 
 def file_name(property_id: str, target: str | None) -> str:
@@ -115,6 +135,10 @@ _TAKEN = frozenset(
         "FunctionManager",
         "SessionManager",
         "inspect_message",
+        "os",
+        "sys",
+        "HERE",
+        "PROJECT",
     }
 )
 """Names a script uses for itself: an imported target of the same name is renamed."""
@@ -145,8 +169,45 @@ class Reproduction:
     """How the script imports and builds the target; None: by its TARGET string."""
 
 
-def render_script(repro: Reproduction) -> str:
-    """The whole script (see the module docstring)."""
+def _docstring_text(text: str) -> str:
+    """Text that cannot end the docstring or make it invalid: no backslash escapes, no
+    closing quotes, nothing a UTF-8 file cannot hold."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def _docstring_lines(text: str, width: int = 92) -> list[str]:
+    return _wrapped(_docstring_text(text), width)
+
+
+def _comment_text(text: str) -> str:
+    """Text for a comment: nothing that ends its line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """Each paragraph of ``text`` in lines of at most ``width`` (a longer word alone)."""
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        words, line = paragraph.split(" "), ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines
+
+
+def render_script(
+    repro: Reproduction, *, folder: str | os.PathLike[str] | None = None, project: str | None = None
+) -> str:
+    """The whole script (see the module docstring). ``project``: the folder the run was
+    started in (default: the current one); ``folder``: where the script is written, when that
+    is known (see :func:`placed`)."""
+    project = os.path.normpath(os.path.abspath(project or os.getcwd()))
     body = _Body(repro)
     for call in repro.calls:
         body.call(call)
@@ -161,18 +222,23 @@ def render_script(repro: Reproduction) -> str:
         main = "    asyncio.run(reproduce())"
     else:
         run, main = ["    asyncio.run(reproduce())"], f"    {test}()"
-    local = _local_folder(repro.build)
+    local, local_in_project = _local_folder(repro.build, project)
+    target = _target_file(repro, project)
+    uses_project = local_in_project or bool(target)
     imports = ["import asyncio"] + (["import json"] if "json.loads(" in "".join(body.lines) else [])
+    imports += ["import os"] if uses_project else []
     imports += ["import sys"] if local else []
     froms = list(body.imports)
     if body.names:
         froms.append(("ctxkit.conformance.replay", ", ".join(sorted(body.names))))
     after_path = "  # noqa: E402" if local else ""
+    before = [*(_UNPLACED if local_in_project else []), *local, *([""] if local else [])]
+    after = [*_UNPLACED, ""] if target else []
     how = (
         "Run it with pytest, or with python: it fails (a non-zero exit) while the bug is "
         f"there. pytest collects it as {test}."
     )
-    return "\n".join(
+    script = "\n".join(
         [
             f'"""Reproduces a ctxkit conformance failure: {repro.property_id} ({repro.level}).',
             "",
@@ -184,10 +250,11 @@ def render_script(repro: Reproduction) -> str:
             "",
             *imports,
             "",
-            *local,
+            *before,
             *(f"from {module} import {names}{after_path}" for module, names in sorted(froms)),
             "",
-            *_constants(repro),
+            *after,
+            *_constants(repro, target),
             "",
             "",
             "async def reproduce() -> None:",
@@ -203,27 +270,119 @@ def render_script(repro: Reproduction) -> str:
             "",
         ]
     )
+    return script if folder is None else placed(script, folder, project)
 
 
-def _local_folder(build: Build | None) -> list[str]:
+_PROJECT_IS = "PROJECT is the folder `ctxkit conformance` ran in, where it found the target:"
+
+
+def _comment(text: str) -> list[str]:
+    return [f"# {line}" for line in _wrapped(_comment_text(text), 90)]
+
+
+_UNPLACED = [
+    *_comment(
+        f"{_PROJECT_IS} the folder {PROJECT_VARIABLE} names, else the current one (run this "
+        "from that folder, or set the variable to it)."
+    ),
+    f'PROJECT = os.environ.get("{PROJECT_VARIABLE}") or os.getcwd()',
+]
+"""How a script finds the run's folder when where it will be kept is not known."""
+
+
+def placed(script: str, folder: str | os.PathLike[str], project: str | None = None) -> str:
+    """The script as written into ``folder`` (``--reproducers DIR``): it finds ``PROJECT``,
+    the folder the run was started in (``project``, by default the current one), by a path
+    relative to its own file, from wherever it is run and in any copy of the project that
+    keeps the two where they are to each other. A script that needs no ``PROJECT`` is
+    returned as it is."""
+    docstring, end, rest = script.partition('\n"""\n')  # no line of the text is only quotes
+    unplaced = "\n".join(_UNPLACED) + "\n"
+    if not end or unplaced not in rest:
+        return script
+    here = os.path.realpath(folder)
+    up = os.path.relpath(os.path.realpath(project or os.getcwd()), here).replace(os.sep, "/")
+    where = "this file's own folder" if up == "." else f"{up} from this file's folder"
+    lines = _comment(
+        f"{_PROJECT_IS} {where}, so the script finds it from wherever it is run, in any copy "
+        "of the project."
+    )
+    if up == ".":
+        lines.append("PROJECT = os.path.dirname(os.path.realpath(__file__))")
+    else:
+        lines.append("HERE = os.path.dirname(os.path.realpath(__file__))")
+        lines.append(f"PROJECT = os.path.normpath(os.path.join(HERE, {literal(up)}))")
+    return docstring + end + rest.replace(unplaced, "\n".join(lines) + "\n", 1)
+
+
+def _within(path: str, project: str) -> str | None:
+    """``path`` (absolute, or relative to ``project``) relative to ``project`` when it lies
+    in it (``.`` for the folder itself), with ``/`` between its parts; None when outside."""
+    path = os.path.normpath(os.path.join(project, path))
+    try:
+        if os.path.commonpath([path, project]) != project:
+            return None
+    except ValueError:
+        return None
+    return os.path.relpath(path, project).replace(os.sep, "/")
+
+
+def _in_project(relative: str) -> str:
+    """The expression for a path ``relative`` to the run's folder."""
+    return "PROJECT" if relative == "." else f"os.path.join(PROJECT, {literal(relative)})"
+
+
+def _local_folder(build: Build | None, project: str) -> tuple[list[str], bool]:
     """When the target's module imports only from one folder (the one the run was started in,
     a file's folder, ``PYTHONPATH``): that folder put first on ``sys.path``, so that a plain
-    ``pytest DIR`` and ``python FILE`` import the target from wherever they run."""
+    ``pytest DIR`` and ``python FILE`` import the target from wherever they run; found from
+    ``PROJECT`` when it lies in the run's folder (then True)."""
     if build is None or not build.pythonpath:
-        return []
+        return [], False
+    relative = _within(build.pythonpath, project)
+    if relative is not None:
+        where = _in_project(relative)
+        return [f"sys.path.insert(0, {where})  # {build.module} imports from there"], True
     return [
-        f"# {build.module} is imported from the folder the run found it in:",
+        f"# {build.module} is imported from a folder outside the one the run was started in:",
         f"sys.path.insert(0, {literal(build.pythonpath)})",
-        "",
-    ]
+    ], False
 
 
-def _constants(repro: Reproduction) -> list[str]:
-    """``CONFIG``; with no import form, ``TARGET`` and what opens it (``COMMAND``, ``FORM``)."""
+_JS_FILE = re.compile(r"(?P<file>.*\.(?:mjs|cjs|js))(?P<export>:[A-Za-z_$][\w$.]*)?", re.DOTALL)
+"""A JavaScript TARGET: its file, and ``:Export`` (as the Node harness splits it)."""
+
+
+def _target_file(repro: Reproduction, project: str) -> list[str]:
+    """``TARGET`` when it names a file in the run's folder (``./manager.mjs:Window``,
+    ``./my-manager.py:Window``): the file found from ``PROJECT``. Empty otherwise (the TARGET
+    string is written as it is)."""
+    target = repro.target
+    if repro.build is not None or repro.implementation or not target:
+        return []
+    if target.startswith(("js:", "ep:", "grpc://")):
+        return []
+    javascript = _JS_FILE.fullmatch(target)
+    if javascript is not None:
+        file, rest = javascript["file"], javascript["export"] or ""
+    else:
+        file, colon, attr = target.partition(":")
+        if not file.endswith(".py"):
+            return []
+        rest = colon + attr
+    relative = _within(file, project)
+    if relative is None or relative == ".":
+        return []
+    return [f"TARGET = {_in_project(relative)}{f' + {literal(rest)}' if rest else ''}"]
+
+
+def _constants(repro: Reproduction, target: list[str]) -> list[str]:
+    """``CONFIG``; with no import form, ``TARGET`` (``target``: found from ``PROJECT``) and
+    what opens it (``COMMAND``, ``FORM``)."""
     if repro.build is not None:
         return [f"CONFIG = {literal(dict(repro.config))}"]
     return [
-        f"TARGET = {literal(repro.target)}",
+        *(target or [f"TARGET = {literal(repro.target)}"]),
         f"CONFIG = {literal(dict(repro.config))}",
         *([f"COMMAND = {literal(repro.implementation)}"] if repro.implementation else []),
         *([f"FORM = {literal(repro.form)}"] if repro.form else []),
@@ -242,28 +401,6 @@ def render_steps(repro: Reproduction) -> list[str]:
     body.check(repro.check)
     steps.append("\n".join(body.lines[before:]))
     return steps
-
-
-def _docstring_text(text: str) -> str:
-    """Text that cannot end the docstring or make it invalid: no backslash escapes, no
-    closing quotes, nothing a UTF-8 file cannot hold."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    text = "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-
-
-def _docstring_lines(text: str, width: int = 92) -> list[str]:
-    lines: list[str] = []
-    for paragraph in _docstring_text(text).splitlines() or [""]:
-        words, line = paragraph.split(" "), ""
-        for word in words:
-            if line and len(line) + 1 + len(word) > width:
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        lines.append(line)
-    return lines
 
 
 class _Body:

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ctxkit.conformance.reports.reproducer import PROJECT_VARIABLE
 from ctxkit.conformance.targets.sandbox import DEFAULT_MEMORY_LIMIT, run_contained
 from ctxkit.conformance.targets.worker_client import first_line, how_it_ended
 
@@ -57,14 +58,16 @@ def verify(
     status: int | None = None,
 ) -> tuple[bool, str]:
     """(verified, what happened): run the script as ``python NAME`` from the current
-    directory (where the target imports from; ``pythonpath`` is added to ``PYTHONPATH``), at
-    most ``timeout`` seconds. ``status``: for calls that ended the target's process, the exit
+    directory (where the target imports from; ``pythonpath`` is added to ``PYTHONPATH``; it is
+    the script's ``PROJECT``, whatever ``CTXKIT_PROJECT_ROOT`` said), at most ``timeout``
+    seconds. ``status``: for calls that ended the target's process, the exit
     status it ended with (negative: the signal), which the script must end with too."""
     with tempfile.TemporaryDirectory(prefix="ctxkit-verify-") as folder:
         path = Path(folder) / (name or f"test_{property_id}.py")
         path.write_text(script, encoding="utf-8")
         paths = [os.getcwd(), pythonpath or "", os.environ.get("PYTHONPATH", "")]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+        env[PROJECT_VARIABLE] = os.getcwd()
         attempt = 0
         while attempt < FRESH_TRIES:  # again only while the script passes
             attempt += 1

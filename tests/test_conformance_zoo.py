@@ -426,3 +426,16 @@ def test_a_hang_is_confirmed_before_it_is_charged():
     assert lifecycle.status == "error"
     assert "did not return within 1 s, nor within 3 s when given longer" in lifecycle.message
     assert lifecycle.verified, lifecycle.verification  # beside the searches after it
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_robustness_tries_every_bad_message_of_the_judged_shapes_and_no_other(seed: int):
+    """The same verdict and sentence on every seed: a manager of one API is never handed
+    another API's bad messages, and every bad message of its own is tried."""
+    quick = (("max_examples", 5), ("only", frozenset({"robustness"})), ("seed", seed))
+    lenient = _check("tests.zoo.misc:AnthropicStrictChatLenient", quick)
+    assert lenient["properties"]["robustness"].status == "passed", lenient["messages"]
+    strict = _check("tests.zoo.misc:AnthropicLenient", quick)
+    failure = strict["properties"]["robustness"]
+    assert failure.status == "failed"
+    assert failure.message.startswith("add_message accepted a tool_use block without an id")

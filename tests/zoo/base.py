@@ -118,6 +118,13 @@ def validate(message: Any) -> None:
     for call in message.get("tool_calls") or ():
         if not isinstance(call, dict) or not call.get("id"):
             raise ValueError("every tool call needs an id")
+    for block in content if isinstance(content, list) else ():
+        if block["type"] == "tool_use" and not block.get("id"):
+            raise ValueError("a tool_use block needs an id")
+        if block["type"] == "tool_result" and not block.get("tool_use_id"):
+            raise ValueError("a tool_result block needs the tool_use_id it answers")
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            raise ValueError("a text block needs its text")
 
 
 class GoodManager:

@@ -163,3 +163,34 @@ class SlowFirstBuild(GoodManager):
         if not SlowFirstBuild.built:
             SlowFirstBuild.built = True
             time.sleep(delay)
+
+
+class AnthropicStrictChatLenient(GoodManager):
+    """Correct but unusual: speaks Anthropic alone, and refuses what Anthropic refuses, but
+    takes a Chat Completions message it cannot read (a call without an id) as a text turn, as
+    a manager written for one API may. Judged in Anthropic, robustness must pass on every
+    seed: another shape's bad messages are never tried."""
+
+    ctxkit_shapes = "anthropic"
+
+    def _validate(self, message: Any) -> None:
+        if isinstance(message, dict) and "tool_calls" in message:
+            return  # not Anthropic's: a text turn to this manager
+        super()._validate(message)
+
+
+class AnthropicLenient(GoodManager):
+    """Fault (robustness): speaks Anthropic alone, and takes a tool_use block without an id,
+    which Anthropic refuses: found on every seed, since every bad message of the judged
+    shapes is tried."""
+
+    ctxkit_shapes = "anthropic"
+
+    def _validate(self, message: Any) -> None:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+        ):
+            return
+        super()._validate(message)
+

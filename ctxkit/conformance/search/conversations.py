@@ -19,6 +19,7 @@ from ctxkit.shapes.rules import system_in_messages
 from ctxkit.shapes.spoken import CHAT_FAMILY
 
 __all__ = [
+    "BAD_MESSAGES",
     "CHAT_FAMILY",
     "GROWTH_LINE",
     "SHAPES",
@@ -26,7 +27,7 @@ __all__ = [
     "Budget",
     "Conversation",
     "RoundTemplate",
-    "bad_messages",
+    "bad_messages_of",
     "budgets",
     "conversation_plans",
     "conversations",
@@ -454,19 +455,73 @@ class BadMessage:
     problem: str
 
 
-@cache
-def bad_messages() -> st.SearchStrategy[BadMessage]:
-    return st.sampled_from(
-        [
-            BadMessage(["role", "user"], "a list, not a dict"),
-            BadMessage("hello", "a string, not a dict"),
-            BadMessage(None, "None"),
-            BadMessage({"content": "no role"}, "no role"),
-            BadMessage({"role": "wizard", "content": "hi"}, "an unknown role"),
-            BadMessage({"role": "tool", "content": "orphan"}, "a tool result without an id"),
-            BadMessage(
-                {"role": "assistant", "content": None, "tool_calls": [{"type": "function"}]},
-                "a tool call without an id",
-            ),
-        ]
-    )
+_NOT_MESSAGES = (
+    BadMessage(["role", "user"], "a list, not a dict"),
+    BadMessage("hello", "a string, not a dict"),
+    BadMessage(None, "None"),
+    BadMessage({"content": "no role"}, "no role"),
+    BadMessage({"role": "wizard", "content": "hi"}, "an unknown role"),
+)
+"""Not a message in any shape."""
+
+BAD_MESSAGES: dict[Shape, tuple[BadMessage, ...]] = {
+    "openai": (
+        BadMessage({"role": "tool", "content": "orphan"}, "a tool result without an id"),
+        BadMessage(
+            {"role": "assistant", "content": None, "tool_calls": [{"type": "function"}]},
+            "a tool call without an id",
+        ),
+    ),
+    "anthropic": (
+        BadMessage(
+            {"role": "assistant", "content": [{"type": "tool_use", "name": "bash", "input": {}}]},
+            "a tool_use block without an id",
+        ),
+        BadMessage(
+            {"role": "user", "content": [{"type": "tool_result", "content": "done"}]},
+            "a tool_result block without a tool_use_id",
+        ),
+        BadMessage({"role": "user", "content": [{"type": "text"}]}, "a text block without text"),
+    ),
+    "responses": (
+        BadMessage(
+            {"type": "function_call", "name": "bash", "arguments": "{}"},
+            "a function_call item without a call_id",
+        ),
+        BadMessage(
+            {"type": "function_call_output", "output": "done"},
+            "a function_call_output item without a call_id",
+        ),
+    ),
+    "gemini": (
+        BadMessage({"role": "model", "parts": "hi"}, "parts that are not a list"),
+        BadMessage(
+            {"role": "model", "parts": [{"functionCall": {"args": {}}}]},
+            "a functionCall without a name",
+        ),
+        BadMessage(
+            {"role": "user", "parts": [{"functionResponse": {"response": {}}}]},
+            "a functionResponse without a name",
+        ),
+    ),
+    "bedrock": (
+        BadMessage(
+            {"role": "assistant", "content": [{"toolUse": {"name": "bash", "input": {}}}]},
+            "a toolUse block without a toolUseId",
+        ),
+        BadMessage(
+            {"role": "user", "content": [{"toolResult": {"content": [{"text": "done"}]}}]},
+            "a toolResult block without a toolUseId",
+        ),
+    ),
+    "genai": (BadMessage({"role": "user", "parts": "hi"}, "parts that are not a list"),),
+}
+"""What each API refuses that a manager of its shape must refuse too: every one is tried, in
+the shapes a run judges and no other (a manager written for one API may rightly take another
+API's message as text)."""
+
+
+def bad_messages_of(shapes: tuple[Shape, ...]) -> tuple[BadMessage, ...]:
+    """Every bad message of ``shapes``, in a fixed order: what is no message in any shape,
+    then each shape's own."""
+    return _NOT_MESSAGES + tuple(bad for shape in shapes for bad in BAD_MESSAGES[shape])

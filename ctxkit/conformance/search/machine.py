@@ -47,7 +47,7 @@ from ctxkit.conformance.search.conversations import (
     Conversation,
     RoundTemplate,
     Shape,
-    bad_messages,
+    bad_messages_of,
     budgets,
     conversation_plans,
     example_shapes,
@@ -819,8 +819,16 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._events(reply)
 
     @precondition(_checking("robustness"))
-    @rule(bad=bad_messages())
+    @rule()
     @_while_open("robustness")
+    @_recorded
+    def add_bad_messages(self) -> None:
+        """Every bad message of the example's shapes (:func:`bad_messages_of`), one after
+        another: each must be refused with an error and leave the history as it was. All of
+        them, in a fixed order, so that the same run finds the same failure."""
+        for bad in bad_messages_of(self.shapes):
+            self.add_bad_message(bad=bad)
+
     @_recorded
     def add_bad_message(self, bad: BadMessage) -> None:
         reply = self._do(Call("add_bad", bad.value, note=bad.problem), "robustness")

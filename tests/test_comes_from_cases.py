@@ -16,10 +16,10 @@ from ctxkit.conformance.judge.comes_from import (
     equivalent,
     match_view,
 )
-from ctxkit.conformance.judge.invariants import check_preservation
+from ctxkit.conformance.judge.invariants import check_ordering, check_preservation
 
 CASES = catalogue("comes_from.json")
-GROUPS = ("equivalent", "comes_from", "matching", "preservation")
+GROUPS = ("equivalent", "comes_from", "matching", "preservation", "ordering")
 
 
 def cases(group: str) -> Any:
@@ -69,3 +69,10 @@ def test_preservation(case):
     found = check_preservation(case["history"], case["view"])
     assert [v.kind for v in found] == case["kinds"], [v.message for v in found]
     assert all(v.property == "preservation" for v in found)
+
+
+@cases("ordering")
+def test_ordering(case):
+    found = check_ordering(case["history"], case["view"])
+    assert [v.kind for v in found] == case["kinds"], [v.message for v in found]
+    assert all(v.property == "ordering" for v in found)

@@ -11,7 +11,10 @@ did between the two requests:
 * messages of the previous request that are gone (``dropped``) or that came back after being
   gone (``re-added``), and new messages before the last kept one (``rewritten``: a summary, a
   truncated output): together an inferred compaction;
-* ``ordering`` (required): two messages both requests carry, in a different order;
+* ``ordering`` (required): two messages both requests carry, in a different order; the
+  results of one message's calls may trade places where their API takes them in any order
+  (the previous request's runs of them,
+  :func:`~ctxkit.conformance.judge.invariants.result_groups`, kept as a byte a message);
 * ``preservation`` (recommended): the system prompt gone, or the newest user message gone
   with no newer one;
 * ``tool_pair_integrity`` (required) across requests: a Responses ``reasoning`` item or an
@@ -34,7 +37,12 @@ from ctxkit.audit.request import Request
 from ctxkit.audit.windows import context_window
 from ctxkit.conformance.judge.catalogue import by_id
 from ctxkit.conformance.judge.comes_from import ALWAYS_IGNORED
-from ctxkit.conformance.judge.invariants import Violation, check_tool_pairs, moves
+from ctxkit.conformance.judge.invariants import (
+    Violation,
+    check_tool_pairs,
+    moves,
+    result_groups,
+)
 from ctxkit.conformance.judge.parts import (
     THINKING,
     blocks,
@@ -303,12 +311,15 @@ class ConversationAudit:
     """Per message of the previous request: nothing pending before it."""
     _call_at: dict[str, int] = field(default_factory=dict)
     """Each call id of the previous request -> its position."""
+    _joins: bytearray = field(default_factory=bytearray)
+    """Per message of the previous request: it is a result that may trade places with the
+    message before it (one run of results its API takes in any order)."""
     _previous_newest_user: int | None = None
 
     def state_bytes(self) -> int:
         """What the conversation keeps between requests, in bytes: fingerprints, counts and
-        positions as the 8-byte values they are, a byte per boundary flag, and the call ids'
-        characters (Python's own object overhead left out)."""
+        positions as the 8-byte values they are, a byte per boundary and per join flag, and the
+        call ids' characters (Python's own object overhead left out)."""
         ids = [*self._attached, *self._call_at]
         return (
             8
@@ -319,6 +330,7 @@ class ConversationAudit:
                 + len(self._call_at)
             )
             + len(self._boundaries)
+            + len(self._joins)
             + sum(len(k) for k in ids)
         )
 
@@ -354,6 +366,7 @@ class ConversationAudit:
         systems = sum(1 for m in messages if _is_system(m))
         found: list[Finding] = []
         late = bool(index) and request.time_ns < self.last_time_ns
+        joins = self._joins  # the previous request's, before _pairs learns this one's
         found.extend(self._pairs(index, request, prints, alone=late))
         if late:
             # Arrived after a newer request was audited: its own rules are checked, but
@@ -365,7 +378,9 @@ class ConversationAudit:
         self.last_time_ns = request.time_ns
         found.extend(self._attachments(index, messages, prints, splice))
         if index:
-            found.extend(self._against_previous(index, request, prints, tokens, systems, splice))
+            found.extend(
+                self._against_previous(index, request, prints, tokens, systems, splice, joins)
+            )
         found.extend(self._window(index, request, sum(tokens)))
         self._account_usage(request, sum(tokens))
         self._previous, self._previous_tokens = array("q", prints), array("q", tokens)
@@ -494,11 +509,18 @@ class ConversationAudit:
     def _remember_boundaries(
         self, messages: list[Any], start: int, carried: tuple[int, int] | None, *, clean: bool
     ) -> None:
-        """Where nothing is pending (every call before answered), and each call's position:
-        what the next request's incremental check needs."""
+        """Where nothing is pending (every call before answered), each call's position, and
+        which results may trade places with the message before them: what the next request's
+        incremental check and its ordering need. A cut is at a boundary, where no run of
+        results goes on, so a run is learnt from what is new alone."""
         self._pairs_clean = clean
+        groups = result_groups(messages[start:] if start else messages)
+        joins = bytearray(group < k for k, group in enumerate(groups))
         if carried:
             head, resume = carried
+            joins[:0] = self._joins[:head] + self._joins[resume:]
+            if resume > head and head < len(joins):
+                joins[head] = 0  # joined to what was cut (never, at a boundary)
             boundaries = bytearray(self._boundaries[:head] + self._boundaries[resume:])
             call_at = {
                 call_id: at if at < head else at - resume + head
@@ -520,7 +542,7 @@ class ConversationAudit:
             for call_id in calls(message):
                 pending.add(call_id)
                 call_at[call_id] = position
-        self._boundaries, self._call_at = boundaries, call_at
+        self._boundaries, self._call_at, self._joins = boundaries, call_at, joins
 
     def _attachments(
         self,
@@ -650,6 +672,7 @@ class ConversationAudit:
         tokens: list[int],
         systems: int,
         splice: tuple[int, int] | None,
+        joins: bytearray,
     ) -> list[Finding]:
         previous = self._previous
         if splice is not None:  # the common case, without the general matching's search
@@ -665,7 +688,7 @@ class ConversationAudit:
             matched, reordered = match_repeats(previous, prints)
         found: list[Finding] = []
         if reordered:
-            found.extend(self._reorders(index, request, matched))
+            found.extend(self._reorders(index, request, matched, joins))
         kept = {p for p in matched if p is not None}
         dropped = [p for p in range(len(previous)) if p not in kept]
         last_kept = max((i for i, p in enumerate(matched) if p is not None), default=-1)
@@ -700,8 +723,16 @@ class ConversationAudit:
             self.first_cache_break = index
         return found
 
-    def _reorders(self, index: int, request: Request, matched: list[int | None]) -> list[Finding]:
-        """One finding per moved message: the fewest moves that explain the new order."""
+    def _reorders(
+        self, index: int, request: Request, matched: list[int | None], joins: bytearray
+    ) -> list[Finding]:
+        """One finding per moved message: the fewest moves that explain the new order, the
+        results of one message's calls in any order among themselves where their API takes
+        them so (``joins``: the previous request's runs of them)."""
+        groups: list[int] = []
+        for position in range(len(self._previous)):
+            joined = position < len(joins) and joins[position] and position
+            groups.append(groups[-1] if joined else position)
         return [
             Finding(
                 "ordering",
@@ -712,7 +743,7 @@ class ConversationAudit:
                 "reordered",
                 messages=(move.position,),
             )
-            for move in moves(matched)
+            for move in moves(matched, groups)
         ]
 
     def _preservation(

@@ -14,6 +14,10 @@ with test cases in the top-level ``conformance/comes_from.json``:
   ``[]`` is no ``tool_calls`` key;
 - Anthropic ``tool_use`` blocks: id, name, and ``input`` as a JSON value; ``tool_result``
   blocks: ``tool_use_id``, content read as above, ``is_error: false`` is no ``is_error``;
+- result blocks next to one another (Anthropic ``tool_result``, Bedrock ``toolResult``, Gemini
+  ``functionResponse``, GenAI ``tool_call_response``) in any order among themselves, as every
+  API takes the results of one message's calls by id; unless one is known by name and position
+  (no id: Gemini pairs those by their place), when their order counts;
 - JSON values: key order does not count, and ``1.0`` is ``1`` (but ``true`` is not ``1``);
 - annotation keys (:data:`ANNOTATION_KEYS`, configurable) and ``cache_control`` are ignored on
   messages, blocks and calls; other keys nobody models (``name``, ``id``, ...) are ignored
@@ -121,6 +125,47 @@ def _text_of_part(item: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]
     return None, ()
 
 
+def _answers(item: Any) -> str | None:
+    """The call id a result block (part) answers: an Anthropic ``tool_result``, a Bedrock
+    ``toolResult``, a Gemini ``functionResponse``, a GenAI ``tool_call_response``; ``""`` for
+    one known by name and position (no id); None for any other block."""
+    if not isinstance(item, Mapping):
+        return None
+    if item.get("type") == "tool_result":
+        body: Any = item
+        key = "tool_use_id"
+    elif item.get("type") == "tool_call_response":
+        body, key = item, "id"
+    elif isinstance(item.get("toolResult"), Mapping):
+        body, key = item["toolResult"], "toolUseId"
+    else:
+        body = item.get("functionResponse", item.get("function_response"))
+        key = "id"
+        if not isinstance(body, Mapping):
+            return None
+    answer = body.get(key)
+    return str(_dump(_json(answer))) if answer not in (None, "") else ""
+
+
+def _results_in_order(found: list[Any], answers: list[str | None]) -> list[Any]:
+    """The blocks with each run of result blocks next to one another in the order of the
+    calls they answer: every API takes the results of one message's calls in any order when
+    they answer by id (rule ``result-blocks``). A result known by name and position (no id)
+    answers by its place: then none moves."""
+    if "" in answers:
+        return found
+    ordered, run = list(found), []
+    for k in range(len(found) + 1):
+        if k < len(found) and answers[k] is not None:
+            run.append(k)
+            continue
+        if len(run) > 1:
+            for at, source in zip(run, sorted(run, key=lambda i: answers[i] or ""), strict=True):
+                ordered[at] = found[source]
+        run = []
+    return ordered
+
+
 class _Reader:
     """Builds one message's canonical form, collecting its unknown keys on the way."""
 
@@ -160,11 +205,15 @@ class _Reader:
         if not isinstance(value, list):
             return [{"raw": _json(value)}]
         found: list[Any] = []
+        answers: list[str | None] = []  # per block: the call id a result block answers
         for item in value:
-            block = self.block(item, f"{path}[{len(found)}]")
+            answer = _answers(item)
+            where = f"{path}[{len(found)}]" if answer is None else f"{path}[answers {answer}]"
+            block = self.block(item, where)
             if block is not None:
                 found.append(block)
-        return found
+                answers.append(answer)
+        return _results_in_order(found, answers) if any(answers) else found
 
     def block(self, item: Any, path: str) -> Any:
         if isinstance(item, str):

@@ -10,6 +10,7 @@ is decided in :mod:`ctxkit.conformance.judge.comes_from`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -57,10 +58,12 @@ __all__ = [
     "check_preservation",
     "check_tool_pairs",
     "comes_from",
+    "first_difference",
     "is_result",
     "match_view",
     "newest_user_message",
     "relaxed",
+    "result_groups",
 ]
 
 
@@ -557,11 +560,15 @@ def check_ordering(
     ignore: frozenset[str] = ANNOTATION_KEYS,
     matches: Sequence[int | None] | None = None,
 ) -> list[Violation]:
-    """View messages from the history keep the history's order; a message that comes from
-    none (a summary, a notice) carries no tool call or result.
+    """View messages from the history keep the history's order, as the API reads order; a
+    message that comes from none (a summary, a notice) carries no tool call or result.
 
     What a view message comes from is :func:`match_view`'s answer, which keeps history order
-    whenever any assignment can: a violation here means no assignment could.
+    whenever any assignment can: a violation here means no assignment could. The results
+    answering one message's calls keep the history's order only as far as their API asks
+    (:func:`result_groups`): where it takes them in any order (Chat Completions, Responses,
+    GenAI and Gemini results matched by id), any order is the history's; results known by
+    name and position (Gemini without ids) keep theirs.
     ``matches``: that answer, if the caller has it (from a :class:`HistoryIndex`).
     """
     found: list[Violation] = []
@@ -569,11 +576,16 @@ def check_ordering(
         matches = match_view(history, view, ignore)
     for index, source in enumerate(matches):
         message = view[index]
-        if source is None:
-            ids = _tool_ids(message) if isinstance(message, Mapping) else ()
+        if source is None and isinstance(message, Mapping):
+            ids = _tool_ids(message)
             if ids:
                 found.append(_unmatched_ids(view, matches, index, ids))
-    for move in moves(matches):
+            elif _positional(message):
+                found.extend(_shuffled(history, view, index, ignore))
+    moved = moves(matches)
+    if moved:  # rare: only then the results' runs, which can only take moves away
+        moved = moves(matches, result_groups(history))
+    for move in moved:
         found.append(
             Violation(
                 "ordering",
@@ -583,6 +595,93 @@ def check_ordering(
             )
         )
     return found
+
+
+def _shuffled(
+    history: Sequence[Mapping[str, Any]], view: Sequence[Any], index: int, ignore: frozenset[str]
+) -> list[Violation]:
+    """A view message with calls or results known by name and position (Gemini and GenAI
+    parts without ids) that holds a history message's parts in another order: its API pairs
+    them by their places, so that is a reorder, not a message of the manager's own (which
+    parts without ids, having no identity, would otherwise pass for)."""
+    message = view[index]
+    wanted = _parts_in_one_order(message)
+    for source, other in enumerate(history):
+        if (
+            isinstance(other, Mapping)
+            and other.get("role") == message.get("role")
+            and _positional(other)
+            and equivalent(_parts_in_one_order(other), wanted, ignore)
+            and not equivalent(other, message, ignore)
+        ):
+            result, call, _ = _said(message)
+            return [
+                Violation(
+                    "ordering",
+                    f"view[{index}] holds the parts of history[{source}] in another order: "
+                    f"its {result if _results(message) else call}s have no ids, so they pair "
+                    "by position, and the view reorders the history",
+                    kind="reordered",
+                    at=index,
+                )
+            ]
+    return []
+
+
+def _parts_in_one_order(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return message
+    return {
+        **message,
+        "parts": sorted(parts, key=lambda p: json.dumps(p, sort_keys=True, default=repr)),
+    }
+
+
+def result_groups(messages: Sequence[Any]) -> list[int]:
+    """For each message, where the run of messages it may trade places with begins (the
+    index of the run's first message; its own index when it stands alone).
+
+    Such a run is the result messages answering one calling message (a Responses turn's call
+    items) right after it, where its API takes them in any order among themselves
+    (``result_order`` in its rule set: ``any``, or ``by_id`` for results matched by id, not
+    by name and position). Each result answers calls of that message no earlier result of
+    the run answered; the run ends at the first message that does not. Results inside one
+    message (Anthropic, Bedrock, Gemini turns) are one message here: their blocks' order is
+    :func:`~ctxkit.conformance.judge.comes_from.equivalent`'s concern.
+    """
+    groups = list(range(len(messages)))
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if not isinstance(message, Mapping) or _positional(message) or not _calls(message):
+            index += 1
+            continue
+        family = _family(message)
+        rules = rule_set(family)
+        called = set(_calls(message))
+        following = index + 1
+        if rules.parallel_calls == "items":  # parallel calls: call items in a row, one turn
+            while following < len(messages) and (
+                is_call_item(messages[following]) or reasoning_id(messages[following]) is not None
+            ):
+                called.update(_calls(messages[following]))
+                following += 1
+        start = following
+        while rules.pairing == "following" and following < len(messages):
+            after = messages[following]
+            if not (
+                is_result_message(after)
+                and _family(after) == family
+                and (rules.result_order == "any" or not _positional(after))
+                and set(_results(after)) <= called
+            ):
+                break
+            called.difference_update(_results(after))
+            groups[following] = start
+            following += 1
+        index = following
+    return groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,32 +701,40 @@ class Move:
         return f"moved behind {self.behind} message{'s' if self.behind != 1 else ''}"
 
 
-def moves(sources: Sequence[int | None]) -> list[Move]:
+def moves(sources: Sequence[int | None], groups: Sequence[int] | None = None) -> list[Move]:
     """The smallest set of messages whose moves explain a reorder: ``sources`` gives, for each
     message in its new order, its place in the old order (None: no place). The longest run kept
     in order stays; every other placed message moved, once (one message moved ahead of four is
-    one move, not four)."""
+    one move, not four).
+
+    ``groups``: for each old place, the first place of the run it may trade places with
+    (:func:`result_groups`); messages of one run are in order whatever their order among
+    themselves. None: every message keeps its own place.
+    """
     placed = [(position, source) for position, source in enumerate(sources) if source is not None]
-    kept = _longest_increasing([source for _, source in placed])
+    rank = [source if groups is None else groups[source] for _, source in placed]
+    kept = _longest_increasing(rank, strict=groups is None)
     found = []
     for k, (position, source) in enumerate(placed):
         if k in kept:
             continue
-        ahead = sum(1 for _, later in placed[k + 1 :] if later < source)
-        behind = sum(1 for _, earlier in placed[:k] if earlier > source)
+        ahead = sum(1 for later in rank[k + 1 :] if later < rank[k])
+        behind = sum(1 for earlier in rank[:k] if earlier > rank[k])
         found.append(Move(position, source, ahead, behind))
     return found
 
 
-def _longest_increasing(values: Sequence[int]) -> set[int]:
-    """Indices of a longest strictly increasing run of ``values`` (patience sorting)."""
+def _longest_increasing(values: Sequence[int], strict: bool = True) -> set[int]:
+    """Indices of a longest increasing run of ``values`` (patience sorting): strictly
+    increasing, or never decreasing (``strict=False``: equal values keep their order)."""
     tails: list[int] = []  # index of the smallest tail of each run length
     before: list[int | None] = [None] * len(values)
     for k, value in enumerate(values):
         low, high = 0, len(tails)
         while low < high:
             middle = (low + high) // 2
-            if values[tails[middle]] < value:
+            tail = values[tails[middle]]
+            if tail < value or (not strict and tail == value):
                 low = middle + 1
             else:
                 high = middle
@@ -683,9 +790,11 @@ def check_non_destructive(
 ) -> list[Violation]:
     """``get_messages()`` equals everything added, in order, unchanged: equal as a provider
     reads messages (:func:`~ctxkit.conformance.judge.comes_from.equivalent`: a string is the
-    content ``[{"type": "text", "text": X}]``, key order does not count, ...), not as Python
-    compares dicts. A store that keeps messages in an equivalent form changes nothing a
-    provider would see (:func:`normalized` says where it did)."""
+    content ``[{"type": "text", "text": X}]``, key order does not count, ...) and lists of
+    them (:func:`first_difference`: the results of one message's calls in any order where
+    their API takes them so), not as Python compares dicts. A store that keeps messages in an
+    equivalent form changes nothing a provider would see (:func:`normalized` says where it
+    did)."""
     return _compare("non_destructive", added, stored, ignore, "added")
 
 
@@ -707,15 +816,63 @@ def same_message(want: Any, got: Any, ignore: frozenset[str]) -> bool:
     return stripped_got == stripped_want or equivalent(stripped_want, stripped_got, ignore)
 
 
+def first_difference(
+    expected: Sequence[Any], got: Sequence[Any], ignore: frozenset[str] = frozenset()
+) -> int | None:
+    """The first index at which ``got`` differs from ``expected`` as a provider reads a list
+    of messages, as far as both go (None: they agree that far). Each message as
+    :func:`same_message` reads it, and the results of one message's calls in any order among
+    themselves where their API takes them so (a run of :func:`result_groups` of
+    ``expected``): the run differs only when ``got`` holds other messages there."""
+    groups: list[int] | None = None
+    index, limit = 0, min(len(expected), len(got))
+    while index < limit:
+        if _same(expected[index], got[index], ignore):
+            index += 1
+            continue
+        if groups is None:
+            groups = result_groups(expected)
+        end = index + 1
+        while end < len(expected) and groups[end] == groups[index]:
+            end += 1
+        if end > limit or not _traded(expected[index:end], got[index:end], ignore):
+            return index
+        index = end
+    return None
+
+
+def _same(want: Any, got: Any, ignore: frozenset[str]) -> bool:
+    if isinstance(want, Mapping):
+        return isinstance(got, Mapping) and same_message(want, got, ignore)
+    return bool(want == got)
+
+
+def _traded(wanted: Sequence[Any], got: Sequence[Any], ignore: frozenset[str]) -> bool:
+    """``got`` holds the messages of ``wanted``, each once, in some order."""
+    left = list(got)
+    for want in wanted:
+        at = next((k for k, other in enumerate(left) if _same(want, other, ignore)), None)
+        if at is None:
+            return False
+        del left[at]
+    return True
+
+
 def normalized(
     expected: Sequence[Mapping[str, Any]], stored: Any, ignore: frozenset[str] = frozenset()
 ) -> str:
     """Where a store kept a message in another, equivalent form rather than as it was given
-    (the first such message), for the report; empty when it kept every message as given."""
+    (the first such message), or results of parallel calls in another order, for the report;
+    empty when it kept every message as given."""
     if not isinstance(stored, list):
         return ""
     for index, (want, got) in enumerate(zip(expected, stored, strict=False)):
         if isinstance(got, Mapping) and _strip(got, ignore) != _strip(want, ignore):
+            if not same_message(want, got, ignore):
+                return (
+                    f"get_messages()[{index}] is {_short(got)} where {_short(want)} was given: "
+                    "the results of one message's calls, in another order"
+                )
             return f"get_messages()[{index}] is {_short(got)} where {_short(want)} was given"
     return ""
 
@@ -729,15 +886,16 @@ def _compare(
 ) -> list[Violation]:
     if not isinstance(stored, list):
         return [Violation(prop, f"get_messages() returned a {type(stored).__name__}, not a list")]
-    for index, (want, got) in enumerate(zip(expected, stored, strict=False)):
-        if not isinstance(got, Mapping) or not same_message(want, got, ignore):
-            return [
-                Violation(
-                    prop,
-                    f"get_messages()[{index}] differs from the message {word} at {index}: "
-                    f"{_short(got)} instead of {_short(want)}",
-                )
-            ]
+    index = first_difference(expected, stored, ignore)
+    if index is not None:
+        want, got = expected[index], stored[index]
+        return [
+            Violation(
+                prop,
+                f"get_messages()[{index}] differs from the message {word} at {index}: "
+                f"{_short(got)} instead of {_short(want)}",
+            )
+        ]
     if len(stored) != len(expected):
         return [
             Violation(

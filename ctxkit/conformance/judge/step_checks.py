@@ -25,6 +25,7 @@ from ctxkit.conformance.judge.invariants import (
     check_ordering,
     check_preservation,
     check_tool_pairs,
+    first_difference,
     relaxed,
     same_message,
 )
@@ -248,7 +249,15 @@ def empty_view(view: Any) -> list[Violation]:
 
 
 def same_view(view: Any, again: Any) -> list[Violation]:
-    if again == view:
+    """Asking again gave the same view: equal as a provider reads it
+    (:func:`~ctxkit.conformance.judge.invariants.first_difference`: a string and its one text
+    part, the results of one message's calls in any order where their API takes them so)."""
+    if again == view or (
+        isinstance(view, list)
+        and isinstance(again, list)
+        and len(view) == len(again)
+        and first_difference(view, again) is None
+    ):
         return []
     return [
         Violation(
@@ -281,9 +290,9 @@ def _difference(first: Any, second: Any) -> str:
         return f"{_short(first)}, then {_short(second)}"
     if len(first) != len(second):
         return f"{len(first)} messages, then {len(second)}"
-    for index, (a, b) in enumerate(zip(first, second, strict=True)):
-        if a != b:
-            return f"view[{index}] was {_short(a, 80)} then {_short(b, 80)}"
+    index = first_difference(first, second)
+    if index is not None:
+        return f"view[{index}] was {_short(first[index], 80)} then {_short(second[index], 80)}"
     return "they differ"
 
 

@@ -179,10 +179,10 @@ _STATE_REWRITTEN = Finding(
 
 _REPAIRED_BY_PYDANTIC_AI = Finding(
     "design",
-    "pydantic-ai repairs the processed history before every model request: a request's tool "
-    "results are put in the order of their calls, a result whose call was cut is dropped, and a "
-    "call left without results gets a synthesized 'interrupted' result, which comes from no "
-    "history message",
+    "pydantic-ai repairs the processed history before every model request: a result whose call "
+    "was cut is dropped, and a call left without results gets a synthesized 'interrupted' "
+    "result, which comes from no history message (its putting a request's tool results in the "
+    "order of their calls is no reorder: the APIs take them in any order)",
 )
 _KEEPS_LAST_N = Finding(
     "design",

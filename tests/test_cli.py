@@ -256,10 +256,19 @@ def test_every_seeded_command_has_the_same_default_seed():
     from ctxkit.demo import DemoOptions
 
     parser = _parser()
-    for command in (["usage"], ["demo"], ["inspect", "--demo"], ["survey"]):
+    for command in (["usage"], ["demo"], ["inspect", "--demo"], ["survey"], ["conformance"]):
         assert parser.parse_args(command).seed == DEFAULT_SEED, command
     assert DemoOptions().seed == DEFAULT_SEED
-    assert parser.parse_args(["conformance"]).seed is None  # random, printed: it explores
+    # the same command gives the same verdict; exploring is asked for
+    assert parser.parse_args(["conformance", "--seed", "random"]).seed == "random"
+    assert parser.parse_args(["conformance", "--seed", "7"]).seed == 7
+
+
+def test_a_seed_that_is_neither_a_number_nor_random_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["conformance", "--seed", "lucky"])
+    assert exited.value.code == EXIT_USAGE
+    assert "'lucky' is neither a whole number nor 'random'" in capsys.readouterr().err
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys):

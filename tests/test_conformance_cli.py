@@ -294,9 +294,32 @@ def test_a_required_failure_exits_1_with_a_runnable_reproducer(tmp_path: Path):
 
 
 def test_only_recommended_failures_exit_0():
-    done = conformance("tests.zoo.views:IgnoresBudget", *FAST)
+    done = conformance("tests.zoo.views:DropsSystemPrompt", *FAST)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "budget               recommended  FAIL" in done.stdout
+    assert "preservation         recommended  FAIL" in done.stdout
+    assert "recommended properties failing: preservation" in done.stdout
+
+
+def test_a_manager_that_never_compacts_exits_4_with_its_figures_and_its_failures_beside(
+    tmp_path: Path,
+):
+    """IgnoresBudget keeps every message: no view is ever compacted, so the run, though
+    every required property held, is inconclusive, with its budget failure said beside."""
+    report = tmp_path / "r.json"
+    done = conformance(
+        "tests.zoo.views:IgnoresBudget", *FAST, "--max-tokens", "30000",
+        "--report-json", str(report),
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    written = valid("report", json.loads(report.read_text()))
+    assert written["verdict"] == "inconclusive"
+    assert written["depth"]["compacted_views"] == 0
+    assert written["depth"]["largest_history_tokens"] >= 30_000
+    assert "growing a history toward 30,000 tokens" in done.stderr
+    assert "INCONCLUSIVE: every required property held, but the manager never compacted" in (
+        done.stdout
+    )
+    assert "a larger --max-tokens (now 30,000)" in done.stdout
     assert "recommended properties failing: budget" in done.stdout
 
 
@@ -447,13 +470,13 @@ def test_the_strict_flag_fails_recommended_properties_too(tmp_path: Path):
     # About 20 s on a loaded machine: two whole suite runs in pytests of their own, as a flag
     # on the command line cannot change within one.
     base = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
-            "tests.zoo.views:IgnoresBudget", "--ctxkit-profile", "quick", "-q",
+            "tests.zoo.views:DropsSystemPrompt", "--ctxkit-profile", "quick", "-q",
             "--ctxkit-max-examples", "8"]  # fmt: skip
-    assert "1 xfailed" in _pytest(tmp_path, *base).stdout
+    assert "2 xfailed" in _pytest(tmp_path, *base).stdout  # preservation, cache_stability
     strict = _pytest(tmp_path, *base, "--ctxkit-strict")
     assert strict.returncode == 1
     assert "FAILED" in strict.stdout
-    assert "test_property[budget]" in strict.stdout
+    assert "test_property[preservation]" in strict.stdout
 
 
 def test_the_packaged_suite_without_a_target_is_an_error_not_a_green_run(tmp_path: Path):
@@ -539,7 +562,7 @@ def test_a_keyboard_interrupt_is_not_called_sys_exit(tmp_path: Path):
 def test_a_recommended_failure_fails_junit_and_the_exit_code_only_with_strict(tmp_path):
     """One verdict everywhere: without --strict a recommended failure shows (JUnit
     system-out, JSON) but fails nothing; with it, exit code, JUnit and JSON all fail."""
-    target = "tests.zoo.views:IgnoresBudget"
+    target = "tests.zoo.views:DropsSystemPrompt"
     for strict in (False, True):
         junit, report = tmp_path / f"j{strict}.xml", tmp_path / f"r{strict}.json"
         done = conformance(
@@ -547,10 +570,10 @@ def test_a_recommended_failure_fails_junit_and_the_exit_code_only_with_strict(tm
             *(["--strict"] if strict else []),
         )  # fmt: skip
         written = valid("report", json.loads(report.read_text()))
-        budget = next(p for p in written["properties"] if p["id"] == "budget")
-        assert budget["status"] == "failed", done.stdout
+        dropped = next(p for p in written["properties"] if p["id"] == "preservation")
+        assert dropped["status"] == "failed", done.stdout
         suite = ElementTree.parse(junit).getroot()
-        case = next(c for c in suite.iter("testcase") if c.get("name") == "budget")
+        case = next(c for c in suite.iter("testcase") if c.get("name") == "preservation")
         assert (case.find("failure") is not None) is strict
         assert suite.get("failures") == ("1" if strict else "0")
         assert written["strict"] is strict

@@ -530,8 +530,10 @@ def test_a_javascript_function_is_the_function_form(node):
 
 
 def test_javascript_functions_are_judged_and_reproduced(node):
-    keep_all = run(RunOptions(target=f"{JS}:keepAll", **SHORT))
-    assert keep_all.verdict == "pass", [(p.id, p.message) for p in keep_all.properties]
+    keep_all = run(RunOptions(target=f"{JS}:keepAll", max_tokens=20_000, **SHORT))
+    # every required property holds, but a function that keeps everything never compacts
+    assert keep_all.verdict == "inconclusive", [(p.id, p.message) for p in keep_all.properties]
+    assert not [p for p in keep_all.properties if p.level == "required" and p.status != "passed"]
     last_five = run(RunOptions(target=f"{JS}:lastFive", **SHORT))
     pairs = next(p for p in last_five.properties if p.id == "tool_pair_integrity")
     assert pairs.status == "failed"

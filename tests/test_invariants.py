@@ -142,7 +142,7 @@ def test_non_destructive_and_lifecycle_name_the_first_difference():
 def test_budget_counts_only_where_a_view_could_fit():
     assert check_budget(120, 100, feasible=False) == []
     (problem,) = check_budget(120, 100, feasible=True)
-    assert "120 tokens, over the budget of 100" in problem.message
+    assert "at a budget of 100 the view has 120 tokens, 20 over" in problem.message
     assert check_budget(104, 100, feasible=True, tolerance=0.05) == []
 
 

@@ -200,7 +200,7 @@ def test_the_readme_test_command_resolves_from_nothing_with_the_pip_a_virtualenv
         item["metadata"]["name"].lower(): item["metadata"]["version"]
         for item in resolved["install"]
     }
-    assert "ctxkit" in versions, sorted(versions)
+    assert "ctxkit-llm" in versions, sorted(versions)
     assert versions["pytest"].startswith("8."), "pytest-textual-snapshot needs pytest 8"
     assert "opentelemetry-util-genai" in versions, "a pre-release-only range, read by every pip"
 

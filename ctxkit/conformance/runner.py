@@ -221,7 +221,7 @@ class RunOptions:
         for item in self.allow:
             parts += ["--allow", item]
         if self.fallback_budget is not None:
-            parts += ["--fallback-budget", str(self.fallback_budget)]
+            parts += ["--budget", str(self.fallback_budget)]
         return shlex.join(parts)
 
 

@@ -923,7 +923,8 @@ def check_budget(
         return [
             Violation(
                 "budget",
-                f"the view has {view_tokens} tokens, over the budget of {budget}"
+                f"at a budget of {budget:,} the view has {view_tokens:,} tokens, "
+                f"{view_tokens - budget:,} over"
                 + (f" (+{tolerance:.0%} tolerance)" if tolerance else ""),
             )
         ]

@@ -136,7 +136,11 @@ def fits(
         return []
     tolerance = f" (+{allow.budget_tolerance:.0%} allowed)" if allow.budget_tolerance else ""
     return [
-        Violation("budget", f"the view has {tokens} tokens, over the budget of {budget}{tolerance}")
+        Violation(
+            "budget",
+            f"at a budget of {budget:,} the view has {tokens:,} tokens, "
+            f"{tokens - budget:,} over{tolerance}",
+        )
     ]
 
 

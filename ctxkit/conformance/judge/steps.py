@@ -48,7 +48,7 @@ class Request:
         if self.token_budget is None:
             return (
                 " (the request named no budget and no provider: the manager's fallback, "
-                "--fallback-budget or the config's max_tokens)"
+                "--budget or the config's max_tokens)"
             )
         return ""
 

@@ -173,7 +173,7 @@ class Session:
     observes_events: bool
     shapes: tuple[Shape, ...] = ("openai", "anthropic")
     fallback_budget: int | None = None
-    """The budget of a request that names none, where known (``--fallback-budget``)."""
+    """The budget of a request that names none, where known (``--budget``)."""
     timeout: float = 10.0
     checking: frozenset[str] = frozenset()
     """The properties of the current search; fixed while it runs."""
@@ -533,15 +533,9 @@ class ConformanceMachine(RuleBasedStateMachine):
         return Request(token_budget=tokens), tokens
 
     def _essential_tokens(self) -> int:
-        """Tokens of what a view may insist on keeping: system messages, the newest user
-        message, and the newest message with the call it answers. With a budget this big,
-        a manager must return a view; below it, raising is fair."""
-        must = [m for m in self.model if m.get("role") == "system"]
-        newest = newest_user_message(self.model)
-        if newest is not None:
-            must.append(self.model[newest])
-        must.extend(_last_unit(self.model))
-        return self._tokens(must)
+        """Tokens of what a view may insist on keeping (:func:`essential`). With a budget
+        this big, a manager must return a view; below it, raising is fair."""
+        return self._tokens(essential(self.model))
 
     def _request(
         self, budget: Budget, op: str = "request", charge: str = "lifecycle"
@@ -934,6 +928,17 @@ def _in_stored_order(
             left.remove(found)
             ordered.append(found)
     return ordered + left
+
+
+def essential(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a view may insist on keeping: system messages, the newest user message, and the
+    newest message with the call it answers."""
+    must = [m for m in history if m.get("role") == "system"]
+    newest = newest_user_message(history)
+    if newest is not None:
+        must.append(history[newest])
+    must.extend(_last_unit(history))
+    return must
 
 
 def _last_unit(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from ctxkit.conformance.search.machine import (
     Session,
     TargetStopped,
     _in_stored_order,
+    essential,
 )
 from ctxkit.conformance.targets.worker_client import TargetUnusable
 from ctxkit.tokens import REPLY_PRIMING
@@ -224,6 +225,14 @@ PLAIN: dict[str, Any] = {
 """The plain call each editing call stands for."""
 
 
+PLAIN_EXCESS = 1.5
+"""A view this many times the smallest budget its history allows (what :func:`essential`
+keeps) is a manager that ignores the budget; its failure is shown at that budget, with as few
+calls as keep the view that far over it ("at a budget of 120 the view has 2,187 tokens"),
+not raised to the largest budget that still fails, which reads like rounding ("at a budget of
+44 the view has 45 tokens")."""
+
+
 class CallShrinker:
     """A failure's calls made as few as they can be, then its views' budgets as large (see
     the module docstring). ``best`` is the smallest failure found so far: what stands when the
@@ -240,6 +249,11 @@ class CallShrinker:
         self.session = session
         self.best = failure
         self.restart = restart
+        self._plain = False
+        """A budget failure shown at the smallest budget its history allows
+        (:data:`PLAIN_EXCESS`)."""
+        self._seen: _Seen | None = None
+        """What the last replay saw."""
         self._suffix: Callable[[list[Call], bool], str] | None = None
         """What follows the check's own sentence in the failure's message, for the calls
         left; empty when the run said another violation first (the message is then the one the
@@ -258,9 +272,15 @@ class CallShrinker:
         else:  # the run said another violation first: say the one the script's check shows
             self._suffix = lambda _calls, _raised: ""
             self._take(list(self.best.calls), check, message, raised)
+        if self.best.check.kind == "fits":
+            suffix, self._suffix, self._plain = self._suffix, _at_floor_suffix, True
+            if not self._keeps_failing(list(self.best.calls)):
+                self._suffix, self._plain = suffix, False
         _delete(list(self.best.calls), self._keeps_failing)
         self._plain_calls()
-        self._raise_budgets()
+        self._shorten_texts()
+        if not self._plain:
+            self._raise_budgets()
         return self.best
 
     def _plain_calls(self) -> None:
@@ -280,8 +300,10 @@ class CallShrinker:
     def _keeps_failing(self, calls: list[Call]) -> bool:
         if not _whole_pairs(calls):
             return False
+        if self._plain:
+            calls = self._at_floor(calls)
         found = self._holds(calls)
-        if found is None:
+        if found is None or (self._plain and not self._plainly_over(found[0])):
             return False
         check, message, raised = found
         self._take(calls, check, message, raised)
@@ -298,6 +320,78 @@ class CallShrinker:
         )
         found.note = best.note
         self.best = found
+
+    # -- shorter texts -------------------------------------------------------------------------
+
+    def _shorten_texts(self) -> None:
+        """The longest texts the calls pass (a message's content, a text part, a tool
+        output), each halved while the failure holds: a 250-line tool output the failure does
+        not need is shown as the few lines it does. A text that repeats a piece keeps whole
+        pieces, so the script still writes it as ``piece * n``."""
+        texts = sorted(
+            (
+                (len(text), index, path)
+                for index, call in enumerate(self.best.calls)
+                if call.op in _PASSES_MESSAGES
+                for path, text in _texts(call.value)
+                if len(text) > SHORT_TEXT
+            ),
+            reverse=True,
+        )
+        for _, index, path in texts[:LONGEST_TEXTS]:
+            while True:
+                calls = list(self.best.calls)
+                text = _at(calls[index].value, path)
+                if not isinstance(text, str) or len(text) <= SHORT_TEXT:
+                    break
+                value = _with_text(calls[index].value, path, _halved(text))
+                calls[index] = replace(calls[index], value=value)
+                if not self._keeps_failing(calls) and not self._keeps_failing(
+                    self._scaled(calls, index)
+                ):
+                    break
+
+    def _scaled(self, calls: list[Call], changed: int) -> list[Call]:
+        """``calls`` with the budget of each view after call ``changed`` scaled as its history
+        shrank: a view that split a pair at 8,000 of 12,000 tokens is asked at 4,000 when the
+        history holds 6,000."""
+        before = self.best.calls
+        scaled = list(calls)
+        for index in range(changed + 1, len(calls)):
+            call = calls[index]
+            budget = budget_of(call.value) if isinstance(call.value, Request) else None
+            if budget is None:
+                continue
+            then = sum(self._count(m) for m in _model_before(before, index))
+            now = sum(self._count(m) for m in _model_before(calls, index))
+            if then > 0 and now < then:
+                resized = max(1, budget * now // then)
+                scaled[index] = replace(call, value=with_budget(call.value, resized))
+        return scaled
+
+    # -- a budget failure shown plainly ---------------------------------------------------------
+
+    def _at_floor(self, calls: list[Call]) -> list[Call]:
+        """The calls with the checked view asked at the smallest budget its history allows:
+        what :func:`essential` keeps."""
+        index = next((i for i in reversed(range(len(calls))) if calls[i].name == "view"), None)
+        if index is None or not isinstance(calls[index].value, Request):
+            return calls
+        if budget_of(calls[index].value) is None:
+            return calls  # the manager's own budget: nothing to lower
+        must = essential(_model_before(calls, index))
+        floor = sum(self._count(m) for m in must) + (REPLY_PRIMING if must else 0)
+        calls = list(calls)
+        calls[index] = replace(calls[index], value=with_budget(calls[index].value, floor))
+        return calls
+
+    def _plainly_over(self, check: Check) -> bool:
+        """The last replay's view is :data:`PLAIN_EXCESS` times its budget or more."""
+        view = self._seen.named.get("view") if self._seen is not None else None
+        budget = check.args.get("budget")
+        if not isinstance(view, list) or not isinstance(budget, int):
+            return False
+        return checks.view_tokens(view, self._count) >= PLAIN_EXCESS * budget
 
     # -- raising budgets ------------------------------------------------------------------------
 
@@ -367,7 +461,7 @@ class CallShrinker:
         session, check = self.session, self.best.check
         if not session.call("reset").ok:
             return None
-        seen = _Seen()
+        seen = self._seen = _Seen()
         last = len(calls) - 1
         for index, call in enumerate(calls):
             op, args = call.request()
@@ -560,6 +654,71 @@ def _suffix_of(kind: str, said: str) -> Callable[[list[Call], bool], str]:
         return f", although it fits the budget of {tokens}{request.origin()}"
 
     return budget
+
+
+SHORT_TEXT = 24
+"""Texts this long or shorter are left as they are."""
+
+LONGEST_TEXTS = 6
+"""How many of a failure's longest texts are shortened (each costs a replay per halving)."""
+
+_PASSES_MESSAGES = frozenset({"add", "add_then_edit", "set", "set_then_edit", "add_concurrently"})
+_TEXT_KEYS = frozenset({"content", "text", "output"})
+"""The keys whose string values are a message's text (never an id, a role or arguments)."""
+
+TextPath = tuple[str | int, ...]
+
+
+def _texts(value: Any, path: TextPath = ()) -> list[tuple[TextPath, str]]:
+    """Every text in a message or a list of them, with where it is."""
+    found: list[tuple[TextPath, str]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str) and key in _TEXT_KEYS:
+                found.append(((*path, key), item))
+            elif isinstance(item, dict | list):
+                found += _texts(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _texts(item, (*path, index))
+    return found
+
+
+def _at(value: Any, path: TextPath) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _with_text(value: Any, path: TextPath, text: str) -> Any:
+    """A copy of ``value`` with the text at ``path`` replaced (the rest shared: calls are
+    never edited in place)."""
+    if not path:
+        return text
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _with_text(value[head], rest, text)}
+    copy = list(value)
+    copy[head] = _with_text(value[head], rest, text)  # type: ignore[index]
+    return copy
+
+
+def _halved(text: str) -> str:
+    """Half of ``text``: half of its pieces where it is one piece repeated."""
+    period = (text + text).find(text, 1)
+    if period < len(text) and len(text) // period > 1:
+        return text[:period] * (len(text) // period // 2)
+    return text[: len(text) // 2]
+
+
+def _at_floor_suffix(calls: list[Call], _raised: bool) -> str:
+    """What a budget failure shown at the smallest budget its history allows says of it."""
+    request = next((c.value for c in reversed(calls) if c.name == "view"), None)
+    origin = request.origin() if isinstance(request, Request) else ""
+    return (
+        f"{origin}, the least that holds the system messages, the newest user message and the "
+        "newest message: the view keeps more"
+    )
 
 
 def _describe(call: Call) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ctxkit.adapters.reports import history_before_view
 from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.reports.formats import summary
 from ctxkit.conformance.runner import RunOptions, SetupError, run
@@ -305,6 +307,29 @@ def test_merged_system_messages_are_reported_as_merged():
 def test_merging_system_messages_passes_once_merged_system_is_allowed():
     outcome = check(_member("MergesSystem"), allow=("merged-system",))
     assert outcome["failed"] == set(), outcome["messages"]
+
+
+def test_results_of_parallel_calls_sorted_by_call_id_break_nothing():
+    """The APIs take the results of parallel calls in any order (issue 45): a view that sorts
+    them by call id keeps the history's order as they read it, no --allow needed."""
+    outcome = check(_member("SortsResultsById"))
+    assert outcome["failed"] == set(), outcome["messages"]
+    assert outcome["properties"]["ordering"].status == "passed"
+
+
+def test_the_failure_shown_is_the_real_reorder_not_results_in_another_order():
+    """AnswerAheadOfTools sorts results by call id (which the APIs take) and sends its answer
+    ahead of the tool round before it (a reorder): the smallest case is the answer, moved."""
+    result = check(_member("AnswerAheadOfTools"))["properties"]["ordering"]
+    assert result.status == "failed"
+    said = re.search(r"view\[(\d+)\] \(history\[(\d+)\]\) moved (ahead|behind)", result.message)
+    assert said, result.message
+    history, _ = history_before_view(result.counterexample["trace"])
+    moved = history[int(said.group(2))]
+    assert said.group(3) == "ahead", result.message
+    assert moved["role"] == "assistant", moved
+    assert not moved.get("tool_calls"), moved
+    assert not [b for b in moved.get("content") or () if isinstance(b, dict) and "id" in b]
 
 
 def test_events_are_skipped_when_nothing_was_emitted_not_passed():

@@ -121,6 +121,8 @@ ZOO: list[Member] = [
     # what the view holds (tests/zoo/views.py)
     _m("views:ReordersView", {"ordering"}, "fail", "both",
        "moves the newest user message to the end of the view"),
+    _m("views:AnswerAheadOfTools", {"ordering"}, "fail", "both",
+       "needs 2 tool rounds then an answer: it goes ahead of the later; results sorted by id"),
     _m("views:HoistsSystem", {"ordering"}, "fail", "both",
        "needs a mid-conversation system message: moved to the front (relaxation hoisted-system)"),
     _m("views:Nondeterministic", {"determinism"}, "fail", "both",
@@ -168,6 +170,8 @@ ZOO: list[Member] = [
        "needs 2+ system messages: merged into one; preservation says merged (merged-system)"),
     _m("unusual:SlidesEveryTurn", set(), "pass", "both",
        "a window of the newest 12 messages: its start moves every request (cache_stability)"),
+    _m("unusual:SortsResultsById", set(), "pass", "both",
+       "view-only: the results of parallel calls sorted by call id (the APIs take any order)"),
     # coverage: what a run must reach (tests/zoo/history.py, views.py, misc.py)
     _m("history:SetMessagesKeepsList", {"isolation"}, "fail", "both",
        "set_messages keeps the caller's list: a later append or edit changes history"),

@@ -102,6 +102,29 @@ def outputs(message: Any) -> list[dict]:
     return [b for b in found if isinstance(b.get("content"), str)]
 
 
+def results_by_id(view: list[Any]) -> list[Any]:
+    """The view with the results of each message's parallel calls sorted by call id: the
+    OpenAI ``tool`` messages right after a calling message, and the ``tool_result`` blocks of
+    an Anthropic user message (edited in place: the view is the manager's own copy)."""
+    index = 0
+    while index < len(view):
+        message = view[index]
+        for owner in (message,) if role_of(message) == "user" else ():
+            results = [b for b in blocks(owner) if b.get("type") == "tool_result"]
+            others = [b for b in owner["content"] if b not in results] if results else []
+            if results:
+                owner["content"] = [*sorted(results, key=lambda b: str(b["tool_use_id"])), *others]
+        end = index + 1
+        if role_of(message) == "assistant" and message.get("tool_calls"):
+            while end < len(view) and role_of(view[end]) == "tool":
+                end += 1
+            view[index + 1 : end] = sorted(
+                view[index + 1 : end], key=lambda m: str(m.get("tool_call_id"))
+            )
+        index = end
+    return view
+
+
 def validate(message: Any) -> None:
     """Raise ValueError for a message no provider would accept."""
     if not isinstance(message, dict):

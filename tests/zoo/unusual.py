@@ -18,6 +18,8 @@ the same; stored history is untouched, and every property passes, preservation t
   ``merged-system`` or ``dropped-system`` is allowed).
 - SlidesEveryTurn: a window of the newest 12 messages: its start moves every request, so
   the advisory cache_stability is far below its bar while every required property holds.
+- SortsResultsById: in the view, the results of parallel calls sorted by call id, which every
+  API takes (issue 45): no property may fail.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.zoo.base import GoodManager, blocks, clone, estimate, outputs, role_of, total
+from tests.zoo.base import (
+    GoodManager,
+    blocks,
+    clone,
+    estimate,
+    outputs,
+    results_by_id,
+    role_of,
+    total,
+)
 
 LONG = 500
 KEEP = 200
@@ -235,3 +246,14 @@ class SlidesEveryTurn(GoodManager):
                 break
             newest[:0] = ids
         return sorted(pinned | set(newest))
+
+
+class SortsResultsById(GoodManager):
+    """Correct: in the view, the results of each message's parallel calls come sorted by call
+    id (the ``tool`` messages after an OpenAI calling message, the ``tool_result`` blocks of an
+    Anthropic user message), whatever order they were added in. The APIs take the results of
+    parallel calls in any order, so the view keeps the history's order as they read it, and
+    asking again gives the same view."""
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        return results_by_id(super()._render(history, kept))

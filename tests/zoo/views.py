@@ -1,6 +1,8 @@
 """Members whose views are wrong without splitting pairs: order, determinism, budget, what stays.
 
 - ReordersView: moves the newest user message to the end of the view.
+- AnswerAheadOfTools: after two tool rounds, the answer goes ahead of the later one; the
+  results of parallel calls sorted by call id besides, which is no fault.
 - HoistsSystem: moves every system message, mid-conversation ones too, to the front.
 - Nondeterministic: when compacting, adds a notice stamped with the current time.
 - IgnoresBudget: ignores token_budget and the provider; every view holds everything.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.zoo.base import GoodManager, role_of
+from tests.zoo.base import GoodManager, results_by_id, role_of
 
 
 class ReordersView(GoodManager):
@@ -27,6 +29,32 @@ class ReordersView(GoodManager):
         users = [i for i, m in enumerate(view) if role_of(m) == "user" and not self._results(m)]
         if users:
             view.append(view.pop(users[-1]))
+        return view
+
+
+class AnswerAheadOfTools(GoodManager):
+    """Fault (ordering): after two tool rounds in a row, the view sends the assistant's text
+    answer that follows them ahead of the later round (a calling message and its results,
+    kept whole), as if the answer had come before it. It also sorts the results of parallel
+    calls by call id, which the APIs take (``unusual:SortsResultsById``): the failure shown
+    must be the answer moved (five messages at least), never the results in another order
+    (three would do, were that a fault)."""
+
+    def _render(self, history: list[Any], kept: list[int]) -> list[dict]:
+        view = results_by_id(super()._render(history, kept))
+        answers = [
+            i
+            for i, m in enumerate(view)
+            if role_of(m) == "assistant" and not self._calls(m) and not self._results(m)
+        ]
+        if not answers:
+            return view
+        at = start = answers[-1]
+        while start > 0 and self._results(view[start - 1]):
+            start -= 1
+        call = start - 1  # the later round's calling message
+        if start < at and call > 0 and self._calls(view[call]) and self._results(view[call - 1]):
+            view.insert(call, view.pop(at))
         return view
 
 

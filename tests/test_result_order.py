@@ -316,3 +316,13 @@ def test_the_audit_finds_a_real_reorder_beside_results_in_another_order():
     assert finding.message.startswith(
         "message[1] (was message[8] of the previous request) moved ahead of 7 messages"
     )
+
+
+def test_parts_that_json_cannot_sort_are_still_compared():
+    """A view may hold what JSON cannot write with sorted keys (keys of several types inside
+    a part): reading its parts in one order falls back to their repr, never an error."""
+    odd = {"functionResponse": {"name": "g", "response": {1: "x", "a": 2}}}
+    plain = {"functionResponse": {"name": "f", "response": {"r": 1}}}
+    history = [user("go", "gemini"), {"role": "user", "parts": [plain, odd]}]
+    (found,) = check_ordering(history, [history[0], {"role": "user", "parts": [odd, plain]}])
+    assert found.message.startswith("view[1] holds the parts of history[1] in another order")

@@ -606,10 +606,13 @@ def _shuffled(
     parts without ids, having no identity, would otherwise pass for)."""
     message = view[index]
     wanted = _parts_in_one_order(message)
+    count = len(message["parts"]) if isinstance(message.get("parts"), list) else None
     for source, other in enumerate(history):
         if (
             isinstance(other, Mapping)
             and other.get("role") == message.get("role")
+            and isinstance(other.get("parts"), list)
+            and len(other["parts"]) == count
             and _positional(other)
             and equivalent(_parts_in_one_order(other), wanted, ignore)
             and not equivalent(other, message, ignore)
@@ -632,10 +635,14 @@ def _parts_in_one_order(message: Mapping[str, Any]) -> Mapping[str, Any]:
     parts = message.get("parts")
     if not isinstance(parts, list):
         return message
-    return {
-        **message,
-        "parts": sorted(parts, key=lambda p: json.dumps(p, sort_keys=True, default=repr)),
-    }
+    return {**message, "parts": sorted(parts, key=_part_key)}
+
+
+def _part_key(part: Any) -> str:
+    try:
+        return json.dumps(part, sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # keys of several types, a cycle: what a view may hold
+        return repr(part)
 
 
 def result_groups(messages: Sequence[Any]) -> list[int]:

@@ -17,12 +17,14 @@ and the runs' median and slowest wall time.
     python benchmarks/conformance_suite.py                  # zoo + installed adapters, seed 1
     python benchmarks/conformance_suite.py --seeds 5 --skip-schedules   # fault finding only
     python benchmarks/conformance_suite.py --only keep_last,llama_index --json out.json
+    python benchmarks/conformance_suite.py --across-seeds 5 --skip-schedules  # issue 45's times
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -31,6 +33,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# litellm fetches its model price map from the network when imported (12 s of retries here):
+# its own switch reads the copy it ships.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ctxkit.adapters import ADAPTERS, installed_version  # noqa: E402
 from ctxkit.conformance.runner import RunOptions, SetupError, run  # noqa: E402
@@ -141,6 +146,45 @@ def compare_schedules(
     return rows
 
 
+ACROSS_SEEDS = [
+    ("quick start: the reference manager", {"target": "ctxkit.reference:mount"}),
+    ("langchain:trim_messages start_on null", {
+        "target": "langchain:trim_messages", "config": {"start_on": None},
+    }),
+    ("litellm trim_messages max_tokens 2000", {
+        "target": "litellm.utils:trim_messages", "config": {"max_tokens": 2000},
+    }),
+]  # fmt: skip
+"""The targets issue 45 times across seeds, beside the zoo (litellm's trim_messages trims only
+with a max_tokens)."""
+
+
+def across_seeds(
+    chosen: list[tuple[str, dict[str, Any]]], seeds: list[int], profile: str, schedule: str
+) -> list[dict]:
+    """Wall time of each target on each seed (the default run, as a user runs it): per
+    target its median and slowest, then the median and slowest of every run."""
+    print(f"\nwall time across seeds {', '.join(map(str, seeds))}, {schedule} schedule\n")
+    print(f"{'target':<46} {'median s':>8} {'slowest':>8}  verdicts")
+    rows, walls = [], []
+    for name, options in chosen:
+        results = [one_run(options, schedule, seed, profile) for seed in seeds]
+        times = [r["wall_s"] for r in results]
+        walls += times
+        verdicts = sorted({r["verdict"] for r in results})
+        rows.append({"target": name, "walls": times, "verdicts": verdicts})
+        print(
+            f"{name[:46]:<46} {statistics.median(times):>8.1f} {max(times):>8.1f}  "
+            f"{'/'.join(verdicts)}",
+            flush=True,
+        )
+    print(
+        f"\nall {len(walls)} runs: median {statistics.median(walls):.1f} s, slowest "
+        f"{max(walls):.1f} s, over 60 s: {sum(w > 60 for w in walls)}"
+    )
+    return rows
+
+
 def _required(result: dict[str, Any]) -> list[str]:
     return [p for p in result.get("failed", []) if p in REQUIRED]
 
@@ -196,6 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(
             option, default=default, choices=sorted(SCHEDULES), help=f"a schedule ({default})"
         )
+    parser.add_argument(
+        "--across-seeds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="wall time of the quick start, LangChain's and litellm's trimmers and the zoo "
+        "(or --only's) on seeds 1..N",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
@@ -203,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         results["schedules"] = compare_schedules(
             targets(args.only), args.seed, args.profile, (args.before, args.after)
         )
+    if args.across_seeds:
+        chosen = [(n, o) for n, o in ACROSS_SEEDS if _chosen(n, args.only)]
+        chosen += [(_name(m), _options(m)) for m in ZOO if m.outcome != "load_error"]
+        chosen = [(n, o) for n, o in chosen if _chosen(n, args.only)]
+        seeds = list(range(1, args.across_seeds + 1))
+        results["across_seeds"] = across_seeds(chosen, seeds, args.profile, args.after)
     if args.seeds:
         seeds = list(range(1, args.seeds + 1))
         results["fault_finding"] = fault_finding(args.only, seeds, args.profile, args.after)

@@ -259,6 +259,10 @@ def test_every_seeded_command_has_the_same_default_seed():
     for command in (["usage"], ["demo"], ["inspect", "--demo"], ["survey"], ["conformance"]):
         assert parser.parse_args(command).seed == DEFAULT_SEED, command
     assert DemoOptions().seed == DEFAULT_SEED
+    from ctxkit.conformance.plugin import DEFAULT_SEED as PLUGIN_SEED
+    from ctxkit.conformance.runner import RunOptions
+
+    assert RunOptions().seed == PLUGIN_SEED == DEFAULT_SEED  # the suite's, run in any way
     # the same command gives the same verdict; exploring is asked for
     assert parser.parse_args(["conformance", "--seed", "random"]).seed == "random"
     assert parser.parse_args(["conformance", "--seed", "7"]).seed == 7

@@ -38,6 +38,9 @@ from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 
 __all__ = ["ConformanceSuite"]
 
+DEFAULT_SEED = 1
+"""The seed of a run that names none: the command's (``ctxkit.cli.options.DEFAULT_SEED``)."""
+
 OPTIONS = {
     "target": "the context manager to check (module:attr, module, ep:NAME, file.py)",
     "config": "JSON object: the target's keyword arguments or mount() config",
@@ -47,7 +50,7 @@ OPTIONS = {
     "command": "a program that speaks the conformance protocol and holds the manager (any "
     "language; see PROTOCOL.md)",
     "profile": "how hard to search: quick, default or thorough",
-    "seed": "Hypothesis seed (default 0, so runs repeat)",
+    "seed": "Hypothesis seed (default 1, the command's, so runs repeat)",
     "allow": "a relaxation, e.g. hoisted-system or budget-tolerance=0.05 (repeat, or use commas)",
     "timeout": "seconds each operation on the target may take (10)",
     "deadline": "seconds the whole check may take (300)",
@@ -102,7 +105,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     allow = _allowed(config)
     shapes = option(config, "format")
     return (
-        f"ctxkit conformance: target {target}, seed {option(config, 'seed') or 0}, "
+        f"ctxkit conformance: target {target}, seed {option(config, 'seed') or DEFAULT_SEED}, "
         f"profile {option(config, 'profile') or 'default'}, "
         + (f"shapes {shapes}" if shapes else "shapes as the target speaks them")
         + (f", allowing {', '.join(allow)}" if allow else "")
@@ -162,7 +165,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
         settings = dict(
             getattr(suite, "config", None) or json.loads(option(config, "config") or "{}")
         )
-        seed = int(option(config, "seed") or 0)
+        seed = int(option(config, "seed") or DEFAULT_SEED)
         timeout = float(option(config, "timeout") or 10)
         deadline = float(option(config, "deadline") or 300)
         shrink_seconds = float(option(config, "shrink_seconds") or 20)

@@ -102,6 +102,10 @@ PROFILES = {
 DEFAULT_DEADLINE = 300.0
 """Seconds a whole run may take, by default (``--deadline``)."""
 
+CACHE_LOOP_AFTER = 5.0
+"""Seconds the prompt-cache loop beside the searches may go on after they and the minimizing
+end; a loop that has not reached its views by then is not judged, and the summary says so."""
+
 RARELY_COMPACTED = 20
 """A search that saw fewer than one compacted view in this many is steered toward the size
 where the target compacts (:meth:`_Search.steer`)."""
@@ -146,7 +150,8 @@ class SetupError(Exception):
 class RunOptions:
     target: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
+    seed: int = 1
+    """The CLI's and the plugin's default too (``ctxkit.cli.options.DEFAULT_SEED``)."""
     profile: str = "default"
     max_examples: int | None = None
     timeout: float = 10.0
@@ -174,6 +179,11 @@ class RunOptions:
     """The command line reproducers cite (None: :attr:`command`, this run's own)."""
     shrink_seconds: float = 20.0
     """Shrinking stops after this long per search; the counterexample found so far stands."""
+    minimize_seconds: float = 20.0
+    """ctxkit's minimizer and call shrinker, for all the failures of a run together, stop
+    after this long, each failure given an equal share of what is left: the smallest
+    counterexample found by then stands (a failure of 100 messages of long tool outputs took
+    80 s to minimize whole)."""
     verify: bool = True
     """Run each reproducer in a fresh process to check that it fails."""
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
@@ -565,6 +575,10 @@ class _CacheLoop:
         self.thread: threading.Thread | None = None
         self.worker: _Worker | None = None
         self.measured = False
+        self.cutoff = deadline
+        """When the loop takes no more steps: the run's deadline, brought forward to
+        :data:`CACHE_LOOP_AFTER` past the end of the searches (:meth:`join`), so a slow target's
+        loop ends with the run's real work, not minutes after it."""
         self.error: BaseException | None = None
         """ctxkit's own error in the thread, raised again by :meth:`join`."""
 
@@ -579,7 +593,7 @@ class _CacheLoop:
                     self.result,
                     steps=self.options.stability_steps,
                     shapes=self.shapes,
-                    deadline=self.deadline,
+                    deadline=lambda: self.cutoff,
                     count_message=self.count_message,
                     say=self.say,
                 )
@@ -612,8 +626,9 @@ class _CacheLoop:
     def join(self, child: Child | None) -> None:
         """Wait for the loop beside (it stops taking steps at the deadline, and each call has
         its timeout); run it on ``child`` if its own worker could not start."""
+        self.cutoff = min(self.cutoff, time.monotonic() + CACHE_LOOP_AFTER)
         if self.thread is not None:
-            left = self.deadline - time.monotonic()
+            left = self.cutoff - time.monotonic()
             self.thread.join(max(0.0, left) + self.options.timeout + CLOSE_GRACE_S + 1)
             if self.thread.is_alive():  # a call that outlived its timeout: not judged
                 self.result.message = "not measured: the loop did not end by the deadline"
@@ -998,11 +1013,16 @@ class _Search:
         """Make each failure smaller (its steps, then its calls and budgets), render its
         reproducer and check that it fails."""
         session = self.session
-        session.deadline = self.deadline - min(10.0, self.options.deadline / 20)  # to verify
-        for property_id, failure in list(self.failures.items()):
+        verify_by = self.deadline - min(10.0, self.options.deadline / 20)
+        shrinking_by = min(verify_by, time.monotonic() + self.options.minimize_seconds)
+        waiting = list(self.failures.items())
+        for number, (property_id, failure) in enumerate(waiting):
             result = self.results[property_id]
             if result.reproducer is not None:
                 continue  # a hang's, concluded when it was charged (_charge)
+            # each failure an equal share of the time left: halves for its steps and calls
+            share = max(0.0, shrinking_by - time.monotonic()) / (len(waiting) - number)
+            session.deadline = time.monotonic() + share / 2
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
                 with (
@@ -1013,11 +1033,13 @@ class _Search:
                         self._restart()
                     failure = minimize(session, failure, self._restart)
             if result.status == "failed" or failure.check.args.get("status") is not None:
+                session.deadline = time.monotonic() + share / 2
                 failure = self._shrink_calls(failure)
                 self.failures[property_id] = failure
             if result.status == "failed":
                 result.message = failure.message
             self._conclude(result, failure)
+        session.deadline = verify_by
         if self.verifying is not None:
             for property_id in self.taken:  # found by a share elsewhere, verified here
                 result = self.results[property_id]

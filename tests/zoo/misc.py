@@ -193,4 +193,3 @@ class AnthropicLenient(GoodManager):
         ):
             return
         super()._validate(message)
-

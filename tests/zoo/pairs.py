@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.zoo.base import GoodManager, role_of
@@ -90,11 +91,12 @@ class LateSplitter(GoodManager):
 
 class SplitsPastItsWindow(SplitsPairsOpenAI):
     """Fault (tool_pair_integrity, only where it compacts): ignores the request's budget and
-    keeps the whole history until it passes its own ``window`` (60,000 tokens by its
-    estimate), then trims message by message as SplitsPairsOpenAI does, so a tool result can
-    lead the view without its call (praisonaiagents splits a pair past about 96k tokens). No
-    search reaches such a history on its own: the run must grow one there. With a window no
-    history reaches (``{"window": 10**9}``) it never compacts: inconclusive, never a pass."""
+    keeps the whole history until it passes its own ``window`` (60,000 tokens, at four
+    characters of JSON a token), then trims message by message within half of it, as
+    SplitsPairsOpenAI does, so a tool result can lead the view without its call
+    (praisonaiagents splits a pair past about 96k tokens). A search rarely reaches such a
+    history on its own: the run grows one there. With a window no history reaches
+    (``{"window": 10**9}``) it never compacts: inconclusive, never a pass."""
 
     def __init__(self, *, window: int = 60_000, **options: Any) -> None:
         super().__init__(**options)
@@ -102,6 +104,12 @@ class SplitsPastItsWindow(SplitsPairsOpenAI):
 
     def _budget(self, token_budget: int | None, provider: Any) -> int:
         return self.window
+
+    def _plan(self, history: list[Any], limit: int) -> list[int]:
+        # its window counted as many libraries count: four characters of JSON a token
+        if sum(len(json.dumps(m)) for m in history) // 4 <= self.window:
+            return list(range(len(history)))
+        return super()._plan(history, limit // 2)
 
 
 class LateSplitterAcceptsGarbage(LateSplitter):

@@ -79,6 +79,8 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
     for p in report.properties:
         if p.status == "below":
             lines += ["", f"{p.id} below its bar (advisory: it fails no run): {p.message}"]
+        if p.status == "skipped" and p.level == "advisory" and p.message:
+            lines += ["", f"{p.id} not judged: {p.message}"]
         if p.status in ("failed", "error"):
             lines += ["", f"{p.id} {p.status}: {p.message}"]
             if p.status == "failed":

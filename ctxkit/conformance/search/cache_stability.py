@@ -45,13 +45,14 @@ def measure_stability(
     *,
     steps: int = AGENT_LOOP_STEPS,
     shapes: tuple[str, ...],
-    deadline: float,
+    deadline: Callable[[], float],
     count_message: Callable[[dict[str, Any]], int],
     say: Callable[[str], None],
 ) -> None:
     """Run the agent loop on a fresh manager in ``child`` and fill ``result`` (the
     property's PropertyResult): passed or failed against the threshold, with the figure;
-    skipped when the target cannot be driven or the deadline leaves too little time."""
+    skipped when the target cannot be driven or ``deadline()`` (read before each step: the
+    runner brings it forward when the searches end) leaves too little time."""
     say(f"{PROPERTY}: an agent loop of {steps} model calls")
     chat = [s for s in shapes if s in ("openai", "anthropic")]
     shape = "mixed" if len(chat) == 2 else chat[0] if chat else shapes[0]
@@ -77,7 +78,11 @@ def measure_stability(
         _skip(result, f"not measured: {exc}")
         return
     if measured.views < MIN_VIEWS:
-        _skip(result, f"only {measured.views} views before the deadline; {MIN_VIEWS} needed")
+        _skip(
+            result,
+            f"only {measured.views} views before the time it had ran out (the searches' own, "
+            f"as the slowest of its views took); {MIN_VIEWS} needed",
+        )
         return
     _judge(result, measured)
 
@@ -104,7 +109,7 @@ def _sendable(steps: Iterator[list[dict[str, Any]]], shape: str) -> Iterator[Any
 
 
 def _until(
-    deadline: float,
+    deadline: Callable[[], float],
     steps: Iterator[list[dict[str, Any]]],
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[Any]:
@@ -114,7 +119,7 @@ def _until(
     longest = 0.0
     for step in steps:
         began = clock()
-        if began + longest >= deadline:
+        if began + longest >= deadline():
             return
         yield step
         longest = max(longest, clock() - began)

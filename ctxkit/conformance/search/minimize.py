@@ -33,6 +33,7 @@ from ctxkit.conformance.judge.steps import Call, Check, Request
 from ctxkit.conformance.search.conversations import Conversation, RoundTemplate
 from ctxkit.conformance.search.machine import (
     ConformanceMachine,
+    DeadlineReached,
     PropertyFailure,
     RuleCall,
     Session,
@@ -123,8 +124,9 @@ def minimize(
     session: Session, failure: PropertyFailure, restart: Callable[[], Any]
 ) -> PropertyFailure:
     """The smallest failure of the same property found by deleting steps (see the module
-    docstring). Raises :class:`~ctxkit.conformance.search.machine.DeadlineReached` if time runs out
-    (the caller keeps what it had)."""
+    docstring). When the session's deadline comes, the smallest failure found so far; raises
+    :class:`~ctxkit.conformance.search.machine.DeadlineReached` only when it comes before the
+    failure was seen again (the caller keeps what it had)."""
     property_id = failure.property_id
     best = failure
 
@@ -153,20 +155,25 @@ def minimize(
         return found is not None
 
     views = [i for i, (name, _) in enumerate(rules) if name in _PLAIN_VIEWS]
-    if len(views) > 2:  # one try first: a long failure rarely needs its earlier views
-        fewer = [rule for i, rule in enumerate(rules) if i not in views[:-1]]
-        if keeps_failing(fewer):
-            rules = fewer
-    rules = _delete(rules, keeps_failing)
-    for index in range(len(rules)):
-        for key, parts in _lists_in(rules[index][1]):
-            name, args = rules[index]
+    try:
+        if len(views) > 2:  # one try first: a long failure rarely needs its earlier views
+            fewer = [rule for i, rule in enumerate(rules) if i not in views[:-1]]
+            if keeps_failing(fewer):
+                rules = fewer
+        rules = _delete(rules, keeps_failing)
+        for index in range(len(rules)):
+            for key, parts in _lists_in(rules[index][1]):
+                name, args = rules[index]
 
-            def fewer_fail(items: list[Any], index=index, name=name, args=args, key=key) -> bool:
-                changed = (name, _with(args, key, items))
-                return keeps_failing([*rules[:index], changed, *rules[index + 1 :]])
+                def fewer_fail(
+                    items: list[Any], index=index, name=name, args=args, key=key
+                ) -> bool:
+                    changed = (name, _with(args, key, items))
+                    return keeps_failing([*rules[:index], changed, *rules[index + 1 :]])
 
-            rules[index] = (name, _with(args, key, _delete(parts, fewer_fail)))
+                rules[index] = (name, _with(args, key, _delete(parts, fewer_fail)))
+    except DeadlineReached:
+        pass  # its time is up: the smallest failure found so far stands
     best.note = failure.note
     return best
 
@@ -272,7 +279,7 @@ class CallShrinker:
         else:  # the run said another violation first: say the one the script's check shows
             self._suffix = lambda _calls, _raised: ""
             self._take(list(self.best.calls), check, message, raised)
-        if self.best.check.kind == "fits":
+        if self.best.check.kind == "fits" and self._asked_budget(self.best.calls):
             suffix, self._suffix, self._plain = self._suffix, _at_floor_suffix, True
             if not self._keeps_failing(list(self.best.calls)):
                 self._suffix, self._plain = suffix, False
@@ -384,6 +391,12 @@ class CallShrinker:
         calls = list(calls)
         calls[index] = replace(calls[index], value=with_budget(calls[index].value, floor))
         return calls
+
+    @staticmethod
+    def _asked_budget(calls: list[Call]) -> bool:
+        """The checked view was asked with a budget (not the manager's own)."""
+        request = next((c.value for c in reversed(calls) if c.name == "view"), None)
+        return isinstance(request, Request) and budget_of(request) is not None
 
     def _plainly_over(self, check: Check) -> bool:
         """The last replay's view is :data:`PLAIN_EXCESS` times its budget or more."""

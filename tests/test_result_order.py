@@ -26,6 +26,7 @@ from ctxkit.conformance.judge.invariants import (
     check_non_destructive,
     check_ordering,
     check_tool_pairs,
+    moves,
     result_groups,
 )
 from ctxkit.conformance.judge.step_checks import same_view
@@ -331,3 +332,24 @@ def test_parts_that_json_cannot_sort_are_still_compared():
     history = [user("go", "gemini"), {"role": "user", "parts": [plain, odd]}]
     (found,) = check_ordering(history, [history[0], {"role": "user", "parts": [odd, plain]}])
     assert found.message.startswith("view[1] holds the parts of history[1] in another order")
+
+
+@given(order=st.permutations(range(7)), joined=st.lists(st.booleans(), min_size=7, max_size=7))
+def test_moves_over_runs_are_the_fewest_that_explain_the_order(order, joined):
+    """With runs of places that may trade among themselves, every message out of the longest
+    run kept in order (runs never going back) is one move, and no fewer would do."""
+    groups: list[int] = []
+    for place in range(7):
+        groups.append(groups[-1] if place and joined[place] else place)
+    found = moves(order, groups)
+    moved = {m.position for m in found}
+    left = [groups[source] for position, source in enumerate(order) if position not in moved]
+    assert left == sorted(left)
+    ranks = [groups[source] for source in order]
+    longest = [1] * len(ranks)  # brute force: the longest run never going back, ending at k
+    for k in range(len(ranks)):
+        for j in range(k):
+            if ranks[j] <= ranks[k]:
+                longest[k] = max(longest[k], longest[j] + 1)
+    assert len(found) == len(order) - max(longest)
+    assert all(m.ahead or m.behind for m in found)

@@ -113,6 +113,44 @@ def test_a_target_that_reads_as_a_module_path_is_never_told_of_an_adapter(spec):
     assert "ctxkit_target" not in said
 
 
+def test_what_cannot_be_loaded_or_built_says_the_fix_in_full(tmp_path: Path):
+    """The hints finish the thought (issue 47): a module not found names the working folder
+    and how to put a folder on the import path, and suggests only the working folder's own
+    modules (never the standard library's ast for last_n); a module found elsewhere says
+    where; a constructor that wants an argument points to --config."""
+    (tmp_path / "window.py").write_text(
+        "class Window:\n    def __init__(self, n):\n        self.n = n\n"
+    )
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    missing = conformance("last_n:LastN", cwd=away)
+    assert missing.returncode == 2
+    assert f"in the working folder ({away})" in missing.stderr
+    assert "PYTHONPATH=/path/to/it ctxkit conformance last_n:LastN" in missing.stderr
+    assert "Did you mean" not in missing.stderr  # not the standard library's ast
+    close = conformance("windw:Window", cwd=tmp_path)
+    assert "Did you mean window:Window?" in close.stderr
+    shadowed = conformance("ast:LastN", cwd=tmp_path)
+    assert "(the module at " in shadowed.stderr
+    assert f"not one of the working folder {tmp_path})" in shadowed.stderr
+    unbuilt = conformance("window:Window", cwd=tmp_path)
+    assert unbuilt.returncode == 2
+    assert "missing 1 required positional argument: 'n'" in unbuilt.stderr
+    assert """give it with --config '{"n": "..."}'""" in unbuilt.stderr
+
+
+def test_the_shapes_hint_is_written_in_the_targets_own_language():
+    from ctxkit.shapes.spoken import Spoken
+
+    spoken = Spoken(("openai",), "default", "nothing declares the shapes the target speaks")
+    assert "ctxkit_shapes = ('openai', 'anthropic') on its class" in spoken.hint("mod:Thing")
+    for target in ("./manager.mjs", "./manager.mjs:Window", "lib/trim.js:keep"):
+        said = spoken.hint(target)
+        assert "static ctxkit_shapes = ['openai', 'anthropic'] in its class" in said, target
+        assert "('openai'" not in said
+    assert Spoken(("gemini",), "declared", "it says so").hint("./m.mjs") == ""
+
+
 def test_an_adapter_typo_is_no_missing_module():
     with pytest.raises(LoadError) as raised:
         load_target("langchain:trim_message")

@@ -666,7 +666,8 @@ def test_a_cut_off_frame_is_a_problem_after_what_came_before(tmp_path: Path, mon
     )
     source.write_bytes(framed(exports, zstd=True))
     monkeypatch.setitem(sys.modules, "zstandard", None)
-    with pytest.raises(UnknownFormat, match="needs the zstandard package: pip install zstandard"):
+    needs = r"needs the zstandard package: pip install 'ctxkit-llm\[audit\]'"
+    with pytest.raises(UnknownFormat, match=needs):
         read_paths([str(source)])
 
 

@@ -295,7 +295,7 @@ async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     """A fresh manager from ``--target``, instrumented; a UsageError for one that cannot be
     found or built."""
     from ctxkit.conformance.replay import open_manager
-    from ctxkit.conformance.targets.load import ContractError, LoadError
+    from ctxkit.conformance.targets.load import ContractError, LoadError, config_hint
     from ctxkit.conformance.targets.routes import RouteError
     from ctxkit.telemetry import instrument
 
@@ -306,6 +306,7 @@ async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     except Exception as exc:
         raise UsageError(
             f"{args.target}: building the manager raised {type(exc).__name__}: {exc}"
+            + config_hint(str(exc))
         ) from None
     return instrument(manager, encoding=args.encoding, max_tokens=args.budget)
 

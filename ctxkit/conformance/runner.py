@@ -78,7 +78,7 @@ from ctxkit.conformance.search.machine import (
 )
 from ctxkit.conformance.search.minimize import NOT_REPEATED, CallShrinker, minimize
 from ctxkit.conformance.shards import Shards, Share, search_elsewhere, split
-from ctxkit.conformance.targets.load import DEFAULT_TARGET
+from ctxkit.conformance.targets.load import DEFAULT_TARGET, config_hint
 from ctxkit.conformance.targets.routes import RouteError, route_for
 from ctxkit.conformance.targets.worker_client import (
     CLOSE_GRACE_S,
@@ -534,7 +534,9 @@ class _Worker:
         if not probe.ok and probe.kind == "contract":
             return self.spec, loaded["events"], ("failed", probe.message)
         if not probe.ok:
-            raise SetupError(f"{self.spec}: building the manager raised {probe.error}")
+            raise SetupError(
+                f"{self.spec}: building the manager raised {probe.error}" + config_hint(probe.error)
+            )
         return self.spec, loaded["events"], None
 
     def restart(self) -> Child:

@@ -61,9 +61,16 @@ Source = Literal["format", "config", "declared", "adapter", "amplifier", "form",
 
 MORE = (
     "judge more with --format all (or a list: --format openai,anthropic), or declare the "
-    f"shapes the target speaks: {DECLARATION} = ('openai', 'anthropic') on its class or "
-    "function (docs: conformance/shapes)"
+    "shapes the target speaks: {declaration} (docs: conformance/shapes)"
 )
+DECLARE = {
+    "python": f"{DECLARATION} = ('openai', 'anthropic') on its class or function",
+    "javascript": f"static {DECLARATION} = ['openai', 'anthropic'] in its class, or "
+    f"fn.{DECLARATION} = ['openai', 'anthropic'] on its function",
+}
+"""How a target of each language declares the shapes it speaks, in its own syntax."""
+
+JAVASCRIPT = (".mjs", ".js", ".cjs")
 
 
 class ShapeError(ValueError):
@@ -103,10 +110,14 @@ class Spoken:
             "so a manager of these shapes may refuse one"
         )
 
-    @property
-    def hint(self) -> str:
-        """How to judge more, for a run that fell back on :data:`DEFAULT`; else empty."""
-        return MORE if self.source == "default" else ""
+    def hint(self, target: str = "") -> str:
+        """How to judge more, for a run that fell back on :data:`DEFAULT`, in the syntax of
+        ``target``'s language (a JavaScript file's, or Python's); else empty."""
+        if self.source != "default":
+            return ""
+        path = target.partition(":")[0] if target.partition(":")[0].endswith(JAVASCRIPT) else ""
+        language = "javascript" if path or target.endswith(JAVASCRIPT) else "python"
+        return MORE.format(declaration=DECLARE[language])
 
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {

@@ -40,7 +40,7 @@ def summary(report: Report, reproducers: Path | None = None) -> str:
         )
         if report.shapes is not None:
             lines.append(f"  shapes: {', '.join(report.shapes.shapes)} ({report.shapes.why})")
-            for line in (report.shapes.left_out(), report.shapes.hint):
+            for line in (report.shapes.left_out(), report.shapes.hint(report.target)):
                 if line:
                     lines.append(f"  {line}")
         if depth.get("normalized"):

@@ -35,9 +35,11 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import json
 import logging
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -393,15 +395,20 @@ def _import(module_name: str, spec: str) -> Any:
         return _import_here(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
+            top = module_name.partition(".")[0]
             advice = (
                 _dotted_hint(module_name, spec)
                 or _close_module(module_name, exc.name, spec)
                 or (
-                    "Run from the directory that holds it, add it to PYTHONPATH, or pip install "
-                    "its package"
+                    f"Run from the folder that holds {top}.py (or {top}/), or add that folder "
+                    f"to the import path (PYTHONPATH=/path/to/it ctxkit conformance {spec}), "
+                    "or pip install its package"
                 )
             )
-            raise _NotFound(f"{spec}: no module named {module_name!r}. {advice}") from exc
+            raise _NotFound(
+                f"{spec}: no module named {module_name!r} in the working folder "
+                f"({os.getcwd()}), on PYTHONPATH or among the installed packages. {advice}"
+            ) from exc
         raise LoadError(f"{spec}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise LoadError(
@@ -427,7 +434,9 @@ def _close_module(module_name: str, missing: str, spec: str = "") -> str:
     at the top level, if one is close."""
     parent, _, name = missing.rpartition(".")
     try:
-        path = _import_here(parent).__path__ if parent else None
+        # a top-level name is compared with the working folder's modules alone: an installed
+        # or standard module of a like name (ast for last_n) is not what was meant
+        path = _import_here(parent).__path__ if parent else [os.getcwd()]
     except Exception:
         return ""
     close = _closest(name, {m.name for m in pkgutil.iter_modules(path)})
@@ -486,11 +495,36 @@ def _attribute(module: Any, attr: str, spec: str, owner: str | None = None) -> A
             close = _closest(part, names, n=3)
             meant = f"did you mean {' or '.join(close)}? It" if close else "it"
             raise _NotFound(
-                f"{spec}: {owner!r} has no attribute {part!r}; {meant} has: "
-                f"{', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
+                f"{spec}: {owner!r}{_elsewhere(module)} has no attribute {part!r}; {meant} "
+                f"has: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
             )
         obj, owner = getattr(obj, part), f"{owner}.{part}"
     return obj
+
+
+def _elsewhere(module: Any) -> str:
+    """Where a module was found when that is outside the working folder (an installed or
+    standard module that a file of the same name in another folder was meant to be)."""
+    where = getattr(module, "__file__", None)
+    if not where or Path(where).resolve().is_relative_to(Path.cwd().resolve()):
+        return ""
+    return f" (the module at {where}, not one of the working folder {os.getcwd()})"
+
+
+_MISSING_ARGUMENTS = re.compile(
+    r"missing \d+ required (?:positional |keyword-only )?arguments?: (.+)"
+)
+
+
+def config_hint(error: str) -> str:
+    """Where building a manager failed for want of its constructor's arguments, how to give
+    them (``--config``); else empty."""
+    found = _MISSING_ARGUMENTS.search(error)
+    names = re.findall(r"'([^']+)'", found.group(1)) if found else []
+    if not names:
+        return ""
+    example = json.dumps(dict.fromkeys(names, "..."))
+    return f"; give {'it' if len(names) == 1 else 'them'} with --config '{example}'"
 
 
 def _entry_point(name: str, spec: str) -> Any:

@@ -792,6 +792,8 @@ class _Search:
         seen = session.compacted_views
         if seen * RARELY_COMPACTED >= session.views or not remaining:
             return set()
+        if self.options.only is not None:
+            return set()  # a share of a search run elsewhere: the run that took it steers
         if time.monotonic() >= self._searching_until():
             return set()
         limit = self.options.max_tokens

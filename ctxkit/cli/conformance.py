@@ -175,8 +175,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         default=20.0,
         metavar="S",
         help="seconds Hypothesis may shrink a failure per search, in the overlap and serial "
-        "schedules (20); ctxkit's own minimizer then removes every step the failure does "
-        "not need",
+        "schedules (20); ctxkit's own minimizer then removes every step, call and character "
+        "the failures do not need, within 20 s for all of them",
     )
     parser.add_argument(
         "--profile",
@@ -237,8 +237,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_TOKENS,
         metavar="N",
-        help="when no view of the search was compacted, a history is grown to N tokens "
-        f"looking for the size where the manager compacts ({DEFAULT_MAX_TOKENS:,})",
+        help="when fewer than one view in 20 of the search was compacted, a history is grown "
+        "toward N tokens to find the size where the manager compacts, and the search goes on "
+        f"from there ({DEFAULT_MAX_TOKENS:,})",
     )
     parser.add_argument(
         "--memory-limit",

@@ -106,6 +106,10 @@ CACHE_LOOP_AFTER = 5.0
 """Seconds the prompt-cache loop beside the searches may go on after they and the minimizing
 end; a loop that has not reached its views by then is not judged, and the summary says so."""
 
+VERIFIERS = 2
+"""Reproducers verified at once, each in a fresh process: a target whose library takes 6 s
+to import (litellm) had its four verifications end the run one after another, 25 s."""
+
 RARELY_COMPACTED = 20
 """A search that saw fewer than one compacted view in this many is steered toward the size
 where the target compacts (:meth:`_Search.steer`)."""
@@ -696,7 +700,9 @@ class _Search:
         call."""
         self.shards = Shards(options.jobs if self.overlap else 1)
         self.verifying = (
-            ThreadPoolExecutor(1, "ctxkit-verify") if options.verify and self.overlap else None
+            ThreadPoolExecutor(VERIFIERS, "ctxkit-verify")
+            if options.verify and self.overlap
+            else None
         )
         """Where reproducers are verified beside the run (else one by one at its end)."""
         self.verified: list[Future[None]] = []

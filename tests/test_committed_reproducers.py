@@ -26,32 +26,7 @@ from typing import Any
 import pytest
 
 from tests.processes import PLUGIN_PYTEST, ROOT, ctxkit
-
-KEEP_LAST = '''\
-import copy
-
-
-class KeepLast:
-    """Keeps the last four messages, whatever they are: a call can lose its result."""
-
-    def __init__(self, max_tokens=8000, hooks=None):
-        self.history = []
-
-    async def add_message(self, message):
-        self.history.append(copy.deepcopy(message))
-
-    async def get_messages(self):
-        return copy.deepcopy(self.history)
-
-    async def set_messages(self, messages):
-        self.history = copy.deepcopy(list(messages))
-
-    async def clear(self):
-        self.history = []
-
-    async def get_messages_for_request(self, token_budget=None, provider=None):
-        return copy.deepcopy(self.history[-4:])
-'''
+from tests.test_newcomer_path import KEEP_LAST  # the newcomer's own manager
 
 PYTHON_TARGET = "mypkg.mod:KeepLast"
 JS_TARGET = "./manager.mjs:SplitsPairsOpenAI"

@@ -190,7 +190,7 @@ def test_a_permissive_manager_passes_by_default_because_it_is_judged_in_its_own_
     member = _member("PermissiveChat")
     default = check(member)
     assert (default["shapes"].source, default["shapes"].shapes) == ("default", ("openai",))
-    assert "--format all" in default["shapes"].hint
+    assert "--format all" in default["shapes"].hint(member.target)
     everything = check(
         member, shapes=("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
     )

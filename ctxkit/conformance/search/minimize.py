@@ -381,10 +381,8 @@ class CallShrinker:
     def _at_floor(self, calls: list[Call]) -> list[Call]:
         """The calls with the checked view asked at the smallest budget its history allows:
         what :func:`essential` keeps."""
-        index = next((i for i in reversed(range(len(calls))) if calls[i].name == "view"), None)
-        if index is None or not isinstance(calls[index].value, Request):
-            return calls
-        if budget_of(calls[index].value) is None:
+        index = _checked_view(calls)
+        if index is None or budget_of(calls[index].value) is None:
             return calls  # the manager's own budget: nothing to lower
         must = essential(_model_before(calls, index))
         floor = sum(self._count(m) for m in must) + (REPLY_PRIMING if must else 0)
@@ -395,8 +393,8 @@ class CallShrinker:
     @staticmethod
     def _asked_budget(calls: list[Call]) -> bool:
         """The checked view was asked with a budget (not the manager's own)."""
-        request = next((c.value for c in reversed(calls) if c.name == "view"), None)
-        return isinstance(request, Request) and budget_of(request) is not None
+        index = _checked_view(calls)
+        return index is not None and budget_of(calls[index].value) is not None
 
     def _plainly_over(self, check: Check) -> bool:
         """The last replay's view is :data:`PLAIN_EXCESS` times its budget or more."""
@@ -658,9 +656,10 @@ def _suffix_of(kind: str, said: str) -> Callable[[list[Call], bool], str]:
         return lambda _calls, _raised: ""
 
     def budget(calls: list[Call], _raised: bool) -> str:
-        request = next((c.value for c in reversed(calls) if c.name == "view"), None)
-        tokens = budget_of(request) if isinstance(request, Request) else None
-        if tokens is None or not isinstance(request, Request):
+        index = _checked_view(calls)
+        request = calls[index].value if index is not None else None
+        tokens = budget_of(request) if request is not None else None
+        if tokens is None or request is None:
             return said
         if kind == "fits":
             return request.origin()
@@ -724,10 +723,22 @@ def _halved(text: str) -> str:
     return text[: len(text) // 2]
 
 
+def _checked_view(calls: list[Call]) -> int | None:
+    """Where the checked view (the last request named ``view``) is asked, if it is."""
+    return next(
+        (
+            i
+            for i in reversed(range(len(calls)))
+            if calls[i].name == "view" and isinstance(calls[i].value, Request)
+        ),
+        None,
+    )
+
+
 def _at_floor_suffix(calls: list[Call], _raised: bool) -> str:
     """What a budget failure shown at the smallest budget its history allows says of it."""
-    request = next((c.value for c in reversed(calls) if c.name == "view"), None)
-    origin = request.origin() if isinstance(request, Request) else ""
+    index = _checked_view(calls)
+    origin = calls[index].value.origin() if index is not None else ""
     return (
         f"{origin}, the least that holds the system messages, the newest user message and the "
         "newest message: the view keeps more"

@@ -275,6 +275,24 @@ def test_a_seed_that_is_neither_a_number_nor_random_is_a_usage_error(capsys):
     assert "'lucky' is neither a whole number nor 'random'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [[], ["usage"], ["conformance"], ["audit"], ["replay"], ["watch"], ["demo"], ["inspect"],
+     ["contexts"], ["contexts", "list"], ["survey"]],
+)  # fmt: skip
+def test_every_command_answers_version_as_the_bare_command_does(command, capsys):
+    """--version everywhere or nowhere (issue 47): `conformance --version` answered "did you
+    mean --no-verify?"."""
+    try:
+        code = main([*command, "--version"])
+    except SystemExit as exited:
+        code = exited.code
+    assert code == 0
+    from ctxkit import __version__
+
+    assert capsys.readouterr().out.strip() == f"ctxkit {__version__} (ctxkit-llm)"
+
+
 def test_missing_file_exits_2(tmp_path: Path, capsys):
     assert main(["usage", str(tmp_path / "nope.json")]) == EXIT_USAGE
     assert "cannot read" in capsys.readouterr().err

@@ -71,11 +71,21 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
+    common.add_argument(  # every command answers it, as the bare command does
+        "--version", action="version", version=_version(), help="print the version and exit"
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"ctxkit.cli.{name}").add_parser(commands, common)
     return parser
+
+
+def _version() -> str:
+    from ctxkit import __version__
+    from ctxkit.extras import DISTRIBUTION
+
+    return f"ctxkit {__version__} ({DISTRIBUTION})"
 
 
 def _quiet_stdout() -> None:
@@ -93,9 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
-        from ctxkit import __version__
-
-        print(f"ctxkit {__version__}")
+        print(_version())
         return EXIT_OK
     if args.command is None:
         parser.print_help()

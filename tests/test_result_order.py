@@ -30,6 +30,7 @@ from ctxkit.conformance.judge.invariants import (
     result_groups,
 )
 from ctxkit.conformance.judge.step_checks import same_view
+from ctxkit.conformance.search.conversations import in_shape
 
 Message = dict[str, Any]
 
@@ -40,23 +41,11 @@ IN_ONE = ("anthropic", "bedrock", "gemini")
 
 
 def user(text: str, shape: str = "openai") -> Message:
-    if shape == "genai":
-        return {"role": "user", "parts": [{"type": "text", "content": text}]}
-    if shape == "gemini":
-        return {"role": "user", "parts": [{"text": text}]}
-    if shape == "bedrock":
-        return {"role": "user", "content": [{"text": text}]}
-    return {"role": "user", "content": text}
+    return in_shape({"role": "user", "content": text}, shape)  # type: ignore[arg-type]
 
 
 def answer(text: str, shape: str = "openai") -> Message:
-    if shape == "genai":
-        return {"role": "assistant", "parts": [{"type": "text", "content": text}]}
-    if shape == "gemini":
-        return {"role": "model", "parts": [{"text": text}]}
-    if shape == "bedrock":
-        return {"role": "assistant", "content": [{"text": text}]}
-    return {"role": "assistant", "content": text}
+    return in_shape({"role": "assistant", "content": text}, shape)  # type: ignore[arg-type]
 
 
 def tool_round(

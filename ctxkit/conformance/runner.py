@@ -67,7 +67,6 @@ from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
 from ctxkit.conformance.search.machine import (
-    GROWTH_STEP,
     ConformanceMachine,
     DeadlineReached,
     PropertyFailure,
@@ -75,6 +74,7 @@ from ctxkit.conformance.search.machine import (
     SteeredMachine,
     TargetStopped,
     first_grace,
+    growth_turn_tokens,
 )
 from ctxkit.conformance.search.minimize import NOT_REPEATED, CallShrinker, minimize
 from ctxkit.conformance.shards import Shards, Share, search_elsewhere, split
@@ -815,7 +815,7 @@ class _Search:
                 machine = ConformanceMachine(session)
                 machine.choose_shape(shape=session.shapes[0])
                 while not machine.ended and (held := sum(machine.costs)) < limit:
-                    machine.grow_turn(min(max(held, GROWTH_STEP), limit - held))
+                    machine.grow_turn(growth_turn_tokens(held, limit))
                     if session.compacted_views > seen:
                         session.grown_to = sum(machine.costs)
                         break

@@ -142,6 +142,13 @@ class TargetStopped(BaseException):
 GROWTH_STEP = 2_000
 """Tokens the first turn of a grown history adds; each later turn doubles the history."""
 
+
+def growth_turn_tokens(held: int, target: int) -> int:
+    """Tokens the next turn of a grown history adds: as many as it holds (at least
+    :data:`GROWTH_STEP`), so it doubles, but no more than ``target`` needs."""
+    return min(max(held, GROWTH_STEP), target - held)
+
+
 GROWN_SHARES = (0.5, 0.75, 0.9, 1.0, 1.25)
 """Where a :class:`SteeredMachine` starts, as shares of the size at which the target was seen
 to compact: below it, so the search's own steps cross it, and past it."""
@@ -653,7 +660,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         target, held = int(self.session.grown_to * share), 0
         messages: list[dict[str, Any]] = []
         while held < target:
-            ask, work, answer = self._growth_turn(min(max(held, GROWTH_STEP), target - held))
+            ask, work, answer = self._growth_turn(growth_turn_tokens(held, target))
             turn = [self._text("user", ask)]
             for template in work:
                 turn += template.in_shapes(self.shapes).messages(self.ids)

@@ -23,6 +23,7 @@ export function validate(m) {
     if (b === null || typeof b !== "object" || typeof b.type !== "string") throw new TypeError("a content block needs a type");
     if (b.type === "tool_use" && !b.id) throw new TypeError("a tool_use block needs an id");
     if (b.type === "tool_result" && !b.tool_use_id) throw new TypeError("a tool_result block needs tool_use_id");
+    if (b.type === "text" && typeof b.text !== "string") throw new TypeError("a text block needs text");
   }
 }
 

@@ -94,3 +94,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the providers' SDKs) for the whole run; frozen, the collector stops walking them at each
     full collection (a worker spent about 4 of 150 s in them, 2.5 with them frozen)."""
     gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster, one per worker, shared by every test that asks for it
+    (tests/postgres.py); skipped without the server or psycopg, failed then under CI."""
+    from tests.postgres import session_cluster
+
+    yield from session_cluster()

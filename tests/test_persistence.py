@@ -1,7 +1,9 @@
 """The reference manager with a history file: restart, torn tails, damage, locks, checkpoints.
 
-Real files and, where a second process matters, real processes. The crash test (SIGKILL at
-random moments) is tests/test_crash.py.
+Real files and, where a second process matters, real processes. The tests that hold for any
+store run on a history file and on PostgreSQL (the ``place`` fixture, tests/stores.py); the
+database's own (outages, many writers) are in tests/test_postgres_store.py. The crash test
+(SIGKILL at random moments) is tests/test_crash.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from ctxkit.conformance.search.conversations import conversations, plain_messages
 from ctxkit.messages import InvalidMessage
@@ -38,16 +46,28 @@ from ctxkit.reference.timeline import UnknownCheckpoint
 from ctxkit.tokens import TokenCounter
 from ctxkit.workload import conversation
 from tests.chat import run
+from tests.stores import STORES, DatabasePlace, FilePlace, place_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def opened(path: Path, **config: Any) -> ReferenceContextManager:
-    return ReferenceContextManager(storage_path=path, fsync="never", **config)
+Place = FilePlace | DatabasePlace
 
 
-async def fill(path: Path, messages: list[dict[str, Any]], **config: Any) -> None:
-    async with opened(path, **config) as manager:
+@pytest.fixture(params=STORES)
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    """A new conversation in a history file, then in the session's PostgreSQL cluster."""
+    return place_for(request, request.param, tmp_path)
+
+
+def opened(where: Path | Place, **config: Any) -> ReferenceContextManager:
+    if isinstance(where, Path):
+        return ReferenceContextManager(storage_path=where, fsync="never", **config)
+    return where.open(**config)
+
+
+async def fill(where: Path | Place, messages: list[dict[str, Any]], **config: Any) -> None:
+    async with opened(where, **config) as manager:
         for message in messages:
             await manager.add_message(message)
 
@@ -56,8 +76,8 @@ async def fill(path: Path, messages: list[dict[str, Any]], **config: Any) -> Non
 
 
 @pytest.mark.parametrize("shape", ["openai", "anthropic"])
-def test_a_reopened_manager_has_the_same_history_and_the_same_views(tmp_path: Path, shape):
-    path = tmp_path / "c.jsonl"
+def test_a_reopened_manager_has_the_same_history_and_the_same_views(place: Place, shape):
+    path = place
     messages = conversation(120, seed=3, shape=shape)
 
     async def views(manager: ReferenceContextManager) -> list[Any]:
@@ -68,7 +88,7 @@ def test_a_reopened_manager_has_the_same_history_and_the_same_views(tmp_path: Pa
         async with opened(path, max_tokens=8_000) as again:
             assert await again.get_messages() == messages
             assert again.loaded_from_file
-            assert again.conversation_id == "c"
+            assert again.conversation_id == place.name
             fresh = ReferenceContextManager(max_tokens=8_000)
             for message in messages:
                 await fresh.add_message(message)
@@ -92,8 +112,8 @@ def test_the_file_is_append_only_json_lines_with_a_header(tmp_path: Path):
     assert all(line.isascii() for line in lines)  # a lone surrogate round-trips
 
 
-def test_costs_are_counted_again_when_the_encoding_differs(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_costs_are_counted_again_when_the_encoding_differs(place: Place):
+    path = place
     messages = conversation(30, seed=1)
     run(fill(path, messages, encoding="cl100k_base"))
 
@@ -109,10 +129,15 @@ class RestartMachine(RuleBasedStateMachine):
     """Random changes, checkpoints, restores and views, with the manager closed and opened
     again at random points: the history, the checkpoints and the audit log stay the same."""
 
+    database: str | None = None
+    """A PostgreSQL URL: the conversation is kept there instead of a history file."""
+
     def __init__(self) -> None:
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="ctxkit-restart-"))
-        self.path = self.directory / "c.jsonl"
+        self.path: Path | Place = self.directory / "c.jsonl"
+        if self.database is not None:
+            self.path = DatabasePlace(self.database)
         self.manager = opened(self.path, max_tokens=600, strategies=["truncate_outputs"])
         self.model: list[dict[str, Any]] = []
         self.saved: dict[str, list[dict[str, Any]]] = {}
@@ -176,22 +201,30 @@ class RestartMachine(RuleBasedStateMachine):
             assert run(self.manager.messages_at(checkpoint_id)) == messages
 
 
-TestRestart = RestartMachine.TestCase
-TestRestart.settings = settings(
-    max_examples=40,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@pytest.mark.parametrize("kind", STORES)
+def test_restart(request: pytest.FixtureRequest, kind: str) -> None:
+    machine = RestartMachine
+    if kind == "postgresql":
+        url = request.getfixturevalue("postgres").url
+        machine = type("DatabaseRestartMachine", (RestartMachine,), {"database": url})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
 
 
 # -- set_messages after loading (contract 2.1) -------------------------------------------------
 
 
 def test_set_messages_is_ignored_and_logged_when_the_history_came_from_its_file(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    place: Place, caplog: pytest.LogCaptureFixture
 ):
-    path = tmp_path / "c.jsonl"
+    path = place
     whole = conversation(10, seed=2)
     run(fill(path, whole))
 
@@ -210,8 +243,8 @@ def test_set_messages_is_ignored_and_logged_when_the_history_came_from_its_file(
     run(scenario())
 
 
-def test_set_messages_on_a_fresh_file_is_accepted_and_written(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_set_messages_on_a_fresh_file_is_accepted_and_written(place: Place):
+    path = place
     messages = conversation(8, seed=4)
 
     async def scenario() -> None:
@@ -313,18 +346,18 @@ def test_a_bad_record_is_named_by_its_line(tmp_path: Path):
 # -- writing -----------------------------------------------------------------------------------
 
 
-def test_a_message_that_is_not_json_is_refused_and_nothing_is_stored(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_a_message_that_is_not_json_is_refused_and_nothing_is_stored(place: Place):
+    path = place
 
     async def scenario() -> None:
         async with opened(path) as manager:
             await manager.add_message({"role": "user", "content": "kept"})
-            before = path.read_bytes()
+            before = place.records()
             with pytest.raises(TypeError, match="stores messages as JSON"):
                 await manager.add_message({"role": "user", "content": "x", "metadata": {1j}})
             with pytest.raises(InvalidMessage):
                 await manager.add_message({"role": "nobody"})
-            assert path.read_bytes() == before
+            assert place.records() == before
             assert await manager.get_messages() == [{"role": "user", "content": "kept"}]
 
     run(scenario())
@@ -375,8 +408,8 @@ def test_a_failed_write_changes_nothing(tmp_path: Path):
     ]
 
 
-def test_a_closed_manager_refuses_changes(tmp_path: Path):
-    manager = opened(tmp_path / "c.jsonl")
+def test_a_closed_manager_refuses_changes(place: Place):
+    manager = opened(place)
     manager.close()
     with pytest.raises(HistoryFileError, match="closed"):
         run(manager.add_message({"role": "user", "content": "late"}))
@@ -384,18 +417,16 @@ def test_a_closed_manager_refuses_changes(tmp_path: Path):
 
 
 @pytest.mark.parametrize("fsync", ["always", "never"])
-def test_both_fsync_policies_store_the_same_file(tmp_path: Path, fsync: str):
-    path = tmp_path / f"{fsync}.jsonl"
+def test_both_fsync_policies_store_the_same_file(place: Place, fsync: str):
     messages = conversation(12, seed=8)
 
     async def scenario() -> None:
-        async with ReferenceContextManager(storage_path=path, fsync=fsync) as manager:
+        async with place.open(fsync=fsync) as manager:
             for message in messages:
                 await manager.add_message(message)
 
     run(scenario())
-    loaded = read_history_file(path)
-    assert [r["message"] for r in loaded.records] == messages
+    assert [r["message"] for r in place.records()] == messages
 
 
 def test_bad_storage_config_is_a_config_error():
@@ -407,7 +438,7 @@ def test_bad_storage_config_is_a_config_error():
         ReferenceContextManager(storage_path=42)
 
 
-def test_mount_config_takes_storage_path(tmp_path: Path):
+def test_mount_config_takes_storage_path(place: Place):
     class Coordinator:
         hooks = None
 
@@ -415,18 +446,17 @@ def test_mount_config_takes_storage_path(tmp_path: Path):
             self.module = module
 
     coordinator = Coordinator()
-    path = tmp_path / "mounted.jsonl"
-    run(mount(coordinator, {"storage_path": str(path), "fsync": "never"}))
+    run(mount(coordinator, {**place.config, "fsync": "never"}))
     run(coordinator.module.add_message({"role": "user", "content": "hi"}))
     coordinator.module.close()
-    assert read_history_file(path).records[0]["message"]["content"] == "hi"
+    assert place.records()[0]["message"]["content"] == "hi"
 
 
 # -- the lock ----------------------------------------------------------------------------------
 
 
-def test_a_second_manager_on_the_same_file_gets_a_clear_error(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_a_second_manager_on_the_same_file_gets_a_clear_error(place: Place):
+    path = place
     first = opened(path)
     with pytest.raises(HistoryFileLocked, match="one manager at a time"):
         opened(path)
@@ -434,15 +464,15 @@ def test_a_second_manager_on_the_same_file_gets_a_clear_error(tmp_path: Path):
     opened(path).close()
 
 
-def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_a_second_process_gets_a_clear_error_naming_the_holder(place: Place):
+    path = place
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import sys\n"
             "from ctxkit.reference import ReferenceContextManager\n"
-            f"m = ReferenceContextManager(storage_path={str(path)!r})\n"
+            f"m = ReferenceContextManager(**{place.config!r})\n"
             "print('open', flush=True)\n"
             "sys.stdin.read()\n",
         ],
@@ -454,7 +484,7 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path: Path):
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "open"
-        with pytest.raises(HistoryFileLocked, match=f"by process {holder.pid}"):
+        with pytest.raises(HistoryFileLocked, match=rf"by (process|ctxkit pid) {holder.pid}\b"):
             opened(path)
     finally:
         holder.communicate(timeout=30)
@@ -464,8 +494,8 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(tmp_path: Path):
 # -- checkpoints -------------------------------------------------------------------------------
 
 
-def test_restore_keeps_the_later_history_readable_and_restorable(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
+def test_restore_keeps_the_later_history_readable_and_restorable(place: Place):
+    path = place
     early, late = conversation(6, seed=9), conversation(20, seed=9)[6:]
 
     async def scenario() -> None:
@@ -491,7 +521,7 @@ def test_restore_keeps_the_later_history_readable_and_restorable(tmp_path: Path)
             ]
             await manager.restore(before)
             assert await manager.get_messages() == early + late
-        everything = [r["message"] for r in read_history_file(path).records if r["op"] == "add"]
+        everything = [r["message"] for r in place.records() if r["op"] == "add"]
         assert everything[: len(early + late)] == early + late  # the file only ever grew
 
     run(scenario())

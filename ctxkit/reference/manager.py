@@ -21,7 +21,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ctxkit import events
 from ctxkit.events import EventBus
@@ -60,6 +60,9 @@ from ctxkit.reference.usage import TurnTracker, ViewStats, usage_snapshot
 from ctxkit.reference.working_state import WorkingState
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
+if TYPE_CHECKING:
+    from ctxkit.reference.postgres.history import DatabaseHistory
+
 __all__ = [
     "COUNT_OFF_LOOP_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -70,6 +73,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The largest message (UTF-8 bytes of its keys and strings) a manager stores by default:
@@ -200,6 +205,18 @@ class ReferenceContextManager:
     fsync: ``always`` (every call that changed the history returns once the change is on
         disk, surviving a power loss) or ``never`` (once it is in the operating system:
         survives the process being killed, not the machine failing; many times faster).
+        With a ``store``: ``never`` commits without waiting for the server's disk.
+    store: keep the history in a PostgreSQL database instead of a file,
+        ``"postgresql://USER@HOST:PORT/DATABASE"`` (the ``postgres`` extra), as the
+        conversation named ``conversation``: the same records as a history file, one row
+        each, one writer at a time across processes and hosts
+        (:mod:`ctxkit.reference.postgres.history`). Everything said of ``storage_path``
+        holds; a change is committed when its call returns, and the event loop never waits
+        on the network (changes are written from a worker thread).
+    conversation: the conversation's name in ``store`` (and the default ``conversation_id``).
+    lock_wait: seconds a manager opening a ``store`` conversation another manager has open
+        waits for it to close before raising
+        :class:`~ctxkit.reference.journal.HistoryFileLocked` (0: at once).
     clock: the time source for arrival times, checkpoints, ``retain_seconds`` and the audit
         log.
     max_message_bytes: a message whose keys and strings hold more UTF-8 bytes than this is
@@ -281,6 +298,9 @@ class ReferenceContextManager:
         view_listing: bool = False,
         storage_path: str | os.PathLike[str] | None = None,
         fsync: FsyncPolicy = "always",
+        store: str | None = None,
+        conversation: str | None = None,
+        lock_wait: float = 0.0,
         clock: Callable[[], float] = time.time,
         retain_messages: int | None = None,
         retain_seconds: float | None = None,
@@ -320,6 +340,7 @@ class ReferenceContextManager:
             raise ConfigError(f"fsync must be {' or '.join(FSYNC_POLICIES)}, got {fsync!r}")
         if storage_path is not None and not isinstance(storage_path, str | os.PathLike):
             raise ConfigError(f"storage_path must be a file path, got {storage_path!r}")
+        _check_store(store, conversation, storage_path, lock_wait)
         if not isinstance(summarize_on_truncate, bool):
             raise ConfigError(
                 f"summarize_on_truncate must be true or false, got {summarize_on_truncate!r}"
@@ -381,7 +402,10 @@ class ReferenceContextManager:
         self._audit: list[dict[str, Any]] = []
         self._publishing: set[asyncio.Task[None]] = set()
         """Events published from synchronous methods, until their task has run."""
-        self._file: HistoryFile | None = None
+        self._file: HistoryFile | DatabaseHistory | None = None
+        self._off_loop = store is not None
+        """Changes are written from a worker thread (a database: the loop never waits on
+        the network), one at a time per event loop (``_add_locks``)."""
         self._work = WorkingState()
         """The working state and tasks (AdCP), written to the history file when there is one."""
         self.loaded_from_file = False
@@ -389,26 +413,42 @@ class ReferenceContextManager:
         self.torn: Torn | None = None
         """The incomplete last line found in ``storage_path`` on opening, if any."""
         if storage_path is not None:
+            path = Path(storage_path)
             with _collector_paused():
-                self._open(Path(storage_path), fsync, conversation_id)
+                self._open(
+                    HistoryFile(
+                        path,
+                        conversation_id=conversation_id or path.stem,
+                        encoding=self.counter.encoding,
+                        fsync=fsync,
+                    ),
+                    path.stem,
+                    conversation_id,
+                )
+        elif store is not None:
+            assert conversation is not None
+            with _collector_paused():
+                self._open(
+                    _database_history(store, conversation, conversation_id, self, fsync, lock_wait),
+                    conversation,
+                    conversation_id,
+                )
         self._recall: RecallMemory | None = None
         if recalling is not None:
             self._recall = self._open_memory(recalling, storage_path, memory_path, embedder, fsync)
         if hooks is not None:
             self.bus.subscribe(_forward_to_hooks(hooks))
 
-    def _open(self, path: Path, fsync: FsyncPolicy, conversation_id: str | None) -> None:
-        """Lock and read the history file, and rebuild the history from it."""
-        file = HistoryFile(
-            path,
-            conversation_id=conversation_id or path.stem,
-            encoding=self.counter.encoding,
-            fsync=fsync,
-        )
+    def _open(
+        self, file: HistoryFile | DatabaseHistory, name: str, conversation_id: str | None
+    ) -> None:
+        """Rebuild the history from a history file or a database's rows, opened and locked
+        (``name``: the conversation's id when neither the caller nor the header gives one)."""
+        path = file.path
         try:
             loaded = file.loaded
             header = loaded.header or {}
-            self.conversation_id = conversation_id or str(header.get("conversation_id", path.stem))
+            self.conversation_id = conversation_id or str(header.get("conversation_id", name))
             recount = None
             if header.get("encoding") != self.counter.encoding:
                 log.info(
@@ -507,7 +547,7 @@ class ReferenceContextManager:
                 cost = self.counter.message_cost(stored)
             else:
                 cost = await asyncio.to_thread(self.counter.message_cost, stored)
-            index = self._history.add(info, stored, cost)
+            index = await self._changing(self._history.add, info, stored, cost)
         self._sync()
         if self._recall is not None:
             self._recall.added(index)
@@ -530,7 +570,8 @@ class ReferenceContextManager:
                 self._file.path if self._file else "its file",
             )
             return
-        self._history.replace(messages)
+        async with _loop_lock(self._add_locks):
+            await self._changing(self._history.replace, messages)
         self._sync()
         self._forget_views()
         if self._recall is not None:
@@ -539,7 +580,8 @@ class ReferenceContextManager:
     async def clear(self) -> None:
         """Forget everything: history, working state and tasks, plans, usage. A history file
         keeps what was there (``checkpoint()`` first to be able to restore it)."""
-        self._history.clear()
+        async with _loop_lock(self._add_locks):
+            await self._changing(self._history.clear)
         self._work.clear()
         self._sync()
         self.loaded_from_file = False
@@ -556,7 +598,7 @@ class ReferenceContextManager:
         safety_margin``, else ``max_tokens``. Stored history never changes.
         """
         budget = await self._resolve_budget(token_budget, provider)
-        async with self._lock():
+        async with self._lock(), self._changes_settled():
             started = time.perf_counter()
             plan = self._planner.plan_for(budget)
             compacted = False
@@ -607,11 +649,17 @@ class ReferenceContextManager:
         """Name the history as it is now; returns the checkpoint's id (``c1``, ``c2``...)."""
         if label is not None and not isinstance(label, str):
             raise TypeError(f"label must be a string or None, got {label!r}")
-        with self._history.locked():
-            point = self._timeline.checkpoint(label, self._history.clock())
-            self._work.checkpointed(point.id)
+
+        def checkpoint() -> str:
+            with self._history.locked():
+                point = self._timeline.checkpoint(label, self._history.clock())
+                self._work.checkpointed(point.id)
+            return point.id
+
+        async with _loop_lock(self._add_locks):
+            checkpoint_id = await self._changing(checkpoint)
         self._sync()
-        return point.id
+        return checkpoint_id
 
     async def restore(self, checkpoint_id: str) -> str:
         """Set the history back to a checkpoint's, with its working state and tasks. The
@@ -629,7 +677,8 @@ class ReferenceContextManager:
             self._timeline.restored(checkpoint_id, at)
             self._work.restored(checkpoint_id)
 
-        self._history.load(messages, costs, times, change=record)
+        async with _loop_lock(self._add_locks):
+            await self._changing(self._history.load, messages, costs, times, change=record)
         self._sync()
         self._forget_views()
         if self._recall is not None:
@@ -647,31 +696,35 @@ class ReferenceContextManager:
         """Replace the working state whole; returns it. Raises ``TypeError`` if it is not a
         JSON object; with a history file, it is there when this returns (see
         :mod:`ctxkit.reference.working_state`)."""
-        return self._change_work(lambda at: self._work.replace(state, at))
+        return await self._change_work(lambda at: self._work.replace(state, at))
 
     async def patch_working_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Change the working state by a JSON merge patch (RFC 7386: ``{"step": 3, "last_search":
         null}`` sets ``step`` and removes ``last_search``; objects merge key by key); returns
         the result."""
-        return self._change_work(lambda at: self._work.patch(patch, at))
+        return await self._change_work(lambda at: self._work.patch(patch, at))
 
     async def add_task(self, text: str) -> dict[str, Any]:
         """Add an active task: ``{"id": "t1", "text", "created", "completed": None}``."""
-        return self._change_work(lambda at: self._work.add_task(text, at))
+        return await self._change_work(lambda at: self._work.add_task(text, at))
 
     async def complete_task(self, task_id: str) -> dict[str, Any]:
         """Mark an active task completed (``completed`` is the time); returns it. Raises
         :class:`~ctxkit.reference.working_state.TaskError` for an id that names no active
         task."""
-        return self._change_work(lambda at: self._work.complete_task(task_id, at))
+        return await self._change_work(lambda at: self._work.complete_task(task_id, at))
 
     async def get_tasks(self) -> dict[str, list[dict[str, Any]]]:
         """``{"active_tasks": [...], "completed_tasks": [...]}``, each oldest first."""
         return self._work.tasks()
 
-    def _change_work(self, change: Callable[[float], dict[str, Any]]) -> dict[str, Any]:
-        with self._history.locked():
-            result = change(self._history.clock())
+    async def _change_work(self, change: Callable[[float], dict[str, Any]]) -> dict[str, Any]:
+        def locked() -> dict[str, Any]:
+            with self._history.locked():
+                return change(self._history.clock())
+
+        async with _loop_lock(self._add_locks):
+            result = await self._changing(locked)
         self._sync()
         return result
 
@@ -787,6 +840,14 @@ class ReferenceContextManager:
         if self._file is not None:
             self._file.sync()
 
+    async def _changing(self, make: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Make a change that writes to the store: at once for a file (a local write), from
+        a worker thread for a database, so the loop goes on while the row is committed (the
+        caller holds the loop's ``_add_locks``, so changes stay in order and views wait)."""
+        if not self._off_loop:
+            return make(*args, **kwargs)
+        return await asyncio.to_thread(make, *args, **kwargs)
+
     def _forget_views(self) -> None:
         self._last_view = None
         self._turns.reset()
@@ -800,10 +861,15 @@ class ReferenceContextManager:
         A write that fails (a full disk) does not fail the view: the entry waits in memory
         and goes first with the next write. The first failure of a run of them is reported,
         in the log and as a ``ctxkit:audit_write_failed`` event; the rest only add up."""
-        with self._history.locked():
-            already_failing = bool(self._timeline.unwritten)
-            failure = self._timeline.write_audit(entry, entry["at"])
-            self._audit.append(entry)
+
+        def record() -> tuple[bool, HistoryFileError | None]:
+            with self._history.locked():
+                already_failing = bool(self._timeline.unwritten)
+                failure = self._timeline.write_audit(entry, entry["at"])
+                self._audit.append(entry)
+            return already_failing, failure
+
+        already_failing, failure = await self._changing(record)
         if failure is not None and not already_failing:
             log.warning(
                 "%s; the audit entry is kept in memory and written with the next change",
@@ -817,6 +883,14 @@ class ReferenceContextManager:
 
     def _lock(self) -> asyncio.Lock:
         return _loop_lock(self._locks)
+
+    def _changes_settled(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """With a database, a view waits for a change being written from a worker thread
+        (and holds further changes off while it is planned); with a file, changes are made
+        on the loop, so there is nothing to wait for."""
+        if not self._off_loop:
+            return contextlib.nullcontext()
+        return _loop_lock(self._add_locks)
 
     async def _resolve_budget(self, token_budget: int | None, provider: Any) -> int:
         if token_budget is not None:
@@ -1031,6 +1105,62 @@ _LEVEL_OPTIONS = {
     "paragraph_tokens": "an integer >= 1",
     "line_tokens": "an integer >= 1",
 }
+
+
+def _check_store(store: Any, conversation: Any, storage_path: Any, lock_wait: Any) -> None:
+    """``store``, ``conversation`` and ``lock_wait``, checked before anything connects."""
+    if store is None:
+        if conversation is not None:
+            raise ConfigError(
+                "conversation names a conversation in a database: give "
+                "store='postgresql://USER@HOST:PORT/DATABASE' too"
+            )
+        if lock_wait:
+            raise ConfigError("lock_wait is for a store (a database); this manager has none")
+        return
+    if storage_path is not None:
+        raise ConfigError(
+            "storage_path and store are two places for one history: give one (ctxkit contexts "
+            "copy moves a conversation between them)"
+        )
+    if not isinstance(conversation, str) or not conversation:
+        raise ConfigError(
+            f"store needs conversation='ID', the conversation's name in it, got {conversation!r}"
+        )
+    if (
+        isinstance(lock_wait, bool)
+        or not isinstance(lock_wait, int | float)
+        or not math.isfinite(lock_wait)
+        or lock_wait < 0
+    ):
+        raise ConfigError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
+    from ctxkit.reference.postgres.connection import check_url
+
+    try:
+        check_url(store)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _database_history(
+    store: str,
+    conversation: str,
+    conversation_id: str | None,
+    manager: ReferenceContextManager,
+    fsync: FsyncPolicy,
+    lock_wait: float,
+) -> DatabaseHistory:
+    """The conversation in the database, opened and locked."""
+    from ctxkit.reference.postgres.history import DatabaseHistory
+
+    return DatabaseHistory(
+        store,
+        conversation,
+        conversation_id=conversation_id,
+        encoding=manager.counter.encoding,
+        fsync=fsync,
+        lock_wait=float(lock_wait),
+    )
 
 
 def _level_settings(strategies: Sequence[str], options: Any) -> LevelSettings:

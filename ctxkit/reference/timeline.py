@@ -105,7 +105,9 @@ class Timeline:
         self._current = seqs[: point.messages]
 
     def checkpoints(self) -> list[Checkpoint]:
-        return [point for point, _ in self._points.values()]
+        # list() copies the dict at once (one step under the GIL): a database store adds
+        # checkpoints from a worker thread while the loop may be reading them.
+        return [point for point, _ in list(self._points.values())]
 
     def state(self, checkpoint_id: str) -> State:
         """The checkpoint's history: new lists of the stored (shared, never edited) messages."""

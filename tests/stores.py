@@ -1,0 +1,75 @@
+"""Where a test keeps a conversation: a history file or a PostgreSQL database, behind one
+face, so the persistence tests run on both stores (parametrized, not copied)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxkit.reference import ReferenceContextManager
+from ctxkit.reference.journal import read_history_file
+
+__all__ = ["STORES", "DatabasePlace", "FilePlace", "place_for"]
+
+STORES = ["file", "postgresql"]
+
+
+class FilePlace:
+    """A conversation in a history file: ``DIR/<name>.jsonl``."""
+
+    kind = "file"
+
+    def __init__(self, folder: Path, name: str = "c") -> None:
+        self.name = name
+        self.path = folder / f"{name}.jsonl"
+        self.config: dict[str, Any] = {"storage_path": str(self.path)}
+        """The manager options that name it (a mount() config's too)."""
+
+    def open(self, **config: Any) -> ReferenceContextManager:
+        return ReferenceContextManager(**{"fsync": "never", **self.config, **config})
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record stored, oldest first (the header not among them)."""
+        return read_history_file(self.path).records
+
+    def other(self, name: str) -> FilePlace:
+        return FilePlace(self.path.parent, name)
+
+
+class DatabasePlace:
+    """A conversation in a database, named uniquely (the tests share one cluster)."""
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, name: str | None = None) -> None:
+        self.url = url
+        self.name = name or f"c-{uuid.uuid4().hex[:10]}"
+        self.config = {"store": url, "conversation": self.name}
+
+    def open(self, **config: Any) -> ReferenceContextManager:
+        return ReferenceContextManager(**{"fsync": "never", **self.config, **config})
+
+    def records(self) -> list[dict[str, Any]]:
+        from ctxkit.reference.postgres import connection as db
+        from ctxkit.reference.postgres.history import parse_rows, read_lines
+
+        async def rows() -> list[tuple[int, str]]:
+            pool = await db.pool(self.url)
+            async with pool.connection() as connection:
+                return await read_lines(connection, self.name)
+
+        return parse_rows(self.name, db.call(rows())).records
+
+    def other(self, name: str) -> DatabasePlace:
+        return DatabasePlace(self.url, f"{self.name}-{name}")
+
+
+def place_for(request: pytest.FixtureRequest, kind: str, folder: Path) -> FilePlace | DatabasePlace:
+    """A new place of ``kind``: a file in ``folder``, or a conversation in the session's
+    cluster (the ``postgres`` fixture)."""
+    if kind == "file":
+        return FilePlace(folder)
+    return DatabasePlace(request.getfixturevalue("postgres").url)

@@ -1,7 +1,8 @@
 """The writer side of the crash test (tests/test_crash.py), run as ``python -m tests.crash_writer``.
 
 It imports ctxkit and loads the tokenizer once, then for every ``go PATH FSYNC`` line on stdin
-forks a writer (so a round starts in milliseconds, not the half second a new interpreter takes).
+(PATH a history file, or ``URL#CONVERSATION`` for a PostgreSQL store) forks a writer (so a
+round starts in milliseconds, not the half second a new interpreter takes).
 The writer says ``pid N`` first, opens a manager on PATH, says ``open N TORN`` (messages loaded,
 bytes of torn tail found), then adds ``message(i)`` for i = N, N+1, ... as fast as it can, saying
 ``ack i`` after each ``add_message`` returns. The parent kills the writer with SIGKILL whenever
@@ -12,6 +13,7 @@ PIPE_BUF bytes, so lines from the two processes never interleave.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import sys
@@ -40,8 +42,16 @@ def say(line: str) -> None:
     os.write(1, (line + "\n").encode())
 
 
+def where(path: str) -> dict[str, Any]:
+    """The manager options of ``go``'s PATH: a history file, or ``URL#CONVERSATION``."""
+    if path.startswith("postgresql://"):
+        url, _, conversation = path.partition("#")
+        return {"store": url, "conversation": conversation}
+    return {"storage_path": path}
+
+
 async def write_forever(path: str, fsync: str) -> None:
-    manager = ReferenceContextManager(storage_path=path, fsync=fsync)
+    manager = ReferenceContextManager(**where(path), fsync=fsync)
     start = len(await manager.get_messages())
     say(f"open {start} {manager.torn.length if manager.torn else 0}")
     i = start
@@ -53,6 +63,9 @@ async def write_forever(path: str, fsync: str) -> None:
 
 def main() -> None:
     load_encoding()  # once, here: every forked writer starts with it loaded
+    with contextlib.suppress(ImportError):  # and psycopg, where the postgres extra is
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
     for line in sys.stdin:
         _, path, fsync = line.split()
         pid = os.fork()

@@ -1,0 +1,286 @@
+"""The PostgreSQL store's own cases, on a real server (the session's cluster, tests/postgres.py):
+many writers, SIGKILL mid-append, the server restarted mid-run, bad connection strings.
+
+What holds for every store (restart, checkpoints, set_messages, the lock's error) runs on both
+in tests/test_persistence.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxkit.reference import ConfigError, HistoryFileLocked, ReferenceContextManager
+from ctxkit.reference.postgres import StoreUnavailable
+from ctxkit.reference.postgres import connection as db
+from tests.chat import run
+from tests.crash_writer import message
+from tests.stores import DatabasePlace
+from tests.test_crash import Writer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def place(postgres: Any) -> DatabasePlace:
+    return DatabasePlace(postgres.url)
+
+
+async def _messages(place: DatabasePlace, **config: Any) -> list[dict[str, Any]]:
+    async with place.open(lock_wait=10, **config) as manager:
+        return await manager.get_messages()
+
+
+# -- configuration and reaching the server -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"store": "mysql://x/y", "conversation": "a"}, "must be a postgresql:// URL"),
+        (
+            {"store": "postgresql://127.0.0.1/db?bogus=1", "conversation": "a"},
+            "not a valid connection",
+        ),
+        ({"store": "postgresql://h/db"}, "store needs conversation='ID'"),
+        ({"conversation": "a"}, "give store='postgresql://"),
+        ({"store": "postgresql://h/db", "conversation": "a", "storage_path": "x"}, "give one"),
+        ({"store": "postgresql://h/db", "conversation": "a", "lock_wait": -1}, "lock_wait"),
+    ],
+)
+def test_bad_store_options_are_one_sentence_config_errors(options: dict[str, Any], fragment):
+    with pytest.raises(ConfigError, match=fragment) as caught:
+        ReferenceContextManager(**options)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_server_that_is_not_there_is_store_unavailable_in_one_sentence(postgres: Any):
+    from tests.ports import free_port
+
+    url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/postgres"
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="the database cannot be reached") as caught:
+        ReferenceContextManager(store=url, conversation="a")
+    assert time.monotonic() - started < 15
+    assert "secret" not in str(caught.value)  # the password is never shown
+    assert "\n" not in str(caught.value)
+
+
+def test_rows_are_the_history_files_lines(place: DatabasePlace):
+    """Every row is the line a history file would hold, checksum and token counts included."""
+    from ctxkit.reference.journal import checksum_problem
+
+    run(_fill(place, [{"role": "user", "content": "héllo \ud800"}]))
+
+    async def rows() -> list[tuple[int, str, str]]:
+        pool = await db.pool(place.url)
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT seq, op, line FROM ctxkit_records WHERE conversation = %s ORDER BY seq",
+                (place.name,),
+            )
+            return await cursor.fetchall()
+
+    stored = db.call(rows())
+    assert [(seq, op) for seq, op, _ in stored] == [(1, "header"), (2, "add")]
+    assert all(checksum_problem(line.encode("ascii")) is None for _, _, line in stored)
+    assert place.records()[0]["message"] == {"role": "user", "content": "héllo \ud800"}
+
+
+async def _fill(place: DatabasePlace, messages: list[dict[str, Any]], **config: Any) -> None:
+    async with place.open(**config) as manager:
+        for item in messages:
+            await manager.add_message(item)
+
+
+def test_the_loop_goes_on_while_a_change_is_committed(place: DatabasePlace):
+    """The row is written from a worker thread: a task on the caller's loop keeps running."""
+
+    async def scenario() -> int:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async with place.open(fsync="always") as manager:
+            task = asyncio.create_task(ticker())
+            for i in range(20):
+                await manager.add_message(message(i))
+            stop.set()
+            await task
+        return ticks
+
+    assert run(scenario()) > 20
+
+
+# -- many writers ------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from ctxkit.reference import ReferenceContextManager
+
+    async def main(tag):
+        async with ReferenceContextManager(
+            store=sys.argv[1], conversation=sys.argv[2], fsync="never", lock_wait=60
+        ) as manager:
+            print("open", flush=True)
+            for i in range(40):
+                await manager.add_message({"role": "user", "content": f"{tag} {i}"})
+
+    asyncio.run(main(sys.argv[3]))
+    """
+)
+
+
+def test_two_processes_on_one_conversation_write_one_after_the_other(place: DatabasePlace):
+    """Both open with lock_wait: one writes all of its messages, then the other; nothing is
+    lost, duplicated or interleaved."""
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, place.url, place.name, tag],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    for writer in writers:
+        out, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+        assert out.strip() == "open"
+    texts = [m["content"] for m in run(_messages(place))]
+    first = texts[0].split()[0]
+    second = "b" if first == "a" else "a"
+    assert texts == [f"{first} {i}" for i in range(40)] + [f"{second} {i}" for i in range(40)]
+
+
+def test_a_writer_that_lost_the_conversation_is_refused_not_interleaved(place: DatabasePlace):
+    """Should a row appear that this writer did not write (a lock lost with its connection,
+    another writer meanwhile), the writer's next change is refused and nothing is stored."""
+
+    async def scenario() -> None:
+        async with place.open() as manager:
+            await manager.add_message({"role": "user", "content": "one"})
+
+            async def intrude() -> None:  # what a second writer would have committed
+                pool = await db.pool(place.url)
+                async with pool.connection() as connection:
+                    await connection.execute(
+                        "INSERT INTO ctxkit_records VALUES (%s, 3, 'clear', 1, 'x')",
+                        (place.name,),
+                    )
+
+            db.call(intrude())
+            with pytest.raises(HistoryFileLocked, match="row 3 was written by another writer"):
+                await manager.add_message({"role": "user", "content": "two"})
+            assert await manager.get_messages() == [{"role": "user", "content": "one"}]
+
+    run(scenario())
+
+
+def test_a_crashed_writers_lock_goes_with_its_process(place: DatabasePlace):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom ctxkit.reference import ReferenceContextManager\n"
+            f"m = ReferenceContextManager(**{place.config!r})\nprint('open', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(HistoryFileLocked, match=rf"ctxkit pid {holder.pid} on "):
+            place.open()
+        holder.kill()
+        holder.wait(timeout=30)
+        place.open(lock_wait=10).close()  # the server ended its session, and the lock
+    finally:
+        holder.kill()
+        holder.communicate(timeout=30)
+
+
+# -- SIGKILL mid-append ------------------------------------------------------------------------
+
+ROUNDS = 30
+
+
+def test_every_acknowledged_message_survives_sigkill(place: DatabasePlace):
+    """tests/test_crash.py's pattern on the database: writers killed at random moments; every
+    acknowledged message is there after each kill, in order, and nothing half-written."""
+    rng = random.Random(20261129)
+    writer = Writer()
+    acked_total = appended = 0
+    pid = None
+    try:
+        for round_ in range(ROUNDS):
+            target = DatabasePlace(place.url, f"{place.name}-{round_ // 10}")
+            fsync = ("never", "always")[round_ % 2]
+            pid = writer.start(f"{target.url}#{target.name}", fsync)
+            # From "at once" (inside the open) to well into the appending.
+            time.sleep(rng.choice([0.0, rng.uniform(0, 0.15), rng.uniform(0.15, 0.5)]))
+            os.kill(pid, signal.SIGKILL)
+            lines, status = writer.until_exit()
+            assert os.WIFSIGNALED(status), lines[-3:]
+            assert not [line for line in lines if line.startswith("error")], lines[-3:]
+            acked = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
+            held = run(_messages(target))
+            for i, stored in enumerate(held):
+                assert stored == message(i), f"message {i} is not the one added there"
+            if acked:
+                appended += 1
+                assert len(held) >= acked[-1] + 1, (
+                    f"round {round_}: message {acked[-1]} was acknowledged, {len(held)} stored"
+                )
+                acked_total += len(acked)
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        writer.close()
+    assert ROUNDS // 4 <= appended < ROUNDS, f"{appended} of {ROUNDS} writers got to append"
+    assert acked_total > ROUNDS
+
+
+# -- the server restarted ----------------------------------------------------------------------
+
+
+def test_a_server_restart_is_a_clear_error_then_service_again(postgres: Any):
+    place = DatabasePlace(postgres.url)
+
+    async def scenario() -> None:
+        async with place.open(fsync="always") as manager:
+            for i in range(3):
+                await manager.add_message(message(i))
+            await asyncio.to_thread(postgres.restart)
+            with pytest.raises(StoreUnavailable, match="the database cannot be reached") as caught:
+                await manager.add_message(message(3))
+            assert "\n" not in str(caught.value)
+            assert await manager.get_messages() == [message(i) for i in range(3)]
+            await manager.add_message(message(3))  # connects again, takes the lock again
+            await manager.checkpoint("after the restart")
+        assert await _messages(place) == [message(i) for i in range(4)]
+
+    run(scenario())

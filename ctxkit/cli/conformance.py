@@ -26,6 +26,7 @@ from ctxkit.cli.options import (
     check_seconds,
     check_writable_file,
     config_from_json,
+    memory_limit,
     shape_list,
 )
 from ctxkit.cli.signals import terminated_as_interrupt
@@ -35,7 +36,6 @@ from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
 EXIT_CANNOT_LOAD = EXIT_USAGE
-MIN_MEMORY_LIMIT = 64 << 20
 
 DESCRIPTION = """\
 Check a context manager against the conformance properties with property-based tests.
@@ -243,7 +243,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--memory-limit",
-        type=_memory_limit,
+        type=memory_limit,
         metavar="SIZE",
         help="cap on the target's address space, e.g. 2G, 512M; 0 or none: no cap (4G)",
     )
@@ -294,22 +294,6 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="do not run each reproducer in a fresh process to check that it fails",
     )
     parser.set_defaults(run=run_conformance)
-
-
-def _memory_limit(text: str) -> int:
-    """``--memory-limit`` in bytes; 0 for no cap."""
-    from ctxkit.conformance.targets.sandbox import format_size, parse_size
-
-    try:
-        size = parse_size(text) or 0
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if 0 < size < MIN_MEMORY_LIMIT:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} ({format_size(size)}) is too little to start Python; give at least "
-            f"{format_size(MIN_MEMORY_LIMIT)}, or 0 or none for no cap"
-        )
-    return size
 
 
 def list_adapters() -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "config_from_json",
     "duration",
     "finite",
+    "memory_limit",
     "shape_list",
 ]
 
@@ -164,3 +165,23 @@ def check_writable_folder(option: str, folder: Path) -> None:
         raise UsageError(f"{option} {folder} cannot be created: {exc.strerror}") from None
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{option} {folder} is not writable")
+
+
+MIN_MEMORY_LIMIT = 64 << 20
+"""The least address space Python starts in."""
+
+
+def memory_limit(text: str) -> int:
+    """An argparse type: ``--memory-limit`` in bytes (``2G``, ``512M``); 0 for no cap."""
+    from ctxkit.conformance.targets.sandbox import format_size, parse_size
+
+    try:
+        size = parse_size(text) or 0
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if 0 < size < MIN_MEMORY_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ({format_size(size)}) is too little to start Python; give at least "
+            f"{format_size(MIN_MEMORY_LIMIT)}, or 0 or none for no cap"
+        )
+    return size

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
-from ctxkit.cli.options import check_writable_file, config_from_json
+from ctxkit.cli.options import (
+    check_seconds,
+    check_writable_file,
+    config_from_json,
+    memory_limit,
+)
 
 __all__ = ["PRESETS", "add_parser"]
 
@@ -40,6 +45,13 @@ the recorded ones too, is measured by the same code:
 
 Where a recording holds history the recorded manager made (a summary, a truncated
 message), that cannot be rebuilt as the agent's: it is counted and the rest is replayed.
+
+Each candidate runs as `ctxkit conformance` runs a target: in a worker process of its own,
+each call within --timeout seconds (its first slow call given twice as long again), its
+address space capped at --memory-limit, its output kept apart. A candidate that raises,
+exits, is killed, hangs or runs out of memory stops in that conversation (said in one
+sentence, its figures up to there) and starts afresh for the next; the other candidates
+and the report are untouched, and the gate fails.
 """
 
 EPILOG = """\
@@ -52,8 +64,9 @@ MANAGER is anything `ctxkit conformance` takes (module:attr, a file, an adapter'
 A --config JSON or --form after a --manager applies to that manager. With no --manager,
 the reference manager is the candidate.
 
-exit codes: 0 no candidate has a required finding or passes a --fail-if; 1 one does; 2 bad
-usage or input.
+exit codes: 0 every candidate replayed every conversation with no required finding and
+within every --fail-if; 1 one did not (a finding, a threshold, or it raised or stopped in a
+conversation); 2 bad usage or input, or a candidate that cannot be loaded or built.
 
 examples:
   ctxkit replay traces.jsonl --manager reference --manager reference:hierarchical
@@ -96,6 +109,7 @@ class _Own(argparse.Action):
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.cli.audit import add_window_option
+    from ctxkit.replay.candidate import DEFAULT_TIMEOUT, LOAD_TIMEOUT
 
     parser = commands.add_parser(
         "replay",
@@ -152,6 +166,26 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "prefix<0.5, cost>25 (totals of each candidate)",
     )
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds a candidate's call may take ({DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--load-timeout",
+        type=float,
+        default=LOAD_TIMEOUT,
+        metavar="S",
+        help=f"seconds loading (importing) a candidate may take ({LOAD_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=memory_limit,
+        metavar="SIZE",
+        help="cap on each candidate's address space, e.g. 2G, 512M; 0 or none: no cap (4G)",
+    )
     parser.add_argument(
         "--shard", metavar="I/N", help="replay only shard I of N (by conversation key)"
     )
@@ -239,7 +273,12 @@ def run(args: argparse.Namespace) -> int:
     if args.merge:
         report = _merged(args.paths)
     else:
-        report, views = _replayed(args)
+        from ctxkit.replay.session import close_candidates
+
+        try:
+            report, views = _replayed(args)
+        finally:
+            close_candidates()
     print(reports.text_report(report))
     if args.show_views:
         for (name, key), (request, view) in views.items():
@@ -259,8 +298,16 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
     """The report of a replay, and the views of each candidate's first break (for
     --show-views and --html)."""
     from ctxkit.audit.files import UnknownFormat
+    from ctxkit.replay.candidate import CannotLoad
     from ctxkit.replay.report import as_json
-    from ctxkit.replay.session import Options, Outcome, Recording, first_breaks, replay
+    from ctxkit.replay.session import (
+        Options,
+        Outcome,
+        Recording,
+        check_candidates,
+        first_breaks,
+        replay,
+    )
 
     if args.budget is not None and args.budget <= 0:
         raise UsageError(f"--budget {args.budget}: give a positive number of tokens")
@@ -268,6 +315,8 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
         raise UsageError(f"--cache-discount {args.cache_discount}: give a share from 0 to 1")
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: give 1 or more")
+    check_seconds("--timeout", args.timeout)
+    check_seconds("--load-timeout", args.load_timeout)
     for name in args.paths:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file or directory")
@@ -279,6 +328,7 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
         dict(args.window),
         args.cache_discount,
         prices=dict(args.price),
+        limits=_limits(args),
     )
     with _spooled(args.paths) as paths:
         try:
@@ -297,7 +347,10 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
                 + ", ".join(args.paths)
                 + (f" ({skipped} record(s) skipped: run ctxkit audit on it)" if skipped else "")
             )
-        _check_managers(specs)
+        try:
+            check_candidates(specs, options.limits)
+        except CannotLoad as exc:
+            raise UsageError(str(exc)) from None
         results, firsts = replay(
             recording,
             specs,
@@ -329,6 +382,15 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
     return as_json(outcome), views
 
 
+def _limits(args: argparse.Namespace) -> Any:
+    """What each candidate's worker is held to: ``--timeout``, ``--load-timeout``,
+    ``--memory-limit`` (the default cap when not given; 0: none)."""
+    from ctxkit.replay.candidate import DEFAULT_MEMORY_LIMIT, Limits
+
+    cap = DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
+    return Limits(args.timeout, cap, args.load_timeout)
+
+
 @contextlib.contextmanager
 def _spooled(paths: list[str]) -> Iterator[list[str]]:
     """The paths, with stdin (``-``) copied to a temporary file first: a replay reads its
@@ -343,28 +405,6 @@ def _spooled(paths: list[str]) -> Iterator[list[str]]:
         shutil.copyfileobj(sys.stdin.buffer, copy)
         copy.flush()
         yield [copy.name if path == "-" else path for path in paths]
-
-
-def _check_managers(specs: list[Any]) -> None:
-    """Every manager loads before any replay starts: a typo is a usage error at once."""
-    import asyncio
-
-    from ctxkit.conformance.targets.load import LoadError
-    from ctxkit.replay.run import RECORDED
-
-    async def each() -> None:
-        from ctxkit.conformance.replay import close_manager, open_manager
-
-        for spec in specs:
-            if spec.target == RECORDED:
-                continue
-            try:
-                manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
-            except (LoadError, TypeError, ValueError) as exc:
-                raise UsageError(f"--manager {spec.target}: {exc}") from None
-            await close_manager(manager)
-
-    asyncio.run(each())
 
 
 def _progress(total: int) -> Any:

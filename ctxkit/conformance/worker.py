@@ -161,13 +161,14 @@ class Worker:
         provider: dict[str, Any] | None = None,
         edit_after: bool = False,
     ) -> Any:
-        """With a provider, with a budget, or with neither (the manager's own fallback)."""
+        """With a provider, a budget, both (as a replay asks: a manager may read either), or
+        neither (the manager's own fallback); only what was given is passed."""
+        given: dict[str, Any] = {}
+        if token_budget is not None:
+            given["token_budget"] = token_budget
         if provider is not None:
-            view = await self.manager.get_messages_for_request(provider=_Provider(provider))
-        elif token_budget is not None:
-            view = await self.manager.get_messages_for_request(token_budget=token_budget)
-        else:
-            view = await self.manager.get_messages_for_request()
+            given["provider"] = _Provider(provider)
+        view = await self.manager.get_messages_for_request(**given)
         snapshot = to_json(view)
         await self._edited(view, edit_after)
         return snapshot

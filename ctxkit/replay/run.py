@@ -9,7 +9,6 @@ prompt-cache prefix), so a difference between two managers is a difference in wh
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,14 @@ from typing import Any
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Request
 from ctxkit.audit.windows import by_prefix, context_window
+from ctxkit.conformance.targets.worker_client import first_line
+from ctxkit.replay.candidate import (
+    Candidate,
+    CandidateRaised,
+    CannotLoad,
+    Limits,
+    TargetUnusable,
+)
 from ctxkit.replay.conversation import Call, Conversation
 from ctxkit.replay.references import kept, text_of
 from ctxkit.tokens import TokenCounter
@@ -64,7 +71,10 @@ class Replayed:
     references_needed: int = 0
     references_kept: int = 0
     error: str = ""
-    """What the manager raised, where it stopped the replay (the figures are up to there)."""
+    """What the manager raised, or how its process stopped (:attr:`stopped`), at which
+    request: the conversation's replay ended there (the figures are up to there)."""
+    stopped: bool = False
+    """The candidate's process ended, hung or ran out of memory (not a raise)."""
     unreconstructed: int = 0
     """Messages of the recording the recorded manager made, not replayed (a summary)."""
     unbudgeted: int = 0
@@ -99,6 +109,8 @@ class Options:
     keep_views: bool = False
     prices: Mapping[str, float] = field(default_factory=dict)
     """Dollars per million input tokens, by model name or prefix (``--price``)."""
+    limits: Limits = field(default_factory=Limits)
+    """What each candidate's worker is held to (``--timeout``, ``--memory-limit``)."""
 
     def budget_of(self, call: Call) -> int | None:
         if self.budget is not None:
@@ -112,39 +124,40 @@ class Options:
         return by_prefix(call.model, self.prices)
 
 
-async def replay_conversation(
+def replay_conversation(
     conversation: Conversation,
     spec: ManagerSpec,
     *,
     counter: TokenCounter,
     options: Options,
+    candidate: Candidate | None = None,
 ) -> Replayed:
-    """Replay ``conversation`` through a fresh manager built from ``spec``."""
+    """Replay ``conversation`` through a fresh manager of ``candidate`` (``spec``'s worker;
+    None for ``recorded``, which needs none). What the candidate raised or how it stopped
+    ends the conversation there and is its :attr:`Replayed.error`; the figures are up to
+    there."""
     result = Replayed(conversation.key, views=[] if options.keep_views else None)
     result.unreconstructed = sum(n for _, n in conversation.unreconstructed)
     audit = ConversationAudit(conversation.key, conversation.keyed_by, counter, options.windows)
-    manager = None
     texts: dict[int, str] = {}
     """Each message's text by its fingerprint: views repeat most of their messages."""
     try:
-        if spec.target != RECORDED:
-            from ctxkit.conformance.replay import close_manager, open_manager
-
-            manager, _ = await open_manager(spec.target, dict(spec.config), form=spec.form)
+        if candidate is not None:
+            candidate.begin()
         for call in conversation.calls:
             budget = options.budget_of(call)
-            if manager is None:
+            if candidate is None:
                 view = conversation.recorded_view(call)
             else:
                 for message in conversation.added_before(call):
-                    await manager.add_message(copy.deepcopy(message))
-                view = await _view(manager, budget)
+                    candidate.add_message(message)
+                view = candidate.view(budget)
             _measure(result, audit, conversation, call, view, budget, options, texts)
-    except Exception as exc:  # the manager's failure is a figure of the replay, not a crash
-        result.error = f"request {result.requests}: {type(exc).__name__}: {exc}"
-    finally:
-        if manager is not None:
-            await close_manager(manager)
+    except CandidateRaised as exc:
+        result.error = f"request {result.requests}: {exc}"
+    except (TargetUnusable, CannotLoad) as exc:  # CannotLoad: it could not start again
+        result.error = f"request {result.requests}: {_one_line(str(exc))}"
+        result.stopped = True
     result.findings = audit.findings + result.findings
     result.findings.sort(key=lambda f: f.request)
     result.findings_count += audit.findings_count
@@ -154,14 +167,13 @@ async def replay_conversation(
     return result
 
 
-async def _view(manager: Any, budget: int | None) -> list[Any]:
-    from ctxkit.conformance.replay import Provider
-
-    provider = None
-    if budget is not None:
-        provider = Provider({"context_window": budget, "max_output_tokens": 0})
-    view = await manager.get_messages_for_request(token_budget=budget, provider=provider)
-    return list(view)
+def _one_line(stopped: str) -> str:
+    """How a candidate's process stopped, in one line: a death's message ends with what the
+    process printed last, of which the last line is kept."""
+    said, _, printed = stopped.partition("; it printed:\n")
+    said = first_line(said)
+    last = printed.strip().splitlines()[-1:] if printed.strip() != "(nothing)" else []
+    return said + (f"; the last it printed: {first_line(last[0])[:200]!r}" if last else "")
 
 
 def _measure(

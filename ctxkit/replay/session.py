@@ -3,21 +3,32 @@ then each replayed through each manager, in this process or in ``jobs`` worker p
 
 from __future__ import annotations
 
-import asyncio
+import atexit
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.checks import fingerprint
 from ctxkit.audit.files import Reading
 from ctxkit.audit.request import Problem
+from ctxkit.replay.candidate import Candidate, CannotLoad, Limits
 from ctxkit.replay.conversation import Conversation
 from ctxkit.replay.run import RECORDED, ManagerSpec, Options, Replayed, replay_conversation
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
-__all__ = ["Options", "Outcome", "Recording", "first_breaks", "replay", "shard_of"]
+__all__ = [
+    "Options",
+    "Outcome",
+    "Recording",
+    "check_candidates",
+    "close_candidates",
+    "first_breaks",
+    "replay",
+    "shard_of",
+]
 
 
 @dataclass
@@ -165,19 +176,53 @@ def _one(
 ) -> list[Replayed]:
     """One conversation through every manager."""
     counter = _counter()
+    return [
+        replay_conversation(
+            conversation,
+            spec,
+            counter=counter,
+            options=options,
+            candidate=candidate_of(spec, options.limits),
+        )
+        for spec in managers
+    ]
 
-    async def every() -> list[Replayed]:
-        return [
-            await replay_conversation(
-                conversation,
-                spec,
-                counter=counter,
-                options=options,
-            )
-            for spec in managers
-        ]
 
-    return asyncio.run(every())
+_CANDIDATES: dict[str, Candidate] = {}
+"""This process's worker for each candidate (by what builds it): one serves every
+conversation."""
+
+
+def candidate_of(spec: ManagerSpec, limits: Limits) -> Candidate | None:
+    """The worker that holds ``spec``'s manager in this process (None for ``recorded``)."""
+    if spec.target == RECORDED:
+        return None
+    key = json.dumps([spec.target, spec.config, spec.form, list(astuple(limits))], default=repr)
+    found = _CANDIDATES.get(key)
+    if found is None:
+        if not _CANDIDATES:
+            atexit.register(close_candidates)
+        found = _CANDIDATES[key] = Candidate(spec.target, dict(spec.config), spec.form, limits)
+    return found
+
+
+def check_candidates(managers: Sequence[ManagerSpec], limits: Limits) -> None:
+    """Load and build every candidate once before any replay: :class:`CannotLoad` names the
+    first that cannot be (a typo in a TARGET or ``--config`` is the user's, said at once)."""
+    for spec in managers:
+        candidate = candidate_of(spec, limits)
+        if candidate is not None:
+            try:
+                candidate.check()
+            except CannotLoad as exc:
+                raise CannotLoad(f"--manager {spec.target}: {exc}") from None
+
+
+def close_candidates() -> None:
+    """End this process's candidate workers (each closes its last manager first)."""
+    while _CANDIDATES:
+        _, candidate = _CANDIDATES.popitem()
+        candidate.close()
 
 
 _COUNTER: TokenCounter | None = None

@@ -335,9 +335,9 @@ class Worker {
   }
 
   async view({ token_budget, provider, edit_after }) {
-    let request = {};
-    if (provider) request = { provider: { getInfo: () => ({ defaults: { ...provider } }) } };
-    else if (token_budget !== null && token_budget !== undefined) request = { tokenBudget: token_budget };
+    const request = {};
+    if (provider) request.provider = { getInfo: () => ({ defaults: { ...provider } }) };
+    if (token_budget !== null && token_budget !== undefined) request.tokenBudget = token_budget;
     const view = await this.manager.getMessagesForRequest(request);
     const snapshot = toJSON(view);
     await this.edited(view, edit_after);

@@ -10,24 +10,28 @@ question asked with the memory's default threshold and a limit of 5:
 * unrelated hits: hits per question that are not its fact (what would flood a view);
 * absent answered: the share of the questions about nothing stored that find anything.
 
-With no embedder (full-text search) and with ``HashEmbedder`` (a bag of words, no model: the
+With no embedder (full-text search: SQLite's FTS5, and PostgreSQL's tsvector with ``--postgres``,
+on a throwaway cluster of Debian's server or the database ``--postgres URL`` names) and with
+``HashEmbedder`` (a bag of words, no model: the
 hybrid path with what any embedder adds at the least); a fastembed model too with ``--model
 NAME`` where it is installed. Each twice in one run: as the search weighed questions before
 issue 33 (every word of the question at its full idf: ``WORDING_WEIGHT = 1``) and as it does
 now (the words people ask *with*, ``search.WORDING``, at a tenth).
 
-    python benchmarks/recall.py [--threshold T] [--model NAME] [--json F]
+    python benchmarks/recall.py [--threshold T] [--model NAME] [--postgres [URL]] [--json F]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import platform
 import random
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +44,21 @@ from ctxkit.reference.memory.embedders import HashEmbedder  # noqa: E402
 DATA = ROOT / "benchmarks" / "data" / "recall_pairs.json"
 
 
-async def evaluate(embedder: Any, threshold: float | None) -> dict[str, float]:
+async def evaluate(
+    embedder: Any, threshold: float | None, database: str | None = None
+) -> dict[str, float]:
+    """The figures of one memory: SQLite's with ``embedder``, or, given a ``database`` URL,
+    PostgreSQL's (text only), in a collection of its own."""
     data = json.loads(DATA.read_text())
     texts = [f["fact"] for f in data["facts"]] + data["distractors"]
     random.Random(7).shuffle(texts)
     options = {} if threshold is None else {"threshold": threshold}
+    if database is not None:
+        from ctxkit.reference.postgres.memory import DatabaseMemory
+
+        collection = f"recall-{uuid.uuid4().hex[:8]}"
+        memory = await asyncio.to_thread(DatabaseMemory, database, collection, **options)
+        return await _recall(data, texts, memory)
     with tempfile.TemporaryDirectory(prefix="ctxkit-recall-") as scratch:
         return await _recall(
             data, texts, SemanticMemory(Path(scratch) / "memory.db", embedder, **options)
@@ -81,9 +95,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threshold", type=float, help="over the memory's default")
     parser.add_argument("--model", help="a fastembed model name, if fastembed is installed")
+    parser.add_argument(
+        "--postgres",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="also PostgreSQL's full-text memory: on this database, or a throwaway cluster",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        database = args.postgres
+        if database == "":
+            from tests.postgres import started_cluster
+
+            database = stack.enter_context(started_cluster()).url
+        return _run(args, database)
+
+
+def _run(args: argparse.Namespace, database: str | None) -> int:
     embedders: dict[str, Any] = {"text only (FTS5)": None, "HashEmbedder": HashEmbedder()}
+    if database is not None:
+        embedders["tsvector (Postgres)"] = database
     if args.model:
         from ctxkit.reference.memory.embedders import FastEmbedEmbedder
 
@@ -98,7 +131,10 @@ def main() -> int:
     for name, embedder in embedders.items():
         for weighed, weight in (("as before", 1.0), ("now", now)):
             search.WORDING_WEIGHT = weight
-            found = asyncio.run(evaluate(embedder, args.threshold))
+            if isinstance(embedder, str):  # a database
+                found = asyncio.run(evaluate(None, args.threshold, embedder))
+            else:
+                found = asyncio.run(evaluate(embedder, args.threshold))
             results[f"{name}, {weighed}"] = found
             print(
                 f"{name:<20}{weighed:<11}{found['recall_at_1']:>9.2f}{found['recall_at_5']:>9.2f}"

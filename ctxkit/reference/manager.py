@@ -435,7 +435,9 @@ class ReferenceContextManager:
                 )
         self._recall: RecallMemory | None = None
         if recalling is not None:
-            self._recall = self._open_memory(recalling, storage_path, memory_path, embedder, fsync)
+            self._recall = self._open_memory(
+                recalling, storage_path, memory_path, embedder, fsync, store
+            )
         if hooks is not None:
             self.bus.subscribe(_forward_to_hooks(hooks))
 
@@ -483,15 +485,23 @@ class ReferenceContextManager:
         memory_path: str | os.PathLike[str] | None,
         embedder: Embedder | None,
         fsync: FsyncPolicy,
+        store: str | None,
     ) -> RecallMemory:
         """The recall memory: its file checked (damage raises, leaving it as it was), its
-        history to catch up with, closed with the manager."""
+        history to catch up with, closed with the manager. A ``store``'s is in its database
+        (the conversation's collection) unless ``memory_path`` says otherwise."""
         path: Path | None
         if memory_path is not None:
             path = None if str(memory_path) == ":memory:" else Path(memory_path)
         else:
             path = None if storage_path is None else memory_path_for(storage_path)
         try:
+            memory = None
+            if store is not None and memory_path is None:
+                from ctxkit.reference.postgres.memory import DatabaseMemory
+
+                collection = self._file.conversation  # type: ignore[union-attr]
+                memory = DatabaseMemory(store, collection, embedder, threshold=settings.threshold)
             recall = RecallMemory(
                 self._history,
                 settings,
@@ -499,6 +509,7 @@ class ReferenceContextManager:
                 path=path,
                 embedder=embedder,
                 fsync=fsync,
+                memory=memory,
             )
         except BaseException:
             if self._file is not None:

@@ -145,7 +145,8 @@ class RecallMemory:
     """A conversation's memory, written behind its history and searched for a view.
 
     ``path`` None keeps the memory in memory. Opening a file checks it (a damaged one raises
-    :class:`~ctxkit.reference.memory.MemoryFileCorrupt`, leaving it as it was).
+    :class:`~ctxkit.reference.memory.MemoryFileCorrupt`, leaving it as it was). ``memory``: one
+    opened already, with SemanticMemory's methods (a database's: a store's recall memory).
     """
 
     def __init__(
@@ -157,14 +158,19 @@ class RecallMemory:
         path: Path | None,
         embedder: Embedder | None,
         fsync: Literal["always", "never"],
+        memory: Any = None,
     ) -> None:
         self.history = history
         self.settings = settings
         self.conversation_id = conversation_id
         existed = path is not None and path.exists() and path.stat().st_size > 0
-        self.memory = SemanticMemory(
-            path, embedder, threshold=settings.threshold, fsync=fsync, background=True
-        )
+        if memory is not None:  # opened elsewhere (a database's), and may hold the history
+            existed = True
+        else:
+            memory = SemanticMemory(
+                path, embedder, threshold=settings.threshold, fsync=fsync, background=True
+            )
+        self.memory = memory
         self.newest_user = newest_user_turn(history)
         """The query's index: the newest message with words of the user's own."""
         self._next = 0

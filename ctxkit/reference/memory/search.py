@@ -53,12 +53,16 @@ from ctxkit.reference.memory.database import Database
 
 __all__ = [
     "Found",
+    "best",
+    "distinct_terms",
     "expression",
     "fuse",
     "idf",
     "plan",
+    "query_words",
     "text_search",
     "vector_search",
+    "weigh",
     "where_clause",
 ]
 
@@ -139,11 +143,26 @@ def _phrase(word: str) -> str:
     return f'"{word}"'  # words are letters and digits only, so never hold a quote
 
 
+def query_words(query: str) -> list[str]:
+    """The query's words a search weighs: its function words left out unless it has nothing
+    else (any engine then tokenizes them its own way)."""
+    words = _WORD.findall(query)[: MAX_TERMS * 8]
+    return [word for word in words if word.casefold() not in STOP_WORDS] or words
+
+
+def weigh(word: str, items: int, df: int) -> float:
+    """A query word's weight: its idf among ``items``, half of it when no item holds it, a
+    tenth of that for a word people ask with (:data:`WORDING`)."""
+    weight = idf(items, df) * (1.0 if df else ABSENT_WEIGHT)
+    if word.casefold() in WORDING:
+        weight *= WORDING_WEIGHT
+    return weight
+
+
 def query_terms(db: Database, query: str) -> list[tuple[str, str]]:
     """The query's distinct terms as ``(word, key)``: FTS5 tokenizes each word (in a scratch
     table), so stems, folding and splitting are exactly the index's."""
-    words = _WORD.findall(query)[: MAX_TERMS * 8]
-    words = [word for word in words if word.casefold() not in STOP_WORDS] or words
+    words = query_words(query)
     if not words:
         return []
     execute = db.connection.execute
@@ -154,9 +173,15 @@ def query_terms(db: Database, query: str) -> list[tuple[str, str]]:
     tokens: dict[int, list[str]] = {}
     for doc, term in execute("SELECT doc, term FROM temp.query_terms ORDER BY doc, offset"):
         tokens.setdefault(doc, []).append(term)
+    return distinct_terms(words, [tokens.get(index, []) for index in range(len(words))])
+
+
+def distinct_terms(words: Sequence[str], tokens: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
+    """``(word, key)`` for each word whose tokens (its index's, in order) no earlier word
+    had, at most :data:`MAX_TERMS`; words without tokens are left out."""
     terms: dict[str, str] = {}
-    for index, word in enumerate(words):
-        key = " ".join(tokens.get(index, ()))
+    for word, parts in zip(words, tokens, strict=True):
+        key = " ".join(parts)
         if key and key not in terms:
             terms[key] = word
             if len(terms) == MAX_TERMS:
@@ -175,10 +200,7 @@ def _weigh(db: Database, terms: list[tuple[str, str]], items: int) -> list[Term]
         else:
             row = execute("SELECT doc FROM items_terms WHERE term = ?", (key,)).fetchone()
             df = row[0] if row else 0
-        weight = idf(items, df) * (1.0 if df else ABSENT_WEIGHT)
-        if word.casefold() in WORDING:
-            weight *= WORDING_WEIGHT
-        weighed.append(Term(word, df, weight))
+        weighed.append(Term(word, df, weigh(word, items, df)))
     return weighed
 
 
@@ -295,12 +317,23 @@ def text_search(
             ),
         ):
             held[item] += unknown[index].weight
+    return best(terms, [(item, bm25, held[item]) for item, bm25 in candidates], threshold, limit)
+
+
+def best(
+    terms: Sequence[Term],
+    candidates: Sequence[tuple[int, float, float]],
+    threshold: float,
+    limit: int,
+) -> list[Found]:
+    """The ``limit`` best of ``(id, rank, weight held)`` by text score at or above
+    ``threshold``; equal scores by ``rank`` (lower first: BM25's order), then newest."""
     total = sum(term.weight for term in terms)
     floor = threshold - _TOLERANCE
     found = [
-        Found(item, min(1.0, held[item] / total), bm25)
-        for item, bm25 in candidates
-        if held[item] / total >= floor
+        Found(item, min(1.0, held / total), rank)
+        for item, rank, held in candidates
+        if held / total >= floor
     ]
     found.sort(key=lambda hit: (-hit.score, hit.bm25, -hit.id))
     return found[:limit]

@@ -48,10 +48,10 @@ async def _messages(place: DatabasePlace, **config: Any) -> list[dict[str, Any]]
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"store": "mysql://x/y", "conversation": "a"}, "must be a postgresql:// URL"),
+        ({"store": "mysql://x/y", "conversation": "a"}, "named by a postgresql:// URL"),
         (
             {"store": "postgresql://127.0.0.1/db?bogus=1", "conversation": "a"},
-            "not a valid connection",
+            "not a valid PostgreSQL connection",
         ),
         ({"store": "postgresql://h/db"}, "store needs conversation='ID'"),
         ({"conversation": "a"}, "give store='postgresql://"),

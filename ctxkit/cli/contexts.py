@@ -1,16 +1,20 @@
-"""``ctxkit contexts``: list, show and archive the conversations stored in a directory.
+"""``ctxkit contexts``: list, show and archive the conversations stored in a directory or a
+PostgreSQL database, and copy one between the two.
 
-The work is done by :mod:`ctxkit.reference.lifecycle`; this module reads options, finds the
-directory, and prints tables, details and actions (or JSON).
+The work is done by :mod:`ctxkit.reference.lifecycle` (files) and
+:mod:`ctxkit.reference.postgres.lifecycle` (a database); this module reads options, finds the
+directory or database, and prints tables, details and actions (or JSON).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,8 @@ from ctxkit.cli.output import print_table
 __all__ = ["ENV_DIR", "add_parser"]
 
 ENV_DIR = "CTXKIT_STORAGE_DIR"
-"""Where the conversations are when no DIR is given (else the current directory)."""
+"""Where the conversations are when no DIR is given (else the current directory): a directory
+or a ``postgresql://`` URL."""
 
 EXIT_SKIPPED_OPEN = EXIT_FOUND_PROBLEM
 
@@ -33,6 +38,12 @@ history, or damaged). Listing checks every line's checksum without parsing it (a
 file has none and is shown as not verified) and never takes a file's lock; "open" shows the
 pid of a live process that holds the file.
 
+DIR may be a PostgreSQL database instead, postgresql://USER@HOST:PORT/DATABASE (the postgres
+extra), where a ReferenceContextManager(store=URL, conversation=ID) keeps its conversations:
+the same states (archived conversations are marked, not moved), "open" names the process and
+host holding one; a listing reads each one's first and last rows, show checks every row's
+checksum. copy moves a conversation between a history file and a database.
+
 DIR defaults to ${ENV_DIR}, else the current directory."""
 
 EPILOG = f"""\
@@ -43,6 +54,9 @@ actions:
                              newest messages
   expire [DIR] [ID ...]      archive every expired conversation, or the named ones now; never
                              deletes, never moves one a process has open
+  copy SOURCE DEST           copy one conversation from a history file into a database
+                             (DEST: URL or URL#ID) or back (SOURCE: URL#ID, DEST: a file or a
+                             directory); read back and checked line by line
 
 examples:
   ctxkit contexts list ~/.agent/history
@@ -50,11 +64,15 @@ examples:
   ctxkit contexts show ~/.agent/history 7f3a9c --messages 10
   ctxkit contexts expire ~/.agent/history --ttl 7d --dry-run
   ctxkit contexts expire ~/.agent/history 7f3a9c 0be21d
+  ctxkit contexts list postgresql://agent@db:5432/agents
+  ctxkit contexts copy ~/.agent/history/7f3a9c.jsonl postgresql://agent@db:5432/agents
+  ctxkit contexts copy postgresql://agent@db:5432/agents#7f3a9c restored/
 
 durations: 90s, 30m, 24h, 7d.
 
 exit codes: 0 ok; 1 expire skipped a conversation a process has open; 2 bad usage, no such
-directory, unknown id, or an unreadable history (show); 3 internal error."""
+directory, a database that cannot be reached, unknown id, an unreadable history (show), a copy
+refused (source open, destination exists); 3 internal error."""
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -142,6 +160,33 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     expire.add_argument("--json", action="store_true", help="print JSON")
     expire.set_defaults(run=_run_expire)
 
+    copy = actions.add_parser(
+        "copy",
+        help="copy a conversation between a history file and a database",
+        usage="ctxkit contexts copy SOURCE DEST [--json]",
+        description=_wrap(
+            "Copy one conversation from a history file into a PostgreSQL database (DEST: "
+            "URL, the file's name without .jsonl naming it there, or URL#ID) or from a "
+            "database into a file (SOURCE: URL#ID; DEST: a new file, or a directory for "
+            "ID.jsonl). The source's lock is held while it is read, so no manager writes "
+            "meanwhile; every record is copied as it is (checksum and token counts); the "
+            "destination is written whole or not at all, never over one that exists, and read "
+            "back and compared line by line. The recall memory is not copied: a manager "
+            "rebuilds it on opening."
+        ),
+        epilog="examples:\n  ctxkit contexts copy runs/7f3a9c.jsonl postgresql://agent@db/agents\n"
+        "  ctxkit contexts copy runs/7f3a9c.jsonl 'postgresql://agent@db/agents#support-7f3a9c'\n"
+        "  ctxkit contexts copy 'postgresql://agent@db/agents#7f3a9c' restored/\n\n"
+        "exit codes: 0 copied and checked; 2 bad usage, a source open by a manager, damaged or\n"
+        "missing, a destination that exists, a database that cannot be reached.",
+        formatter_class=raw,
+        parents=[common],
+    )
+    copy.add_argument("source", metavar="SOURCE", help="a history file, or URL#ID")
+    copy.add_argument("destination", metavar="DEST", help="URL[#ID], or a file or directory")
+    copy.add_argument("--json", action="store_true", help="print JSON")
+    copy.set_defaults(run=_run_copy)
+
 
 def _wrap(text: str) -> str:
     """A description as paragraphs of the width the other subcommands use."""
@@ -163,12 +208,20 @@ def _print_help(parser: argparse.ArgumentParser) -> int:
 # -- where -------------------------------------------------------------------------------------
 
 
-def _directory(given: str | None) -> Path:
+def _directory(given: str | None) -> Path | str:
+    """The storage directory, or a database's URL (checked, not yet reached)."""
+    from ctxkit.reference.postgres.connection import check_url, is_database_url
 
     source = ""
     if given is None:
         given = os.environ.get(ENV_DIR) or "."
         source = f" (from ${ENV_DIR})" if os.environ.get(ENV_DIR) else ""
+    if is_database_url(given):
+        try:
+            check_url(given)
+        except ValueError as error:
+            raise UsageError(f"{error}{source}") from None
+        return given
     path = Path(given).expanduser()
     if not path.is_dir():
         raise UsageError(f"no such directory: {path}{source}")
@@ -176,23 +229,42 @@ def _directory(given: str | None) -> Path:
 
 
 def _looks_like_directory(text: str) -> bool:
-    return "/" in text or text in (".", "..", "~") or Path(text).is_dir()
+    from ctxkit.reference.postgres.connection import is_database_url
+
+    return is_database_url(text) or "/" in text or text in (".", "..", "~") or Path(text).is_dir()
+
+
+@contextlib.contextmanager
+def _said_as_usage() -> Iterator[None]:
+    """A database that cannot be reached, a refused copy, a bad connection string: the
+    user's to fix, said in one sentence (exit 2)."""
+    from ctxkit.reference.journal import HistoryFileError
+    from ctxkit.reference.lifecycle import UnknownConversation
+
+    try:
+        yield
+    except (HistoryFileError, UnknownConversation, ValueError) as error:
+        raise UsageError(str(error)) from None
 
 
 # -- list --------------------------------------------------------------------------------------
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from ctxkit.reference.lifecycle import scan
+    from ctxkit.reference import lifecycle
+    from ctxkit.reference.postgres import lifecycle as in_database
 
     directory = _directory(args.directory)
     now = time.time()
-    found = scan(
-        directory, now=now, idle_after=args.idle_after, ttl=args.ttl, archived=args.archived
-    )
+    scan = in_database.scan if isinstance(directory, str) else lifecycle.scan
+    with _said_as_usage():
+        found = scan(
+            directory, now=now, idle_after=args.idle_after, ttl=args.ttl, archived=args.archived
+        )
+    where = _shown(directory)
     if args.json:
         report = {
-            "directory": str(directory),
+            "directory": where,
             "now": now,
             "idle_after_s": args.idle_after,
             "ttl_s": args.ttl,
@@ -201,7 +273,7 @@ def _run_list(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     if not found:
-        print(f"no stored conversations in {directory}")
+        print(f"no stored conversations in {where}")
         return EXIT_OK
     print_table(
         ["ID", "STATE", "OPEN", "LAST ACTIVITY", "SIZE"],
@@ -220,14 +292,21 @@ def _run_list(args: argparse.Namespace) -> int:
     for c in found:
         if c.reason:
             print(f"  {c.id}: {c.reason}")
-        elif not c.verified:
+        elif not c.verified and not isinstance(directory, str):  # a database's: see show
             print(f"  {c.id}: not verified (a version 1 history has no checksums)")
     counts: dict[str, int] = {}
     for c in found:
         counts[c.state] = counts.get(c.state, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-    print(f"{len(found)} in {directory}: {summary}")
+    print(f"{len(found)} in {where}: {summary}")
     return EXIT_OK
+
+
+def _shown(directory: Path | str) -> str:
+    """A directory, or a database's URL without its password."""
+    from ctxkit.reference.postgres.connection import display_url
+
+    return display_url(directory) if isinstance(directory, str) else str(directory)
 
 
 # -- show --------------------------------------------------------------------------------------
@@ -246,6 +325,20 @@ def _run_show(args: argparse.Namespace) -> int:
     directory = _directory(args.names[0] if len(args.names) == 2 else None)
     name = args.names[-1]
     now = time.time()
+    if isinstance(directory, str):
+        from ctxkit.reference.postgres import lifecycle as in_database
+
+        with _said_as_usage():
+            info = in_database.details(directory, name, newest=args.messages)
+            (found,) = in_database.scan(
+                directory, now=now, idle_after=args.idle_after, ttl=args.ttl, names=[name]
+            )
+        info = {"state": found.state, "open_by": found.open_by, **info}
+        if args.json:
+            print(json.dumps(_with_age(info, now), indent=2))
+        else:
+            _print_details(info, now)
+        return EXIT_OK
     try:
         path = find(directory, name, archived=True)
         found = examine(
@@ -271,7 +364,10 @@ def _run_show(args: argparse.Namespace) -> int:
 
 
 def _print_details(info: dict[str, Any], now: float) -> None:
-    opened = "not open" if info["open_by"] is None else f"open by process {info['open_by']}"
+    by = info["open_by"]
+    opened = (
+        "not open" if by is None else f"open by {by if isinstance(by, str) else f'process {by}'}"
+    )
     print(f"{info['id']}  {info['state']}, {opened}")
     rows = [
         ("path", info["path"]),
@@ -379,13 +475,18 @@ def _run_expire(args: argparse.Namespace) -> int:
     if names and args.ttl is not None:
         raise UsageError("--ttl only applies without IDs (named conversations move now)")
     ttl = DEFAULT_TTL if args.ttl is None else args.ttl
+    if isinstance(directory, str):
+        from ctxkit.reference.postgres import lifecycle as in_database
+
+        cleanup = in_database.cleanup  # type: ignore[assignment]
     try:
-        actions = cleanup(directory, ttl=ttl, ids=names or None, dry_run=args.dry_run)
+        with _said_as_usage():
+            actions = cleanup(directory, ttl=ttl, ids=names or None, dry_run=args.dry_run)  # type: ignore[arg-type]
     except UnknownConversation as error:
         raise UsageError(str(error)) from None
     if args.json:
         report = {
-            "directory": str(directory),
+            "directory": _shown(directory),
             "dry_run": args.dry_run,
             "ttl_s": None if names else ttl,
             "actions": [action.as_dict() for action in actions],
@@ -393,11 +494,37 @@ def _run_expire(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     elif not actions:
         unused = format_duration(ttl)
-        print(f"nothing to archive: no conversation in {directory} unused for {unused}")
+        print(f"nothing to archive: no conversation in {_shown(directory)} unused for {unused}")
     else:
         for action in actions:
             print(action.describe())
     return EXIT_SKIPPED_OPEN if any(action.open for action in actions) else EXIT_OK
+
+
+# -- copy --------------------------------------------------------------------------------------
+
+
+def _run_copy(args: argparse.Namespace) -> int:
+    from ctxkit.reference.postgres.lifecycle import copy_conversation
+
+    with _said_as_usage():
+        copied = copy_conversation(args.source, args.destination)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "source": copied.source,
+                    "destination": copied.destination,
+                    "records": copied.records,
+                    "messages": copied.messages,
+                    "verified": copied.verified,
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(copied.describe())
+    return EXIT_OK
 
 
 # -- formats -----------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from ctxkit.reference.journal import (
     OPS,
     HistoryFileCorrupt,
     HistoryFileError,
+    Loaded,
     find_damage,
     lock_holder,
     lock_holders,
@@ -62,6 +63,8 @@ __all__ = [
     "find",
     "preview",
     "scan",
+    "state_of",
+    "stored_details",
 ]
 
 DEFAULT_IDLE_AFTER = 300.0
@@ -101,14 +104,17 @@ class StoredConversation:
     """One history file as a listing sees it (its first line, its tail, its checksums)."""
 
     id: str
-    """The file's name without ``.jsonl``: what names it in ``DIR``."""
-    path: Path
+    """The file's name without ``.jsonl``: what names it in ``DIR`` (in a database, the
+    conversation's name)."""
+    path: Path | str
+    """The history file, or ``URL#conversation`` in a database."""
     state: State
     last_activity: float | None
     created: float | None
     size_bytes: int
-    open_by: int | None
-    """The pid of the live process holding the file's lock, if any (Linux: /proc/locks)."""
+    open_by: int | str | None
+    """The pid of the live process holding the file's lock, if any (Linux: /proc/locks); in a
+    database, who holds the conversation (``ctxkit pid N on HOST (...)``)."""
     encoding: str | None
     conversation_id: str | None = None
     """The header's id (the same as ``id`` when created as ``DIR / f"{id}.jsonl"``)."""
@@ -128,14 +134,16 @@ class Action:
     """What :func:`cleanup` did, or would do, with one conversation, and why."""
 
     id: str
-    source: Path
+    source: Path | str
     outcome: Outcome
     reason: str
-    destination: Path | None = None
+    destination: Path | str | None = None
+    """Where it went: a path in ``archive/``; in a database, the conversation itself (it is
+    marked archived, not moved)."""
     open: bool = False
     """Skipped because a live process holds the history open."""
-    open_by: int | None = None
-    """That process's pid, when /proc/locks tells it."""
+    open_by: int | str | None = None
+    """That process's pid, when /proc/locks tells it (in a database: who holds it)."""
 
     def describe(self) -> str:
         """One line for a person."""
@@ -240,15 +248,9 @@ def examine(
             )
     created = _time_or_none(header.get("created"))
     last_activity = last if last is not None else created
-    state: State
-    if last_activity is None:
-        state, reason = "unreadable", "no time in its header or records"
-    elif archived:
-        state, reason = "archived", None
-    else:
-        age = now - last_activity
-        state = "expired" if age >= ttl else "idle" if age >= idle_after else "active"
-        reason = None
+    state, reason = state_of(
+        last_activity, now=now, idle_after=idle_after, ttl=ttl, archived=archived
+    )
     return StoredConversation(
         id=name,
         path=path,
@@ -262,6 +264,18 @@ def examine(
         reason=reason,
         verified=verified,
     )
+
+
+def state_of(
+    last_activity: float | None, *, now: float, idle_after: float, ttl: float, archived: bool
+) -> tuple[State, str | None]:
+    """A conversation's state from its last activity, and why it is unreadable if it is."""
+    if last_activity is None:
+        return "unreadable", "no time in its header or records"
+    if archived:
+        return "archived", None
+    age = now - last_activity
+    return ("expired" if age >= ttl else "idle" if age >= idle_after else "active"), None
 
 
 def _histories(directory: Path) -> list[Path]:
@@ -385,6 +399,32 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
     if loaded.header is None:
         why = f"line 1 {loaded.torn.reason}" if loaded.torn else "the file is empty"
         raise HistoryFileError(f"{path}: {why}: no whole header, so not a ctxkit history (yet)")
+    aside = path.with_name(path.name + TORN_SUFFIX)
+    memory = path.with_name(path.name + MEMORY_FILES[0])
+    return stored_details(
+        loaded,
+        name=path.name.removesuffix(SUFFIX),
+        where=str(path),
+        size=size,
+        set_aside=str(aside) if aside.exists() else None,
+        memory=str(memory) if memory.exists() else None,
+        newest=newest,
+    )
+
+
+def stored_details(
+    loaded: Loaded,
+    *,
+    name: str,
+    where: str,
+    size: int,
+    set_aside: str | None,
+    memory: str | None,
+    newest: int,
+) -> dict[str, Any]:
+    """:func:`details` of a history read whole from anywhere (a file, a database's rows)."""
+    assert loaded.header is not None
+    path = loaded.path
     timeline = Timeline()
     audit = timeline.replay(path, loaded.records, recount=None)
     work = WorkingState()
@@ -394,11 +434,9 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
     created = _time_or_none(header.get("created"))
     last = _time_or_none(loaded.records[-1]["at"]) if loaded.records else created
     first = max(0, len(messages) - max(0, newest))
-    aside = path.with_name(path.name + TORN_SUFFIX)
-    memory = path.with_name(path.name + MEMORY_FILES[0])
     return {
-        "id": path.name.removesuffix(SUFFIX),
-        "path": str(path),
+        "id": name,
+        "path": where,
         "header": header,
         "conversation_id": _text_or_none(header.get("conversation_id")),
         "encoding": _text_or_none(header.get("encoding")),
@@ -418,9 +456,9 @@ def details(path: str | os.PathLike[str], *, newest: int = 5) -> dict[str, Any]:
             "length": loaded.torn.length,
             "reason": loaded.torn.reason,
         },
-        "set_aside": str(aside) if aside.exists() else None,
+        "set_aside": set_aside,
         **work.as_dict(),
-        "memory": str(memory) if memory.exists() else None,
+        "memory": memory,
         "newest": [
             {
                 "index": index,
@@ -538,8 +576,8 @@ def _skipped(found: StoredConversation, reason: str) -> Action:
     return Action(found.id, found.path, "skipped", reason)
 
 
-def _opened(found: StoredConversation, pid: int | None) -> Action:
-    by = f"process {pid}" if pid is not None else "another process"
+def _opened(found: StoredConversation, pid: int | str | None) -> Action:
+    by = "another process" if pid is None else pid if isinstance(pid, str) else f"process {pid}"
     return Action(found.id, found.path, "skipped", f"open by {by}", open=True, open_by=pid)
 
 

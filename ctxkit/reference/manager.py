@@ -1150,7 +1150,7 @@ def _check_store(store: Any, conversation: Any, storage_path: Any, lock_wait: An
     try:
         check_url(store)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(f"store: {exc}") from None
 
 
 def _database_history(

@@ -65,7 +65,8 @@ def check_url(url: str) -> dict[str, Any]:
     """The connection string's parts; ``ValueError`` in one sentence when it cannot be one."""
     if not is_database_url(url):
         raise ValueError(
-            f"store must be a postgresql:// URL (postgresql://USER@HOST:PORT/DATABASE), got {url!r}"
+            "a database is named by a postgresql:// URL (postgresql://USER@HOST:PORT/DATABASE), "
+            f"got {url!r}"
         )
     psycopg = _psycopg()
     try:
@@ -73,7 +74,7 @@ def check_url(url: str) -> dict[str, Any]:
     except psycopg.ProgrammingError as exc:
         reason = str(exc).strip().splitlines()[0]
         raise ValueError(
-            f"store {display_url(url)!r} is not a valid connection string: {reason}"
+            f"{display_url(url)!r} is not a valid PostgreSQL connection string: {reason}"
         ) from None
 
 
@@ -102,6 +103,8 @@ class _Runner:
         )
         self.thread.start()
         self.pools: dict[str, Any] = {}
+        self.opening: asyncio.Lock | None = None
+        """Held while a pool opens (made on the loop, the first time)."""
 
 
 _runner: _Runner | None = None
@@ -185,7 +188,17 @@ async def pool(url: str) -> Any:
     found = runner.pools.get(url)
     if found is not None:
         return found
-    _psycopg()
+    if runner.opening is None:
+        runner.opening = asyncio.Lock()
+    async with runner.opening:  # one pool per database, however many ask at once
+        found = runner.pools.get(url)
+        return found if found is not None else await _open_pool(runner, url)
+
+
+async def _open_pool(runner: _Runner, url: str) -> Any:
+    # One connection first: a server that is not there is said at once, with its reason,
+    # rather than after the pool's retries.
+    await (await connect(url)).close()
     from psycopg_pool import AsyncConnectionPool
 
     opened = AsyncConnectionPool(

@@ -93,26 +93,32 @@ async def lock_key(connection: Any, conversation: str) -> int:
     return int(row[0])
 
 
-async def lock_holder(connection: Any, key: int) -> str | None:
-    """Who holds the lock ``key``: ``ctxkit pid N on HOST (from ADDRESS, since TIME)``."""
+async def lock_holders(connection: Any, key: int | None = None) -> dict[int, str]:
+    """Who holds each advisory lock of this database (only ``key``'s when given), by key:
+    ``ctxkit pid N on HOST (from ADDRESS, since TIME)``."""
+    one = "" if key is None else " AND ((l.classid::bigint << 32) | l.objid::bigint) = %s"
     cursor = await connection.execute(
         """
-        SELECT a.application_name, host(a.client_addr), a.backend_start, a.pid
+        SELECT ((l.classid::bigint << 32) | l.objid::bigint), a.application_name,
+               host(a.client_addr), a.backend_start, a.pid
         FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND l.classid::bigint = (%s >> 32) & 4294967295
-          AND l.objid::bigint = %s & 4294967295
-        """,
-        (key, key),
+        """
+        + one,
+        () if key is None else (key,),
     )
-    row = await cursor.fetchone()
-    if row is None:
-        return None
-    name, address, since, backend = row
-    who = name or f"server process {backend}"
-    where = f"from {address}, " if address else ""
-    return f"{who} ({where}since {since:%Y-%m-%d %H:%M:%S %Z})"
+    holders = {}
+    for held, name, address, since, backend in await cursor.fetchall():  # (a shift wraps)
+        who = name or f"server process {backend}"
+        where = f"from {address}, " if address else ""
+        holders[held] = f"{who} ({where}since {since:%Y-%m-%d %H:%M:%S %Z})"
+    return holders
+
+
+async def lock_holder(connection: Any, key: int) -> str | None:
+    """Who holds the lock ``key`` (see :func:`lock_holders`), or None."""
+    return (await lock_holders(connection, key)).get(key)
 
 
 async def read_lines(connection: Any, conversation: str) -> list[tuple[int, str]]:
@@ -196,6 +202,12 @@ class DatabaseHistory:
                     await self._insert(connection, 1, "header", header["created"], header)
                 self.end = 1
                 loaded.header = header
+            else:  # opened again: no longer archived (ctxkit contexts expire)
+                await connection.execute(
+                    "UPDATE ctxkit_conversations SET archived = NULL "
+                    "WHERE conversation = %s AND archived IS NOT NULL",
+                    (self.conversation,),
+                )
         except BaseException as exc:
             await connection.close()
             if isinstance(exc, db._psycopg().OperationalError):

@@ -50,9 +50,11 @@ def is_body_line(data: Any) -> bool:
 
 
 def _time_ns(value: Any, line_number: int) -> int:
-    if isinstance(value, bool) or value is None:
+    if value is None:
         return line_number
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value != value or value in (float("inf"), float("-inf")) or value < 0:
+            raise NotABody(f"timestamp {value!r} is no time")
         if value > 1e17:
             return int(value)  # nanoseconds
         if value > 1e11:
@@ -61,30 +63,84 @@ def _time_ns(value: Any, line_number: int) -> int:
     if isinstance(value, str):
         try:
             return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1e9)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise NotABody(f"timestamp {value!r} is neither a number nor ISO 8601") from None
-    raise NotABody(f"timestamp {value!r} is neither a number nor ISO 8601")
+    raise NotABody(f"timestamp is {_a(value)}, neither a number nor ISO 8601 text: {_shown(value)}")
+
+
+def _a(value: Any) -> str:
+    """A JSON value's type, in words: ``a list``, ``an object``."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, Mapping):
+        return "an object"
+    return {
+        str: "a string",
+        list: "a list",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    """A short, printable form of a value a reason quotes."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_USAGE_FIELDS = (
+    ("prompt_tokens", "input_tokens", "promptTokenCount"),
+    ("cached_tokens", "cache_read_input_tokens", "cachedContentTokenCount"),
+    ("completion_tokens", "output_tokens", "candidatesTokenCount"),
+)
+"""Usage's three counts, by the names each API gives them (cached tokens inside
+``prompt_tokens_details`` / ``input_tokens_details`` too)."""
 
 
 def _usage(line: Mapping[str, Any]) -> Usage | None:
-    usage = line.get("usage")
-    if not isinstance(usage, Mapping):
-        response = line.get("response")
-        usage = response.get("usage") if isinstance(response, Mapping) else None
-    if not isinstance(usage, Mapping):
+    """The provider's reported usage, beside the body; a count that is not a number of
+    tokens skips the line (:class:`NotABody` naming it), as any field of the wrong type."""
+    usage, at = line.get("usage"), "usage"
+    response = line.get("response")
+    if usage is None and isinstance(response, Mapping):
+        usage, at = response.get("usage"), "response.usage"
+    if usage is None:
         return None
-    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    if cached is None:
-        cached = usage.get("cache_read_input_tokens", usage.get("cachedContentTokenCount"))
-    found = Usage(
-        usage.get("prompt_tokens", usage.get("input_tokens", usage.get("promptTokenCount"))),
-        cached,
-        usage.get(
-            "completion_tokens", usage.get("output_tokens", usage.get("candidatesTokenCount"))
-        ),
+    if not isinstance(usage, Mapping):
+        raise NotABody(f"{at} is {_a(usage)}, not an object of token counts")
+    details_at = next(
+        (name for name in ("prompt_tokens_details", "input_tokens_details") if usage.get(name)),
+        None,
     )
-    return None if found == Usage() else found
+    details = usage.get(details_at) if details_at else None
+    if details is not None and not isinstance(details, Mapping):
+        raise NotABody(f"{at}.{details_at} is {_a(details)}, not an object of token counts")
+    counts = []
+    for names in _USAGE_FIELDS:
+        found = None
+        for name in names:
+            inside = details if name == "cached_tokens" else usage
+            if inside is not None and inside.get(name) is not None:
+                where = f"{at}.{details_at}.{name}" if inside is details else f"{at}.{name}"
+                found = _tokens(inside[name], where)
+                break
+        counts.append(found)
+    found_usage = Usage(*counts)
+    return None if found_usage == Usage() else found_usage
+
+
+def _tokens(value: Any, where: str) -> int:
+    """A count of tokens (a whole number, as JSON may write it: ``12`` or ``12.0``)."""
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value == value
+        and 0 <= value < 1e15
+        and value == int(value)
+    ):
+        return int(value)
+    raise NotABody(f"{where} is {_a(value)}, not a number of tokens: {_shown(value)}")
 
 
 def _system_text(system: Any) -> Any:
@@ -143,12 +199,17 @@ def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request
     metadata = body.get("metadata")
     key = metadata.get("conversation_id") if isinstance(metadata, Mapping) else None
     key = key or line.get("conversation_id")
+    if key is not None and (isinstance(key, bool) or not isinstance(key, str | int)):
+        raise NotABody(f"conversation_id is {_a(key)}, not text: {_shown(key)}")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise NotABody(f"model is {_a(model)}, not a model's name: {_shown(model)}")
     stamp = line.get("timestamp", line.get("time")) if body is not line else None
     return Request(
         messages=[m for m in messages],
         time_ns=_time_ns(stamp, line_number),
         where=where,
-        model=str(body.get("model") or ""),
+        model=model or "",
         provider=api,
         key=str(key) if key else "",
         keyed_by="metadata.conversation_id" if key else "",

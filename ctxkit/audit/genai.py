@@ -302,8 +302,15 @@ def _usage(attributes: Mapping[str, Any]) -> Usage | None:
     def first(*names: str) -> int | None:
         for name in names:
             value = attributes.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if value is None:
+                continue
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and 0 <= value < 1e15  # not NaN, nor infinite
+            ):
                 return int(value)
+            raise ValueError(f"{name} is {value!r}, not a number of tokens")
         return None
 
     usage = Usage(
@@ -350,30 +357,39 @@ def model_call(record: Record) -> bool | None:
     return None
 
 
+def _text(attributes: Mapping[str, Any], *names: str) -> str:
+    """The first of ``names`` the record has, as text (an id may be recorded as a number).
+
+    Raises ``ValueError`` for a value of another type (a list, a map, a boolean): the record
+    is skipped, as any of the wrong type.
+    """
+    for name in names:
+        value = attributes.get(name)
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise ValueError(f"{name} is {value!r}, not text")
+        return str(value)
+    return ""
+
+
 def _request(record: Record, messages: list[dict[str, Any]], source: str, where: str) -> Request:
+    """A request of a record. Raises ``ValueError`` for a key or a model of the wrong type."""
     attributes = {**record.resource, **record.attributes}
     key, keyed_by = "", ""
     for rule in ("gen_ai.conversation.id", "session.id"):
-        if attributes.get(rule):
-            key, keyed_by = str(attributes[rule]), rule
+        key = _text(attributes, rule)
+        if key:
+            keyed_by = rule
             break
     told = tell(record.name, attributes, messages)
     return Request(
         messages=messages,
         time_ns=record.time_ns,
         where=where,
-        model=str(
-            attributes.get("gen_ai.request.model")
-            or attributes.get("llm.model_name")
-            or attributes.get("gen_ai.response.model")
-            or ""
-        ),
-        provider=str(
-            attributes.get("gen_ai.provider.name")
-            or attributes.get("gen_ai.system")
-            or attributes.get("llm.provider")
-            or attributes.get("llm.system")
-            or ""
+        model=_text(attributes, "gen_ai.request.model", "llm.model_name", "gen_ai.response.model"),
+        provider=_text(
+            attributes, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"
         ),
         key=key,
         keyed_by=keyed_by,
@@ -512,16 +528,16 @@ def requests_of(
         at = f"{where} span {record.span_id or '?'} ({record.name})"
         try:
             messages, source = _messages_of(record, linked)
+            if messages is None:
+                if model_call(record):
+                    silent.append((record, at))
+                continue
+            if model_call(record) is False:
+                continue  # an agent's or a workflow's span: the calls inside it are requests
+            requests.append(_request(record, messages, source, at))
         except ValueError as exc:
             problems.append(Problem(at, str(exc)))
             continue
-        if messages is None:
-            if model_call(record):
-                silent.append((record, at))
-            continue
-        if model_call(record) is False:
-            continue  # an agent's or a workflow's span: the calls inside it are the requests
-        requests.append(_request(record, messages, source, at))
         twins.add(record)
     for record, where in lone_logs:
         if record.span_id in span_ids or record.name != DETAILS_EVENT:
@@ -529,10 +545,9 @@ def requests_of(
         at = f"{where} log record ({record.name})"
         try:
             messages = _structured(record.attributes)
+            if messages is not None:
+                requests.append(_request(record, messages, f"{DETAILS_EVENT} log", at))
         except ValueError as exc:
             problems.append(Problem(at, str(exc)))
-            continue
-        if messages is not None:
-            requests.append(_request(record, messages, f"{DETAILS_EVENT} log", at))
     problems.extend(twins.unrecorded(silent, final=final))
     return requests, problems

@@ -22,7 +22,12 @@ from __future__ import annotations
 import gzip
 import heapq
 import io
+import os
+import shutil
+import stat
 import sys
+import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ctxkit.audit.bodies import NotABody, is_body_line, request_of
+from ctxkit.audit.duplicates import Duplicates
 from ctxkit.audit.frames import Decoded, MissingDecompressor, frames, is_framed
 from ctxkit.audit.genai import Twins, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, decode_json_line
@@ -45,6 +51,7 @@ __all__ = [
     "files_of",
     "in_order",
     "read_paths",
+    "spooled",
 ]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -126,17 +133,75 @@ def _line(number: int, line: str, consumed: int) -> tuple[int, Any, str, int]:
 def files_of(paths: Sequence[str]) -> list[str]:
     """The files ``paths`` name: a directory stands for the files in it, by name (not those
     whose name starts with a dot, nor its subdirectories); ``-`` is stdin."""
-    found: list[str] = []
+    return [path for path, _ in _files_of(paths)]
+
+
+def _files_of(paths: Sequence[str]) -> list[tuple[str, bool]]:
+    """:func:`files_of`, each with whether a directory named it (an empty file there is the
+    current file just after a rotation, not the user's mistake)."""
+    found: list[tuple[str, bool]] = []
     for path in paths:
         if path != "-" and Path(path).is_dir():
             found.extend(
-                str(item)
+                (str(item), True)
                 for item in sorted(Path(path).iterdir())
                 if not item.name.startswith(".") and item.is_file()
             )
         else:
-            found.append(path)
+            found.append((path, False))
     return found
+
+
+STDIN_CLOSED = (
+    "-: stdin is closed, so there is nothing to read: pipe a recording in "
+    "(ctxkit audit - < traces.jsonl) or name its file"
+)
+
+
+@contextmanager
+def spooled(paths: Sequence[str]) -> Iterator[list[str]]:
+    """The paths, with what can be read only once (``-`` for stdin, a FIFO, a process
+    substitution's ``/dev/fd/N``) copied to a temporary file first, removed on leaving: for a
+    reader that reads its input twice (``ctxkit replay``).
+
+    Raises :class:`UnknownFormat` when stdin is closed or a stream cannot be read.
+    """
+    with tempfile.TemporaryDirectory(prefix="ctxkit-spool-") as folder:
+        copies: list[str] = []
+        for number, path in enumerate(paths):
+            if path != "-" and not _once_only(path):
+                copies.append(path)
+                continue
+            copy = os.path.join(folder, f"{number}.spool")
+            try:
+                with _opened(path) as source, open(copy, "wb") as target:
+                    shutil.copyfileobj(source, target)
+            except OSError as exc:
+                raise UnknownFormat(f"cannot read {path}: {exc.strerror or exc}") from None
+            copies.append(copy)
+        yield copies
+
+
+def _once_only(path: str) -> bool:
+    """Whether the file at ``path`` is a stream (a FIFO, a pipe, a character device, a
+    socket), read once and gone, not a file that can be read again."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[Any]:
+    """A binary stream of ``path`` (stdin's for ``-``, left open)."""
+    if path != "-":
+        with open(path, "rb") as handle:
+            yield handle
+        return
+    if sys.stdin is None:
+        raise UnknownFormat(STDIN_CLOSED)
+    yield getattr(sys.stdin, "buffer", sys.stdin)
 
 
 @contextmanager
@@ -144,6 +209,8 @@ def _entries(path: str) -> Iterator[tuple[str, Iterator[tuple[str, Any, str, int
     """The file's name, and its entries: (where in it, what it holds, what is wrong, bytes
     read so far), line by line or frame by frame. Stdin is read the same way, and left open."""
     if path == "-":
+        if sys.stdin is None:  # started with stdin closed (<&-)
+            raise UnknownFormat(STDIN_CLOSED)
         stdin = getattr(sys.stdin, "buffer", None)
         if not hasattr(stdin, "peek"):  # replaced by a text stream
             yield "<stdin>", ((str(n), *rest) for n, *rest in _documents(sys.stdin))
@@ -161,18 +228,40 @@ def _entries(path: str) -> Iterator[tuple[str, Iterator[tuple[str, Any, str, int
 
 def _binary_entries(raw: Any) -> Iterator[tuple[str, Any, str, int]]:
     """What :func:`_entries` yields, from a binary stream that can peek (gzip or not, framed
-    or lines). The stream is not closed: whoever opened it does."""
-    binary: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
-    if is_framed(binary.peek(1)):
-        for number, *rest in frames(binary):
-            yield (f"frame {number}", *rest)
-        return
-    text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+    or lines). The stream is not closed: whoever opened it does. A gzip stream is read up to
+    its damage (cut short, or corrupt), which is the last entry, a problem."""
+    compressed = raw.peek(2)[:2] == GZIP_MAGIC
+    binary: Any = gzip.GzipFile(fileobj=raw) if compressed else raw
+    reached = ["1", 0]  # the next entry's place, and the bytes read before it
     try:
-        for number, *rest in _documents(text):
-            yield (str(number), *rest)
-    finally:
-        text.detach()
+        if is_framed(binary.peek(1)):
+            for number, *rest in frames(binary):
+                reached = [f"frame {number + 1}", rest[-1]]
+                yield (f"frame {number}", *rest)
+            return
+        text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+        try:
+            for number, *rest in _documents(text):
+                reached = [str(number + 1), rest[-1]]
+                yield (str(number), *rest)
+        finally:
+            text.detach()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        if not compressed:
+            raise
+        yield reached[0], None, _damage(exc), reached[1]
+
+
+_DAMAGED = "the gzip stream is"
+
+
+def _damage(exc: BaseException) -> str:
+    """A gzip stream's damage, in words: what was before it was read."""
+    if isinstance(exc, EOFError):
+        what = f"{_DAMAGED} cut short (a file still being written, or copied in part)"
+    else:
+        what = f"{_DAMAGED} damaged ({exc})"
+    return what + ": what comes after this point is lost, everything before it was read"
 
 
 def _form_of(name: str, data: Any) -> str:
@@ -210,6 +299,7 @@ class Reading:
         self.lines = 0
         self.records = 0
         self._bodies = 0
+        self._duplicates = Duplicates()
 
     def __iter__(self) -> Iterator[Request]:
         return in_order(self._requests(), REORDER)
@@ -220,7 +310,7 @@ class Reading:
         join it wherever they were written near it."""
         held = Settling(float(REORDER), hold_at_most=4)
         twins = Twins()
-        for path in files_of(self.paths):
+        for path, in_folder in _files_of(self.paths):
             with _entries(path) as (name, entries):
                 skipped_before = len(self.problems)
                 kind = None if self.form == "auto" else self.form
@@ -234,7 +324,9 @@ class Reading:
                             kind = kind or _form_of(name, data)
                             try:
                                 if kind == "bodies":
-                                    yield self._body(data, where)
+                                    request = self._body(data, where)
+                                    if request is not None:
+                                        yield request
                                 else:
                                     found = self._records(data)
                                     held.add(float(self.records), found, where)
@@ -250,6 +342,11 @@ class Reading:
                     raise UnknownFormat(f"{name}: {exc}") from None
                 if kind is None and self.form == "auto":
                     skipped = self.problems[skipped_before:]
+                    if skipped and all(p.reason.startswith(_DAMAGED) for p in skipped):
+                        continue  # damaged before its first record: said, not refused
+                    if not skipped and in_folder:
+                        self.notes.add(f"{name} is empty (the current file just after a rotation?)")
+                        continue
                     if not skipped:
                         raise UnknownFormat(f"{name}: holds no record (an empty file?)")
                     raise UnknownFormat(
@@ -257,16 +354,23 @@ class Reading:
                         f"first, {skipped[0].where}: {skipped[0].reason})"
                     )
         yield from self._made(held.ripe(float(self.records), everything=True), twins, final=True)
+        if self._duplicates.dropped:
+            self.notes.add(self._duplicates.note())
 
-    def _body(self, data: Any, where: str) -> Request:
+    def _body(self, data: Any, where: str) -> Request | None:
+        """The line's request; None for a line read before (see
+        :class:`~ctxkit.audit.duplicates.Duplicates`)."""
         if isinstance(data, Decoded):
             raise NotABody("is an OTLP protobuf export, not a request body")
         request = request_of(data, where, self._bodies)
         self._bodies += 1
+        if self._duplicates.line(data):
+            return None
         return request
 
     def _records(self, data: Any) -> list[Record]:
-        return data.records if isinstance(data, Decoded) else decode_json_line(data, self.notes)
+        found = data.records if isinstance(data, Decoded) else decode_json_line(data, self.notes)
+        return self._duplicates.records(found)
 
     def _made(
         self, records: list[tuple[Record, str]], twins: Twins, *, final: bool

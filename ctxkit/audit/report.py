@@ -21,6 +21,7 @@ from ctxkit.audit.apis import API_NAMES
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.checks import ConversationAudit, Finding
 from ctxkit.audit.request import Problem
+from ctxkit.audit.terminal import printable
 from ctxkit.wording import plural
 
 __all__ = ["REPORT_VERSION", "Outcome", "as_json", "text_summary", "write_html", "write_junit"]
@@ -67,7 +68,7 @@ class Outcome:
         shown = "; ".join(f"{count} {reason}" for (reason, _), count in counted.most_common(3))
         more = len(counted) - 3
         (_, hint), _ = counted.most_common(1)[0]
-        return (
+        return printable(
             f"nothing audited: {plural(len(self.problems), 'record')} skipped ({shown}"
             + (f"; and {plural(more, 'other reason')}" if more > 0 else "")
             + ")"
@@ -121,7 +122,9 @@ def _conversation_lines(outcome: Outcome, audit: ConversationAudit) -> list[str]
 
 def text_summary(outcome: Outcome, *, verbose: bool = False) -> str:
     """What ``ctxkit audit`` prints: failing and warned conversations in full, passing ones
-    counted (listed with ``verbose``), then the skipped input and a total."""
+    counted (listed with ``verbose``), then the skipped input and a total. Every line is
+    made printable (:func:`~ctxkit.audit.terminal.printable`): recorded text (keys, models,
+    content) never reaches a terminal as control characters."""
     auditor = outcome.auditor
     lines: list[str] = []
     passed = 0
@@ -147,7 +150,7 @@ def text_summary(outcome: Outcome, *, verbose: bool = False) -> str:
         + (f"{failing} failing" if failing else "none failing")
         + (f", {plural(len(outcome.problems), 'record')} skipped" if outcome.problems else "")
     )
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _conversation_json(outcome: Outcome, audit: ConversationAudit) -> dict[str, Any]:

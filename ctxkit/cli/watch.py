@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxkit.audit.publish import AuditMetrics
     from ctxkit.audit.receiver import Watch
     from ctxkit.audit.report import Outcome, as_json
+    from ctxkit.audit.terminal import printable
     from ctxkit.events import EventBus
     from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
 
@@ -156,8 +157,10 @@ def run(args: argparse.Namespace) -> int:
     def show(audit: Any, request: Any, found: list[Any]) -> None:
         for finding in found:
             print(
-                f"{audit.key} request {finding.request}: {finding.property} "
-                f"({finding.level}): {finding.message}",
+                printable(
+                    f"{audit.key} request {finding.request}: {finding.property} "
+                    f"({finding.level}): {finding.message}"
+                ),
                 flush=True,
             )
 

@@ -1,5 +1,7 @@
 """What a replay reports: per manager, totals and each conversation's figures, as JSON (schema
-``conformance/replay-report.schema.json``, ``version`` 1) and as a table; the gate's verdict."""
+``conformance/replay-report.schema.json``, ``version`` 1) and as a table; the gate's verdict.
+Records of the recording that could not be read are counted and named in both, as the audit
+names them; recorded text in the table is made printable and never read as markup."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.audit.terminal import printable
 from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed
 from ctxkit.replay.session import Outcome
 
@@ -52,6 +55,7 @@ def totals(conversations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "references_needed": needed,
         "references_kept": round(total("references_found") / needed, 4) if needed else None,
         "errors": sum(1 for c in conversations if c["error"]),
+        "stopped": sum(1 for c in conversations if c.get("stopped")),
     }
 
 
@@ -87,6 +91,7 @@ def _conversation(replayed: Replayed) -> dict[str, Any]:
         ],
         "unreconstructed": replayed.unreconstructed,
         "error": replayed.error,
+        "stopped": replayed.stopped,
     }
 
 
@@ -99,6 +104,9 @@ def as_json(outcome: Outcome) -> dict[str, Any]:
         "shard": outcome.shard,
         "conversations": outcome.conversations,
         "notes": list(outcome.notes),
+        "skipped": [
+            {"where": p.where, "reason": p.reason, "hint": p.hint} for p in outcome.problems
+        ],
         "managers": [
             _manager(spec, [_conversation(r) for r in outcome.results[spec.name]])
             for spec in outcome.managers
@@ -126,18 +134,22 @@ def merge(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     names = [m["name"] for m in first["managers"]]
     conversations: dict[str, list[Any]] = {name: [] for name in names}
     notes: set[str] = set()
+    skipped: dict[tuple[str, str], dict[str, Any]] = {}
     for part in reports:
         if [m["name"] for m in part["managers"]] != names:
             raise ValueError("their managers differ: merge the shards of one replay")
         for manager in part["managers"]:
             conversations[manager["name"]].extend(manager["conversations"])
         notes.update(part["notes"])
+        for problem in part.get("skipped", ()):  # every shard read the whole recording
+            skipped.setdefault((problem["where"], problem["reason"]), problem)
     return {
         "version": VERSION,
         "tool": "ctxkit replay",
         "shard": None,
         "conversations": sum(part["conversations"] for part in reports),
         "notes": sorted(notes),
+        "skipped": list(skipped.values()),
         "managers": [
             {
                 **manager,
@@ -202,13 +214,15 @@ def parse_threshold(text: str) -> Threshold:
 
 
 def failures(report: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list[str]:
-    """Why the gate fails, one sentence each: a manager other than ``recorded`` with a
-    required finding, or past a ``--fail-if`` threshold."""
+    """Why the gate fails, one sentence each: a manager other than ``recorded`` that raised
+    or stopped in a conversation (its figures are not the whole replay's), with a required
+    finding, or past a ``--fail-if`` threshold."""
     recorded = next((m["totals"] for m in report["managers"] if m["target"] == RECORDED), {})
     said = []
     for manager in report["managers"]:
         if manager["target"] == RECORDED:
             continue
+        said.extend(_did_not_finish(manager))
         figures = manager["totals"]
         if figures["required_findings"]:
             said.append(
@@ -232,16 +246,40 @@ def failures(report: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list
     return said
 
 
+def _did_not_finish(manager: Mapping[str, Any]) -> list[str]:
+    """``X stopped in 3 of 40 conversation(s): ...`` (its process ended) and ``X failed in
+    ...`` (it raised, or answered what is no view), each with the first one's sentence."""
+    conversations = manager["conversations"]
+    said = []
+    for stopped, verb in ((True, "stopped"), (False, "failed")):
+        ended = [c for c in conversations if c["error"] and bool(c.get("stopped")) == stopped]
+        if ended:
+            first = ended[0]
+            said.append(
+                f"{manager['name']}: {verb} in {len(ended)} of {len(conversations)} "
+                f"conversation(s): in {first['key']} at {first['error']}"
+            )
+    return said
+
+
+SKIPPED_SHOWN = 5
+"""Skipped records named under the table (all are in the JSON report)."""
+
+
 def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
-    """The comparison table, then where each candidate broke first."""
+    """The comparison table, then where each candidate broke first, and the records of the
+    recording that were skipped (counted, the first named with their file:line)."""
     from io import StringIO
 
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    skipped = report.get("skipped", [])
     table = Table(
-        title=f"replayed {_plural(report['conversations'], 'conversation')}",
+        title=f"replayed {_plural(report['conversations'], 'conversation')}"
+        + (f", {_plural(len(skipped), 'record')} skipped" if skipped else ""),
         box=box.SIMPLE_HEAD,
     )
     for column in (
@@ -271,7 +309,7 @@ def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
             else (f"{figures['tokens_sent'] / recorded['tokens_sent']:.2f}x")
         )
         table.add_row(
-            manager["name"],
+            Text(printable(manager["name"])),
             str(figures["requests"]),
             f"{figures['tokens_sent']:,}" + (f" ({ratio})" if ratio else ""),
             f"{figures['billed_tokens']:,.0f}",
@@ -285,24 +323,39 @@ def text_report(report: Mapping[str, Any], *, width: int = 120) -> str:
     out = StringIO()
     console = Console(file=out, width=width, force_terminal=False, color_system=None)
     console.print(table)
+
+    def say(line: str) -> None:
+        """A line under the table: recorded text printable, never read as markup."""
+        console.print(printable(line), markup=False, highlight=False)
+
     for manager in report["managers"]:
         for conversation in manager["conversations"]:
             first = next((f for f in conversation["findings"] if f["level"] == "required"), None)
             if first is not None:
-                console.print(
+                say(
                     f"{manager['name']}: conversation {conversation['key']}, request "
                     f"{first['request']}: {first['property']}: {first['message']}"
                 )
                 break
         for conversation in manager["conversations"]:
             if conversation["error"]:
-                console.print(
+                say(
                     f"{manager['name']}: conversation {conversation['key']} stopped at "
                     f"{conversation['error']}"
                 )
                 break
+    for problem in skipped[:SKIPPED_SHOWN]:
+        say(
+            f"skipped {problem['where']}: {problem['reason']}"
+            + (f" ({problem['hint']})" if problem.get("hint") else "")
+        )
+    if len(skipped) > SKIPPED_SHOWN:
+        say(
+            f"... and {_plural(len(skipped) - SKIPPED_SHOWN, 'more skipped record')} "
+            "(all of them in --report-json)"
+        )
     for note in report["notes"]:
-        console.print(f"note: {note}")
+        say(f"note: {note}")
     return out.getvalue().rstrip()
 
 

@@ -89,7 +89,7 @@ class OtlpReceiver:
 
         self.sink = sink
         self.on_error = on_error
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server = _QuietServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -120,8 +120,18 @@ class OtlpReceiver:
             handler.close_connection = True
             return
         encoding = handler.headers.get("content-encoding", "").strip().lower()
+        sent = handler.rfile.read(length)
+        if len(sent) < length:  # the sender stopped short: what came is no whole export
+            handler.close_connection = True
+            self._answer(
+                handler,
+                400,
+                json_body,
+                f"the body ended after {len(sent)} of its Content-Length {length} bytes",
+            )
+            return
         try:
-            body = _inflated(handler.rfile.read(length), encoding)
+            body = _inflated(sent, encoding)
             records = records_of(body, content_type, signal)
         except _TooLarge as exc:
             self._answer(handler, 413, json_body, str(exc))
@@ -154,15 +164,29 @@ class OtlpReceiver:
                 data = json_format.MessageToJson(status).encode()
             else:
                 data = status.SerializeToString()
-        handler.send_response(code)
-        handler.send_header(
-            "content-type", "application/json" if json_body else "application/x-protobuf"
-        )
-        handler.send_header("content-length", str(len(data)))
-        if retry:
-            handler.send_header("retry-after", "1")
-        handler.end_headers()
-        handler.wfile.write(data)
+        try:
+            handler.send_response(code)
+            handler.send_header(
+                "content-type", "application/json" if json_body else "application/x-protobuf"
+            )
+            handler.send_header("content-length", str(len(data)))
+            if retry:
+                handler.send_header("retry-after", "1")
+            handler.end_headers()
+            handler.wfile.write(data)
+        except OSError:  # the sender left before its answer: nothing to tell it
+            handler.close_connection = True
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """An HTTP server that says nothing of a sender that left early (a reset, a broken pipe,
+    a timeout): the sender's exporter retries, and a traceback on stderr for each would bury
+    what the watch prints. Anything else is ctxkit's bug, and is printed."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _TooLarge(ValueError):

@@ -27,22 +27,26 @@ JS_HOSTILE = "tests/zoo_js/replay_hostile.mjs:Hostile"
 CONVERSATIONS = 2
 REQUESTS = 3
 
+EITHER = "add_message or get_messages_for_request"
+"""Where a process that gave no answer (a hang, a kill) was: one round trip makes both calls
+of a model call (the protocol's ``turn``)."""
+
 SAID = {
     "exit0": "the target called sys.exit(0) during get_messages_for_request",
     "exit3": "the target called sys.exit(3) during get_messages_for_request",
-    "os_exit": "the target's process died during get_messages_for_request (exit code 0)",
-    "sigkill": "during get_messages_for_request (killed by SIGKILL)",
-    "sleep": "timed out: get_messages_for_request did not return within 1 s",
-    "await": "timed out: get_messages_for_request did not return within 1 s",
-    "spin": "timed out: get_messages_for_request did not return within 1 s",
+    "os_exit": f"the target's process died during {EITHER} (exit code 0)",
+    "sigkill": f"during {EITHER} (killed by SIGKILL)",
+    "sleep": f"timed out: {EITHER} did not return within 1 s",
+    "await": f"timed out: {EITHER} did not return within 1 s",
+    "spin": f"timed out: {EITHER} did not return within 1 s",
     "cancelled": "CancelledError",
     "base": "BaseException: a bare BaseException",
     "str": "get_messages_for_request returned a str ('the view, as one string'), not a list of "
     "messages",
     "none": "get_messages_for_request returned None, not a list of messages",
     "exits_five": "the target called sys.exit(5) during get_messages_for_request",
-    "js_exit": "during get_messages_for_request",
-    "js_loop": "timed out: get_messages_for_request did not return within 1 s",
+    "js_exit": "the target called process.exit(0) during get_messages_for_request",
+    "js_loop": f"timed out: {EITHER} did not return within 1 s",
 }
 """What each candidate's conversations end with, at its second request (index 1)."""
 

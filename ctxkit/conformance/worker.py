@@ -90,6 +90,10 @@ class Worker:
         self.history = HistoryDigest(self.ignore)
         self.sent_events = 0
         self.before: Any = None
+        self.digests = True
+        """Answers carry the history's digest (``hello``'s ``digests``; a replay needs none)."""
+        self.calling = ""
+        """The call a ``turn`` is in, for an error's ``during``."""
 
     async def handle(self, op: str, args: dict[str, Any]) -> Any:
         if op == "hello":
@@ -111,11 +115,13 @@ class Worker:
         config: dict[str, Any] | None = None,
         ignore: list[str] | tuple[str, ...] = (),
         form: str | None = None,
+        digests: bool = True,
     ) -> dict[str, Any]:
         if protocol != PROTOCOL_VERSION:
             raise ProtocolVersion(f"this worker speaks protocol {PROTOCOL_VERSION}, not {protocol}")
         self.target = load_target(target, config, form)
         self.ignore = frozenset(ignore)
+        self.digests = bool(digests)
         self.history = HistoryDigest(self.ignore)
         return {
             "protocol": PROTOCOL_VERSION,
@@ -173,6 +179,20 @@ class Worker:
         await self._edited(view, edit_after)
         return snapshot
 
+    async def op_turn(
+        self,
+        messages: list[Any],
+        token_budget: int | None = None,
+        provider: dict[str, Any] | None = None,
+    ) -> Any:
+        """One model call of a recorded conversation: the messages added in order, then the
+        view (a replay's one round trip per call)."""
+        self.calling = "add_message"
+        for message in messages:
+            await self.manager.add_message(message)
+        self.calling = "get_messages_for_request"
+        return await self.op_view(token_budget, provider)
+
     async def op_get(self, edit_after: bool = False) -> Any:
         history = await self.manager.get_messages()
         snapshot = to_json(history)
@@ -193,12 +213,13 @@ class Worker:
         answer: dict[str, Any] = {
             "events": [{"name": str(name), "data": to_json(data)} for name, data in events]
         }
-        try:
-            answer["digest"] = self.history.of(await self.manager.get_messages())
-        except MemoryError:
-            raise
-        except Exception:
-            pass  # no digest: the runner asks with get and sees what get_messages() does
+        if self.digests:
+            try:
+                answer["digest"] = self.history.of(await self.manager.get_messages())
+            except MemoryError:
+                raise
+            except Exception:
+                pass  # no digest: the runner asks with get and sees what get_messages() does
         if self.before is not None:
             answer["before"], self.before = self.before, None
         return answer
@@ -322,6 +343,8 @@ async def respond(worker: Worker, op: str, args: dict[str, Any]) -> dict[str, An
         return answer
     except BaseException as exc:
         answer = _error(exc)
+        if op == "turn":
+            answer["error"]["during"] = worker.calling
     if answer["kind"] == "raised" and worker.manager is not None:
         try:
             answer.update(await worker.state())

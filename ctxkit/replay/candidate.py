@@ -102,6 +102,7 @@ class Candidate:
                 ANNOTATION_KEYS,
                 timeout=self.limits.load_timeout,
                 form=self.form,
+                digests=False,  # a replay never checks one: they would cost what calls cost
             )
         except TargetUnusable as exc:
             raise CannotLoad(f"loading it: {exc.message}{self.route.hint}") from None
@@ -130,14 +131,12 @@ class Candidate:
             self._call("reset")
         self._fresh = False
 
-    def add_message(self, message: Any) -> None:
-        self._call("add", message=message)
-
-    def view(self, budget: int | None) -> list[Any]:
-        """The view at ``budget``, given both as ``token_budget`` and as a provider's window
-        (a manager may read either), or neither when no budget is known."""
+    def turn(self, messages: list[Any], budget: int | None) -> list[Any]:
+        """One model call: ``messages`` added in order, then the view at ``budget``, given
+        both as ``token_budget`` and as a provider's window (a manager may read either), or
+        neither when no budget is known. One round trip to the worker."""
         provider = None if budget is None else {"context_window": budget, "max_output_tokens": 0}
-        view = self._call("view", token_budget=budget, provider=provider)
+        view = self._call("turn", messages=messages, token_budget=budget, provider=provider)
         if not isinstance(view, list):
             raise CandidateRaised(
                 f"get_messages_for_request returned {_kind(view)}, not a list of messages"

@@ -149,9 +149,7 @@ def replay_conversation(
             if candidate is None:
                 view = conversation.recorded_view(call)
             else:
-                for message in conversation.added_before(call):
-                    candidate.add_message(message)
-                view = candidate.view(budget)
+                view = candidate.turn(list(conversation.added_before(call)), budget)
             _measure(result, audit, conversation, call, view, budget, options, texts)
     except CandidateRaised as exc:
         result.error = f"request {result.requests}: {exc}"

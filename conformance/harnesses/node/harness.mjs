@@ -261,7 +261,7 @@ class Worker {
     };
   }
 
-  async hello({ protocol, target, config, ignore, form }) {
+  async hello({ protocol, target, config, ignore, form, digests }) {
     if (protocol !== PROTOCOL) {
       const error = new Error(`this harness speaks protocol ${PROTOCOL}, not ${protocol}`);
       error.name = "ProtocolVersion";
@@ -272,6 +272,7 @@ class Worker {
     this.target.form = formOf(this.target, form);
     this.config = config ?? {};
     this.ignore = new Set(ignore ?? []);
+    this.digests = digests !== false;
     return {
       protocol: PROTOCOL,
       implementation: { name: "ctxkit-node-harness", version: VERSION, language: "javascript" },
@@ -309,6 +310,14 @@ class Worker {
     await this.manager.addMessage(message);
     await this.edited(message, edit_after);
     return null;
+  }
+
+  // One model call of a recorded conversation: the messages added in order, then the view.
+  async turn({ messages, token_budget, provider }) {
+    this.calling = "add_message";
+    for (const message of messages) await this.manager.addMessage(message);
+    this.calling = "get_messages_for_request";
+    return this.view({ token_budget, provider, edit_after: false });
   }
 
   async add_many({ messages }) {
@@ -364,10 +373,12 @@ class Worker {
 
   async state() {
     const answer = { events: this.events.splice(0) };
-    try {
-      answer.digest = digest(toJSON(await this.manager.getMessages()), this.ignore);
-    } catch {
-      // no digest: the runner asks with get and sees what getMessages() does
+    if (this.digests) {
+      try {
+        answer.digest = digest(toJSON(await this.manager.getMessages()), this.ignore);
+      } catch {
+        // no digest: the runner asks with get and sees what getMessages() does
+      }
     }
     if (this.before !== undefined) answer.before = this.before;
     this.before = undefined;
@@ -380,7 +391,7 @@ class Worker {
       if (op !== "hello" && op !== "reset" && !this.manager) {
         throw Object.assign(new Error(`${op} before reset: no manager is built`), { protocol: true });
       }
-      if (!["hello", "reset", "add", "add_many", "view", "get", "set", "clear"].includes(op)) {
+      if (!["hello", "reset", "add", "add_many", "view", "get", "set", "clear", "turn"].includes(op)) {
         throw Object.assign(new Error(`unknown op ${stringify(op)}`), { protocol: true });
       }
       const value = await this[op](args ?? {});
@@ -389,6 +400,7 @@ class Worker {
       return answer;
     } catch (error) {
       const answer = failure(error);
+      if (op === "turn") answer.error.during = this.calling;
       if (answer.kind === "raised" && this.manager) {
         try {
           Object.assign(answer, await this.state());

@@ -27,7 +27,7 @@ PROTOCOL_VERSION = 1
 FDS_VARIABLE = "CTXKIT_PROTOCOL_FDS"
 """The environment variable that names the request and answer descriptors: ``"R,W"``."""
 
-OPS = ("hello", "reset", "add", "add_many", "view", "get", "set", "clear")
+OPS = ("hello", "reset", "add", "add_many", "view", "get", "set", "clear", "turn")
 
 EXIT_CHANNEL_LOST = 70
 """The Python worker's exit status when the target closed the protocol's descriptors."""

@@ -59,6 +59,7 @@ _CALLS = {
     "get": "get_messages",
     "set": "set_messages",
     "clear": "clear",
+    "turn": "add_message or get_messages_for_request",
 }
 
 
@@ -110,6 +111,8 @@ class Reply:
     events: list[Any] = field(default_factory=list)
     digest: str | None = None
     before: Any = None
+    during: str = ""
+    """The call that raised, where an operation makes several (``turn``)."""
 
     @property
     def error(self) -> str:
@@ -142,6 +145,7 @@ class Reply:
             events=[[e["name"], e.get("data")] for e in events],
             digest=found if isinstance(found, str) else None,
             before=data.get("before"),
+            during=str(error.get("during") or ""),
         )
 
 
@@ -242,11 +246,13 @@ class Child:
         ignore: Iterable[str] = (),
         timeout: float | None = None,
         form: str | None = None,
+        digests: bool = True,
     ) -> Reply:
         """Load the target: the protocol's first request. A ``load`` kind of failure is the
         user's (a bad target); the value names the implementation and the resolved target.
-        ``form`` (``--form``) is sent only when given, so implementations that know nothing
-        of forms see the hello they always saw."""
+        ``form`` (``--form``) and ``digests=False`` (answers without the history's digest)
+        are sent only when given, so implementations that know nothing of them see the hello
+        they always saw."""
         args = {
             "protocol": PROTOCOL_VERSION,
             "token": self._token.decode(),
@@ -256,6 +262,8 @@ class Child:
         }
         if form is not None:
             args["form"] = form
+        if not digests:
+            args["digests"] = False
         reply = self._exchange("hello", args, timeout, framed=False)
         if reply.ok:
             value = reply.value if isinstance(reply.value, dict) else {}
@@ -309,7 +317,9 @@ class Child:
                 if reply.type == "TargetExit"  # the Node harness's name for process.exit
                 else f"tried to exit ({reply.error})"
             )
-            raise TargetUnusable(f"the target {how} during {during(op)}", op=op, kind="crash")
+            raise TargetUnusable(
+                f"the target {how} during {reply.during or during(op)}", op=op, kind="crash"
+            )
         if reply.kind == "memory":
             self._kill()
             raise TargetUnusable(self._out_of_memory(op), op=op, kind="memory")

@@ -112,3 +112,36 @@ def test_only_a_senders_leaving_is_kept_quiet(capfd, error):
         except Exception:
             server.handle_error(None, ("127.0.0.1", 1))
         assert ("Traceback" in capfd.readouterr().err) is shown, raised
+
+
+def test_an_export_sent_again_after_its_answer_was_lost_counts_once():
+    """An exporter that did not get its answer (a timeout, a dropped connection) sends the
+    export again: the receiver took both, the audit counts the spans once and says so."""
+    import asyncio
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry
+
+    from ctxkit.audit.publish import AuditMetrics
+    from ctxkit.audit.receiver import Watch
+    from ctxkit.events import EventBus
+
+    watch = Watch(bus=EventBus(), metrics=AuditMetrics(CollectorRegistry()), port=0, settle_s=0)
+    running = threading.Thread(target=lambda: asyncio.run(watch.run()), daemon=True)
+    running.start()
+    try:
+        for _ in range(2):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{watch.port}/v1/traces",
+                data=EXPORT,
+                headers={"content-type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.status == 200
+    finally:
+        watch.stop()
+        running.join(30)
+    spans = EXPORT.count(b'"spanId"')
+    assert spans >= 2
+    assert watch.auditor.requests == spans
+    assert watch.duplicates.dropped == spans

@@ -15,7 +15,9 @@ traffic that never pauses; then it keys, checks and publishes them in time order
 (Prometheus, the inspector's JSON Lines stream) and the audit's own counters. A request older
 than one already audited in its conversation is checked alone (it is counted as late).
 Several receivers can share a fleet, each conversation sent to one of them (the Collector's
-load-balancing exporter): every figure is per conversation or a sum.
+load-balancing exporter): every figure is per conversation or a sum. A span or log record
+received twice (an exporter's retry of an export whose answer it lost) counts once
+(:mod:`ctxkit.audit.duplicates`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any, TextIO
 from google.rpc import status_pb2
 
 from ctxkit.audit.auditor import Auditor
+from ctxkit.audit.duplicates import Duplicates
 from ctxkit.audit.genai import Twins, requests_of
 from ctxkit.audit.otlp import NotOtlp, Record, Sink, body_line, records_of
 from ctxkit.audit.publish import AuditMetrics, publish_request
@@ -263,6 +266,9 @@ class Watch:
         """Where every accepted export is written as a file-exporter line (``--record``)."""
         self._record_lock = threading.Lock()
         self._twins = Twins()
+        self.duplicates = Duplicates()
+        """Spans and log records received before: an exporter that retries an export the
+        receiver took (its answer lost) sends them again; they count once."""
         self.max_records = RECORDS_PER_EXPORT * queue_size
         """Records queued and held at most: past it, exports are answered 503."""
         self._count_lock = threading.Lock()
@@ -326,9 +332,9 @@ class Watch:
                         arrival, records, where = self.queue.get_nowait()
                     except queue.Empty:
                         break
-                    settling.add(arrival, records, where)
                     with self._count_lock:
                         self._queued -= len(records)
+                    settling.add(arrival, self.duplicates.records(records), where)
                 self.metrics.queue_depth.set(self.queue.qsize())
                 ready = settling.ripe(time.monotonic(), everything=stopping)
                 self._held = settling.held

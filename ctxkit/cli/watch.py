@@ -217,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
         if record is not None:
             with contextlib.suppress(OSError):  # a failed write was said when it failed
                 record.close()
-    outcome = Outcome(watch.auditor, watch.problems)
+    dropped = watch.duplicates.note()
+    outcome = Outcome(watch.auditor, watch.problems, notes=[dropped] if dropped else [])
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
     auditor = watch.auditor

@@ -46,7 +46,7 @@ from ctxkit.reference.journal import (
 )
 from ctxkit.reference.postgres import connection as db
 
-__all__ = ["SCHEMA", "DatabaseHistory", "conversation_label", "lock_key"]
+__all__ = ["SCHEMA", "DatabaseHistory", "conversation_label", "lock_key", "unlock_and_close"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxkit_conversations (
@@ -128,6 +128,16 @@ async def read_lines(connection: Any, conversation: str) -> list[tuple[int, str]
         (conversation,),
     )
     return await cursor.fetchall()
+
+
+async def unlock_and_close(connection: Any, key: int) -> None:
+    """Unlock, then close: the server ends a closed session a moment later, and whoever opens
+    the conversation right after this returned must find it free."""
+    if not connection.closed:
+        with contextlib.suppress(Exception):  # a broken connection: its session ends anyway
+            await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    with contextlib.suppress(Exception):
+        await connection.close()
 
 
 def parse_rows(label: str, rows: list[tuple[int, str]]) -> Loaded:
@@ -320,4 +330,9 @@ class DatabaseHistory:
         self._closed = True
         # Should the server not answer, it drops the session, and its lock, when the socket goes.
         with contextlib.suppress(HistoryFileError, RuntimeError):
-            db.call(self._drop(), timeout=10)
+            db.call(self._release(), timeout=10)
+
+    async def _release(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await unlock_and_close(connection, self._key)

@@ -52,6 +52,7 @@ from ctxkit.reference.postgres.history import (
     lock_key,
     parse_rows,
     read_lines,
+    unlock_and_close,
 )
 
 __all__ = ["Copied", "cleanup", "copy_conversation", "details", "scan", "split_location"]
@@ -229,6 +230,7 @@ def cleanup(
 
     async def archive(found: StoredConversation, reason: str) -> Action:
         connection = await db.connect(url)
+        key = 0
         try:
             key = await lock_key(connection, found.id)
             cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))
@@ -253,7 +255,7 @@ def cleanup(
             )
             return Action(found.id, found.path, "archived", reason, f"{found.path} (archived)")
         finally:
-            await connection.close()  # and with it the lock
+            await unlock_and_close(connection, key)
 
     async def all_of() -> list[Action]:
         return [await archive(found, reason) for found, reason in chosen]
@@ -436,6 +438,7 @@ def _op_and_at(line: str, seq: int) -> tuple[str, float]:
 async def _read_locked(url: str, name: str) -> list[tuple[int, str]]:
     """Every row of the conversation, read under its lock (no writer meanwhile)."""
     connection = await db.connect(url)
+    key = 0
     try:
         key = await lock_key(connection, name)
         cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))
@@ -447,7 +450,7 @@ async def _read_locked(url: str, name: str) -> list[tuple[int, str]]:
             )
         rows = await read_lines(connection, name) if await _has_tables(connection) else []
     finally:
-        await connection.close()
+        await unlock_and_close(connection, key)
     if not rows:
         raise UnknownConversation(f"no conversation {name!r} in {db.display_url(url)}")
     return rows

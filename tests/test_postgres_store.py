@@ -284,3 +284,47 @@ def test_a_server_restart_is_a_clear_error_then_service_again(postgres: Any):
         assert await _messages(place) == [message(i) for i in range(4)]
 
     run(scenario())
+
+
+# -- the conformance suite and the benchmark ---------------------------------------------------
+
+
+def test_the_suite_passes_on_a_database_backed_manager(postgres: Any, tmp_path: Path):
+    """``ctxkit conformance`` on the manager with a PostgreSQL store, a new conversation per
+    run (ctxkit.reference.scratch:scratch_store_manager), fsync always."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CTXKIT_STORE=postgres.url)
+    quick = ["--profile", "quick", "--seed", "5", "--timeout", "20"]
+    target = "ctxkit.reference.scratch:scratch_store_manager"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "conformance", target, *quick],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: every required property holds" in done.stdout
+
+
+def test_the_stores_benchmark_runs_every_store(postgres: Any, tmp_path: Path):
+    import json
+
+    out = tmp_path / "stores.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "stores.py"),
+            *("--messages", "60", "--steps", "3"),
+            *("--postgres", postgres.url, "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    stores = json.loads(out.read_text())["stores"]
+    assert len(stores) == 5
+    assert all(row["appends_per_s"] > 0 for row in stores.values())
+    assert "durable appends" in done.stdout

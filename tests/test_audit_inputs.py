@@ -550,3 +550,44 @@ def test_the_replay_table_names_skipped_records_and_escapes_recorded_text():
     assert "k\\x1b[2J[/bold]" in text
     assert "recorded[/x]" in text
     assert not CONTROL.search(text)
+
+
+def test_a_file_whose_first_line_is_cut_is_read_as_it_comes_not_held_whole(tmp_path: Path):
+    """A copy that starts in the middle of a line (``tail -c``) has a first line that is no
+    JSON, which may begin a pretty-printed document: the next line that is a record on its
+    own ends that wait, so the rest streams. Seen through a FIFO whose writer waits for the
+    audit's first request before it writes the end: held whole, it would never come."""
+    from ctxkit.audit.files import Reading
+
+    lines = [  # past the 1,024 requests held to put them in time order
+        json.dumps(
+            {
+                "timestamp": 1_760_000_000 + n,
+                "body": {"model": "gpt-4o", "messages": [{"role": "user", "content": f"q{n}"}]},
+            }
+        )
+        for n in range(1200)
+    ]
+    fifo = str(tmp_path / "cut.fifo")
+    os.mkfifo(fifo)
+    first_read = threading.Event()
+    ended_first = []
+
+    def write() -> None:
+        with open(fifo, "w") as pipe:
+            pipe.write(lines[0][17:] + "\n" + "\n".join(lines[1:-50]) + "\n")
+            pipe.flush()
+            ended_first.append(not first_read.wait(20))
+            pipe.write("\n".join(lines[-50:]) + "\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    reading = Reading([fifo])
+    requests = []
+    for request in reading:
+        first_read.set()
+        requests.append(request)
+    writer.join(10)
+    assert ended_first == [False], "the first request came before the file's end"
+    assert len(requests) == len(lines) - 1
+    assert [p.where for p in reading.problems] == [f"{fifo}:1"]

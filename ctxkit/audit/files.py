@@ -95,7 +95,9 @@ def _documents(handle: IO[str]) -> Iterator[tuple[int, Any, str, int]]:
     A first line that does not parse alone may begin one JSON document spread over lines: the
     lines are held and, if together they parse, come back as that document (its items, for an
     array); if not, each is read as a line of its own after all, so a bad first line costs
-    that line only.
+    that line only. A held line that is a record on its own (a file copied from the middle of
+    a line on, its first line cut) ends the holding at once: the rest is read line by line,
+    never held whole.
     """
     held: list[tuple[int, str, int]] = []
     consumed = 0
@@ -104,7 +106,14 @@ def _documents(handle: IO[str]) -> Iterator[tuple[int, Any, str, int]]:
         if not line.strip():
             continue
         if held:
-            held.append((number, line, consumed))
+            entry = _line(number, line, consumed) if line.lstrip()[:1] == "{" else None
+            if entry is None or not _record_like(entry[1]):
+                held.append((number, line, consumed))
+                continue
+            for at, text, read in held:
+                yield _line(at, text, read)
+            held = []
+            yield entry
             continue
         entry = _line(number, line, consumed)
         if number == 1 and entry[2]:
@@ -121,6 +130,11 @@ def _documents(handle: IO[str]) -> Iterator[tuple[int, Any, str, int]]:
         return
     for item in whole if isinstance(whole, list) else [whole]:
         yield 1, item, "", consumed
+
+
+def _record_like(data: Any) -> bool:
+    """Whether a line's JSON is a record of either form on its own."""
+    return _otlp_like(data) or is_body_line(data)
 
 
 def _line(number: int, line: str, consumed: int) -> tuple[int, Any, str, int]:

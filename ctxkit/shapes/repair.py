@@ -181,18 +181,25 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
     """What breaks tool pair integrity, read as the suite's check reads it: each calling
     message followed at once by all its results, no result elsewhere, no call id twice."""
     drops: list[_Drop] = []
-    where_called: dict[str, int] = {}
+    where_called: dict[str, tuple[int, int]] = {}
     for index, slot in enumerate(slots):
         drops += _server_drops(index, slot.message)
         info = slot.info
         if info is None or info.positional:
             continue
         for position, call_id in enumerate(info.call_ids):
-            if call_id in where_called:
-                unique = rule_set(info.shape or "openai").breaking("duplicate") or None
-                drops.append(_Drop(index, "call", position, call_id, unique, False))
+            if call_id not in where_called:
+                where_called[call_id] = (index, position)
+                continue
+            unique = rule_set(info.shape or "openai").breaking("duplicate") or None
+            first, first_position = where_called[call_id]
+            if _answered_in_place(slots, index, call_id):
+                # the later one is the call its result answers (the nearer, where both are
+                # in one run of call items): the earlier one goes
+                drops.append(_Drop(first, "call", first_position, call_id, unique, False))
+                where_called[call_id] = (index, position)
             else:
-                where_called[call_id] = index
+                drops.append(_Drop(index, "call", position, call_id, unique, False))
     answered: set[str] = set()
     anywhere = {
         result_id
@@ -274,6 +281,27 @@ def _pair_drops(slots: list[_Slot]) -> list[_Drop]:
             )
         index = following
     return drops
+
+
+def _answered_in_place(slots: list[_Slot], index: int, call_id: str) -> bool:
+    """Whether the calling message at ``index`` is followed at once by ``call_id``'s result,
+    past the call items and reasoning that go with it, as the pair check reads a view."""
+    following = index + 1
+    if _is_call_item(slots[index].message):
+        while following < len(slots) and (
+            _is_call_item(slots[following].message) or _is_reasoning(slots[following].message)
+        ):
+            following += 1
+    while following < len(slots):
+        info = slots[following].info
+        if info is None or not info.result_ids:
+            return False
+        if call_id in info.result_ids:
+            return True
+        if not _is_result_message(slots[following]):
+            return False
+        following += 1
+    return False
 
 
 def _server_drops(index: int, message: Any) -> list[_Drop]:

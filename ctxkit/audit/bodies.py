@@ -143,6 +143,16 @@ def _tokens(value: Any, where: str) -> int:
     raise NotABody(f"{where} is {_a(value)}, not a number of tokens: {_shown(value)}")
 
 
+def _instructions(value: Any) -> list[Any]:
+    """A Responses request's ``instructions`` as the system prompt it is: a string, or a list
+    of input items (each kept as it is)."""
+    if isinstance(value, str) and value:
+        return [{"role": "system", "content": value}]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, Mapping)]
+    return []
+
+
 def _system_text(system: Any) -> Any:
     """A top-level system prompt (text, or text blocks of any shape) as chat-form content."""
     if isinstance(system, str):
@@ -168,11 +178,7 @@ def body_messages(body: Mapping[str, Any]) -> tuple[list[Any], str, str]:
             items = [{"role": "user", "content": items}]
         if not isinstance(items, list):
             raise NotABody("input is neither text nor a list of items")
-        head = (
-            [{"role": "system", "content": body["instructions"]}]
-            if isinstance(body.get("instructions"), str) and body["instructions"]
-            else []
-        )
+        head = _instructions(body.get("instructions"))
         partial = (
             f"it continues response {body['previous_response_id']} (previous_response_id): "
             "the items before it are on the provider's side"

@@ -276,6 +276,24 @@ def _openinference_body(value: Any) -> list[Any] | None:
     return messages
 
 
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _with_instructions(flattened: list[Any], body: list[Any]) -> list[Any]:
+    """The recorded body, with the system prompt the flattened messages begin with where the
+    body has none: the Agents SDK's OpenInference spans keep the request's items in
+    ``input.value`` and its ``instructions`` only as ``llm.input_messages.0``, and those are
+    the request's system prompt (their loss mid-conversation is a finding)."""
+    head = []
+    for message in flattened:
+        if not (isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES):
+            break
+        head.append(message)
+    if not head or any(isinstance(m, Mapping) and m.get("role") in _SYSTEM_ROLES for m in body):
+        return body
+    return head + body
+
+
 def _from_message_events(events: Iterable[tuple[str, Any]]) -> list[dict[str, Any]] | None:
     """Messages from per-message events: (event name, body) in recorded order."""
     messages = []
@@ -422,7 +440,7 @@ def _messages_of(
     if found is not None:
         body = _openinference_body(record.attributes.get("input.value"))
         if body is not None:
-            return body, "input.value"
+            return _with_instructions(found, body), "input.value"
         return found, "llm.input_messages"
     if ai_sdk.PROMPT in record.attributes:
         return ai_sdk.chat_messages(_json_value(record.attributes[ai_sdk.PROMPT])), ai_sdk.PROMPT

@@ -3,16 +3,17 @@ face, so the persistence tests run on both stores (parametrized, not copied)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxkit.reference import ReferenceContextManager
+from ctxkit.reference import HistoryFileLocked, ReferenceContextManager
 from ctxkit.reference.journal import read_history_file
 
-__all__ = ["STORES", "DatabasePlace", "FilePlace", "place_for"]
+__all__ = ["STORES", "DatabasePlace", "FilePlace", "opened_after_crash", "place_for"]
 
 STORES = ["file", "postgresql"]
 
@@ -27,6 +28,8 @@ class FilePlace:
         self.path = folder / f"{name}.jsonl"
         self.config: dict[str, Any] = {"storage_path": str(self.path)}
         """The manager options that name it (a mount() config's too)."""
+        self.location = str(self.path)
+        """How tests/crash_writer.py is told where it is."""
 
     def open(self, **config: Any) -> ReferenceContextManager:
         return ReferenceContextManager(**{"fsync": "never", **self.config, **config})
@@ -48,6 +51,7 @@ class DatabasePlace:
         self.url = url
         self.name = name or f"c-{uuid.uuid4().hex[:10]}"
         self.config = {"store": url, "conversation": self.name}
+        self.location = f"{url}#{self.name}"
 
     def open(self, **config: Any) -> ReferenceContextManager:
         return ReferenceContextManager(**{"fsync": "never", **self.config, **config})
@@ -73,3 +77,17 @@ def place_for(request: pytest.FixtureRequest, kind: str, folder: Path) -> FilePl
     if kind == "file":
         return FilePlace(folder)
     return DatabasePlace(request.getfixturevalue("postgres").url)
+
+
+def opened_after_crash(place: FilePlace | DatabasePlace, **config: Any) -> ReferenceContextManager:
+    """A manager on ``place`` once a killed holder's lock is gone: at once for a file (the
+    kernel drops an flock with its process), within moments for a database (the server ends
+    the session when it sees the connection close)."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return place.open(**config)
+        except HistoryFileLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

@@ -1,9 +1,11 @@
-"""Crash test: a writer process killed with SIGKILL at random moments, 100 times.
+"""Crash test: a writer process killed with SIGKILL at random moments, 100 times on a history
+file, 30 times on PostgreSQL (the session's cluster, tests/postgres.py).
 
-After every kill the history file is opened again and must hold every message the writer
-acknowledged, in order, followed by nothing but messages it was about to add; the file must
-load (a torn last line set aside, never fatal). Both fsync policies take turns: SIGKILL spares
-what is in the operating system, so ``never`` must pass this test as well as ``always``.
+After every kill the conversation is opened again and must hold every message the writer
+acknowledged, in order, followed by nothing but messages it was about to add; a file must
+load (a torn last line set aside, never fatal), a database holds only whole rows. Both fsync
+policies take turns: SIGKILL spares what is in the operating system (or committed without
+waiting for the server's disk), so ``never`` must pass this test as well as ``always``.
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ import sys
 import time
 from pathlib import Path
 
-from ctxkit.reference import ReferenceContextManager
+import pytest
+
 from tests.crash_writer import message
+from tests.stores import STORES, DatabasePlace, FilePlace, opened_after_crash, place_for
 
 ROOT = Path(__file__).resolve().parent.parent
-ROUNDS = 100
+ROUNDS = {"file": 100, "postgresql": 30}
 ROUNDS_PER_FILE = 10
-"""A new file every ten rounds keeps each check's reading short; within a file, every round
-after the first starts by recovering from the last one's kill."""
+"""A new file (conversation) every ten rounds keeps each check's reading short; within one,
+every round after the first starts by recovering from the last one's kill."""
+LATEST_KILL = {"file": 0.4, "postgresql": 0.5}
+"""Seconds after the start a kill may come at the latest: well into the appending (a writer
+on a database takes longer to get there: it connects first)."""
 
 
 class Writer:
@@ -49,7 +56,7 @@ class Writer:
         assert time.monotonic() < deadline, "the writer process took too long"
         return line.split("\n")[0]
 
-    def start(self, path: Path, fsync: str) -> int:
+    def start(self, path: Path | str, fsync: str) -> int:
         assert self.process.stdin is not None
         self.process.stdin.write(f"go {path} {fsync}\n")
         self.process.stdin.flush()
@@ -68,12 +75,12 @@ class Writer:
         self.process.wait(timeout=30)
 
 
-def check_file(path: Path) -> int:
-    """Open the history as a new process would; returns how many messages it holds, after
-    checking each is the message the writer added at that place."""
+def check_file(place: FilePlace | DatabasePlace) -> int:
+    """Open the conversation as a new process would; returns how many messages it holds,
+    after checking each is the message the writer added at that place."""
 
     async def read() -> list[dict]:
-        manager = ReferenceContextManager(storage_path=path, fsync="never")
+        manager = opened_after_crash(place)
         try:
             return await manager.get_messages()
         finally:
@@ -81,22 +88,29 @@ def check_file(path: Path) -> int:
 
     messages = asyncio.run(read())
     for i, stored in enumerate(messages):
-        assert stored == message(i), f"message {i} of {path.name} is not the one added there"
+        assert stored == message(i), f"message {i} of {place.name} is not the one added there"
     return len(messages)
 
 
-def test_every_acknowledged_message_survives_sigkill(tmp_path: Path):
+@pytest.mark.parametrize("kind", STORES)
+def test_every_acknowledged_message_survives_sigkill(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str
+):
     rng = random.Random(20261121)
+    base = place_for(request, kind, tmp_path)
+    rounds, latest = ROUNDS[kind], LATEST_KILL[kind]
     writer = Writer()
     torn = opened_at = acked_total = 0
     pid = None
     try:
-        for round_ in range(ROUNDS):
-            path = tmp_path / f"history-{round_ // ROUNDS_PER_FILE}.jsonl"
+        for round_ in range(rounds):
+            place = base.other(f"history-{round_ // ROUNDS_PER_FILE}")
             fsync = ("never", "always")[round_ % 2]
-            pid = writer.start(path, fsync)
+            pid = writer.start(place.location, fsync)
             # From "at once" (inside the open and its recovery) to well into the appending.
-            time.sleep(rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0.05, 0.4)]))
+            time.sleep(
+                rng.choice([0.0, rng.uniform(0, latest / 8), rng.uniform(latest / 8, latest)])
+            )
             os.kill(pid, signal.SIGKILL)
             lines, status = writer.until_exit()
             assert os.WIFSIGNALED(status), lines[-3:]
@@ -109,7 +123,7 @@ def test_every_acknowledged_message_survives_sigkill(tmp_path: Path):
                 torn += int(opens[0][2]) > 0
                 start = int(opens[0][1])
                 assert acked == list(range(start, start + len(acked)))
-            held = check_file(path)
+            held = check_file(place)
             if acked:
                 assert held >= acked[-1] + 1, (
                     f"round {round_} ({fsync}): message {acked[-1]} was acknowledged, "
@@ -124,6 +138,6 @@ def test_every_acknowledged_message_survives_sigkill(tmp_path: Path):
     # The kills must have landed at different moments, not all before or all after opening
     # (a third at least got to append: on a loaded machine a writer takes longer to start,
     # and about half get there when the suite runs beside it).
-    assert ROUNDS // 3 <= opened_at < ROUNDS, f"{opened_at} of {ROUNDS} writers got to append"
-    assert acked_total > ROUNDS * 10
-    print(f"{ROUNDS} kills, {acked_total} acknowledged adds, {torn} torn tails recovered")
+    assert rounds // 3 <= opened_at < rounds, f"{opened_at} of {rounds} writers got to append"
+    assert acked_total > rounds * 10
+    print(f"{rounds} kills, {acked_total} acknowledged adds, {torn} torn tails recovered")

@@ -46,7 +46,7 @@ from ctxkit.reference.timeline import UnknownCheckpoint
 from ctxkit.tokens import TokenCounter
 from ctxkit.workload import conversation
 from tests.chat import run
-from tests.stores import STORES, DatabasePlace, FilePlace, place_for
+from tests.stores import STORES, DatabasePlace, FilePlace, opened_after_crash, place_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -487,8 +487,9 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(place: Place):
         with pytest.raises(HistoryFileLocked, match=rf"by (process|ctxkit pid) {holder.pid}\b"):
             opened(path)
     finally:
+        holder.kill()  # SIGKILL: no close(), no goodbye to a server
         holder.communicate(timeout=30)
-    opened(path).close()  # the lock went with the process
+    opened_after_crash(place).close()  # the lock went with the process
 
 
 # -- checkpoints -------------------------------------------------------------------------------

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
+from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE
 from ctxkit.reference import ReferenceContextManager
 from ctxkit.workload import conversation
+from tests.test_contexts_cli import one_line_error
+from tests.test_contexts_cli import run as cli
 
 DAY = 86_400
 
@@ -40,18 +42,6 @@ def database(postgres: Any) -> str:
     asyncio.run(fill("fresh", now - 30))
     asyncio.run(fill("old", now - 2 * DAY, working=True))
     return url
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["contexts", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(err: str, fragment: str) -> None:
-    assert fragment in err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1
 
 
 def test_list_show_and_expire_over_a_database(database: str, capsys):

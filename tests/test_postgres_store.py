@@ -8,10 +8,7 @@ in tests/test_persistence.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import random
-import signal
 import subprocess
 import sys
 import textwrap
@@ -27,7 +24,6 @@ from ctxkit.reference.postgres import connection as db
 from tests.chat import run
 from tests.crash_writer import message
 from tests.stores import DatabasePlace
-from tests.test_crash import Writer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,75 +189,6 @@ def test_a_writer_that_lost_the_conversation_is_refused_not_interleaved(place: D
             assert await manager.get_messages() == [{"role": "user", "content": "one"}]
 
     run(scenario())
-
-
-def test_a_crashed_writers_lock_goes_with_its_process(place: DatabasePlace):
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys\nfrom ctxkit.reference import ReferenceContextManager\n"
-            f"m = ReferenceContextManager(**{place.config!r})\nprint('open', flush=True)\n"
-            "sys.stdin.read()\n",
-        ],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "open"
-        with pytest.raises(HistoryFileLocked, match=rf"ctxkit pid {holder.pid} on "):
-            place.open()
-        holder.kill()
-        holder.wait(timeout=30)
-        place.open(lock_wait=10).close()  # the server ended its session, and the lock
-    finally:
-        holder.kill()
-        holder.communicate(timeout=30)
-
-
-# -- SIGKILL mid-append ------------------------------------------------------------------------
-
-ROUNDS = 30
-
-
-def test_every_acknowledged_message_survives_sigkill(place: DatabasePlace):
-    """tests/test_crash.py's pattern on the database: writers killed at random moments; every
-    acknowledged message is there after each kill, in order, and nothing half-written."""
-    rng = random.Random(20261129)
-    writer = Writer()
-    acked_total = appended = 0
-    pid = None
-    try:
-        for round_ in range(ROUNDS):
-            target = DatabasePlace(place.url, f"{place.name}-{round_ // 10}")
-            fsync = ("never", "always")[round_ % 2]
-            pid = writer.start(f"{target.url}#{target.name}", fsync)
-            # From "at once" (inside the open) to well into the appending.
-            time.sleep(rng.choice([0.0, rng.uniform(0, 0.15), rng.uniform(0.15, 0.5)]))
-            os.kill(pid, signal.SIGKILL)
-            lines, status = writer.until_exit()
-            assert os.WIFSIGNALED(status), lines[-3:]
-            assert not [line for line in lines if line.startswith("error")], lines[-3:]
-            acked = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
-            held = run(_messages(target))
-            for i, stored in enumerate(held):
-                assert stored == message(i), f"message {i} is not the one added there"
-            if acked:
-                appended += 1
-                assert len(held) >= acked[-1] + 1, (
-                    f"round {round_}: message {acked[-1]} was acknowledged, {len(held)} stored"
-                )
-                acked_total += len(acked)
-    finally:
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        writer.close()
-    assert ROUNDS // 4 <= appended < ROUNDS, f"{appended} of {ROUNDS} writers got to append"
-    assert acked_total > ROUNDS
 
 
 # -- the server restarted ----------------------------------------------------------------------

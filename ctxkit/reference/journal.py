@@ -68,6 +68,7 @@ __all__ = [
     "find_damage",
     "lock_holder",
     "lock_holders",
+    "new_header",
     "read_history_file",
     "sync_directory",
 ]
@@ -147,6 +148,17 @@ class Loaded:
     torn: Torn | None = None
     size: int = 0
     """Bytes of whole lines: where the torn tail, if any, begins."""
+
+
+def new_header(conversation_id: str, encoding: str) -> dict[str, Any]:
+    """The header a new history starts with (line 1 of a file, row 1 in a database)."""
+    return {
+        "ctxkit": FORMAT,
+        "version": VERSION,
+        "conversation_id": conversation_id,
+        "encoding": encoding,
+        "created": time.time(),
+    }
 
 
 def encode_record(record: Mapping[str, Any], *, checksum: bool = True) -> bytes:
@@ -356,7 +368,7 @@ class HistoryFile:
         created = not self.path.exists()
         self._fd = _open_regular(self.path)
         try:
-            _lock(self._fd, self.path)
+            lock(self._fd, self.path)
             self.loaded = parse_history(self.path, _read_all(self._fd))
             if self.loaded.torn is not None:
                 self._set_torn_aside(self.loaded.torn)
@@ -365,13 +377,7 @@ class HistoryFile:
             self.checksums = header is None or header["version"] >= 2
             """Records carry checksums (a version 1 file is appended to as version 1)."""
             if header is None:
-                header = {
-                    "ctxkit": FORMAT,
-                    "version": VERSION,
-                    "conversation_id": conversation_id,
-                    "encoding": encoding,
-                    "created": time.time(),
-                }
+                header = new_header(conversation_id, encoding)
                 self.loaded.header = header
                 self.append(header)
                 self.sync()
@@ -460,16 +466,19 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-def _lock(fd: int, path: Path) -> None:
+def lock(fd: int, path: Path, advice: str | None = None) -> None:
+    """Take the history file's lock without waiting; :class:`HistoryFileLocked` names the
+    holder, then ``advice`` (what to do; a second writer's by default)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = lock_holder(path)
         by = f" by process {holder}" if holder else ""
-        raise HistoryFileLocked(
-            f"{path} is open{by}: one manager at a time may write a history. Close the other "
-            "manager (manager.close()), or give this one its own storage_path."
-        ) from None
+        advice = advice or (
+            "one manager at a time may write a history. Close the other manager "
+            "(manager.close()), or give this one its own storage_path."
+        )
+        raise HistoryFileLocked(f"{path} is open{by}: {advice}") from None
 
 
 def lock_holders() -> dict[tuple[int, int, int], int]:

@@ -60,11 +60,13 @@ __all__ = [
     "cleanup",
     "details",
     "examine",
+    "expired",
     "find",
     "preview",
     "scan",
     "state_of",
     "stored_details",
+    "unknown_conversation",
 ]
 
 DEFAULT_IDLE_AFTER = 300.0
@@ -517,11 +519,7 @@ def cleanup(
         raise NotADirectoryError(f"no such directory: {directory}")
     archive = directory / ARCHIVE_DIR
     if ids is None:
-        chosen = [
-            (found, f"expired: last activity {_age(now, found)}, ttl {format_duration(ttl)}")
-            for found in scan(directory, now=now, ttl=ttl)
-            if found.state == "expired"
-        ]
+        chosen = expired(scan(directory, now=now, ttl=ttl), now=now, ttl=ttl)
     else:
         paths = [find(directory, name) for name in dict.fromkeys(ids)]
         chosen = [(examine(path, now=now), "named") for path in paths]
@@ -541,6 +539,17 @@ def cleanup(
     return actions
 
 
+def expired(
+    found: Iterable[StoredConversation], *, now: float, ttl: float
+) -> list[tuple[StoredConversation, str]]:
+    """The expired ones of ``found``, each with the reason a cleanup gives."""
+    return [
+        (one, f"expired: last activity {_age(now, one)}, ttl {format_duration(ttl)}")
+        for one in found
+        if one.state == "expired"
+    ]
+
+
 def find(directory: str | os.PathLike[str], name: str, *, archived: bool = False) -> Path:
     """The history file of conversation ``name`` in ``directory`` (or, with ``archived``, in
     its ``archive/`` when not in ``directory``). Raises :class:`UnknownConversation` saying
@@ -556,8 +565,13 @@ def find(directory: str | os.PathLike[str], name: str, *, archived: bool = False
             return stored
         raise UnknownConversation(f"{name!r} is archived already (in {stored.parent})")
     known = [path.name.removesuffix(SUFFIX) for path in _histories(directory)]
+    raise unknown_conversation(name, str(directory), known)
+
+
+def unknown_conversation(name: str, where: str, known: list[str]) -> UnknownConversation:
+    """The error for an id that names no conversation ``where``, saying which ids there are."""
     listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") if known else "none"
-    raise UnknownConversation(f"no conversation {name!r} in {directory} (it has: {listed})")
+    return UnknownConversation(f"no conversation {name!r} in {where} (it has: {listed})")
 
 
 def _age(now: float, found: StoredConversation) -> str:

@@ -251,10 +251,7 @@ class SemanticMemory:
         self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
     ) -> list[int]:
         """Keep many texts in one transaction (and one embedder call per batch): all or none."""
-        prepared = []
-        for entry in items:
-            content, metadata = (entry, None) if isinstance(entry, str) else entry
-            prepared.append((_content(content), _metadata(metadata)))
+        prepared = _prepared(items)
         if not prepared:
             return []
         vectors: list[bytes] | None = None
@@ -289,11 +286,7 @@ class SemanticMemory:
         """The items most relevant to ``query``, best first, at most ``limit``, each scoring at
         least ``threshold`` (the memory's unless given). ``where`` keeps only items whose
         metadata has each of its keys equal to its value."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise ValueError(f"limit must be a whole number of at least 0, got {limit!r}")
-        floor = self.threshold if threshold is None else _threshold(threshold)
+        floor = _query(query, limit, self.threshold if threshold is None else threshold)
         search.where_clause(where)  # a mistake in it is said here, not on the worker
         if limit == 0 or not query.strip():
             return []
@@ -412,6 +405,24 @@ class SemanticMemory:
     def __repr__(self) -> str:
         where = self._db.name
         return f"SemanticMemory({where!r}, embedder={self._name!r}, threshold={self.threshold})"
+
+
+def _prepared(items: Iterable[str | tuple[str, Any]]) -> list[tuple[str, str]]:
+    """``store_many``'s items as ``(content, metadata JSON)``, each checked."""
+    prepared = []
+    for entry in items:
+        content, metadata = (entry, None) if isinstance(entry, str) else entry
+        prepared.append((_content(content), _metadata(metadata)))
+    return prepared
+
+
+def _query(query: Any, limit: Any, threshold: Any) -> float:
+    """``retrieve``'s query and limit checked; the threshold it keeps."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"limit must be a whole number of at least 0, got {limit!r}")
+    return _threshold(threshold)
 
 
 def _threshold(value: Any) -> float:

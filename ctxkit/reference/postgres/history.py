@@ -35,13 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.reference.journal import (
-    FORMAT,
-    VERSION,
     HistoryFileCorrupt,
     HistoryFileError,
     HistoryFileLocked,
     Loaded,
     encode_record,
+    new_header,
     parse_history,
 )
 from ctxkit.reference.postgres import connection as db
@@ -196,13 +195,7 @@ class DatabaseHistory:
             loaded = parse_rows(self.path, rows)
             self.end = len(rows)
             if loaded.header is None:
-                header = {
-                    "ctxkit": FORMAT,
-                    "version": VERSION,
-                    "conversation_id": conversation_id,
-                    "encoding": encoding,
-                    "created": time.time(),
-                }
+                header = new_header(conversation_id, encoding)
                 async with connection.transaction():
                     await connection.execute(
                         "INSERT INTO ctxkit_conversations (conversation, created) VALUES (%s, %s)"

@@ -17,7 +17,6 @@ destination that exists is never overwritten.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import tempfile
@@ -32,7 +31,7 @@ from ctxkit.reference.journal import (
     HistoryFileLocked,
     Loaded,
     encode_record,
-    lock_holder,
+    lock,
     read_history_file,
     sync_directory,
 )
@@ -42,8 +41,10 @@ from ctxkit.reference.lifecycle import (
     Action,
     StoredConversation,
     UnknownConversation,
+    expired,
     state_of,
     stored_details,
+    unknown_conversation,
 )
 from ctxkit.reference.postgres import connection as db
 from ctxkit.reference.postgres.history import (
@@ -157,10 +158,7 @@ def _header(line: str | None) -> dict[str, Any]:
 
 
 def _unknown(url: str, name: str, known: list[str]) -> UnknownConversation:
-    listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") if known else "none"
-    return UnknownConversation(
-        f"no conversation {name!r} in {db.display_url(url)} (it has: {listed})"
-    )
+    return unknown_conversation(name, db.display_url(url), known)
 
 
 def details(url: str, name: str, *, newest: int = 5) -> dict[str, Any]:
@@ -205,11 +203,7 @@ def cleanup(
         raise TypeError(f"ids must be a list of ids, not the string {ids!r}")
     now = time.time() if now is None else now
     if ids is None:
-        chosen = [
-            (found, f"expired: last activity {_ago(now, found)}, ttl {_format(ttl)}")
-            for found in scan(url, now=now, ttl=ttl)
-            if found.state == "expired"
-        ]
+        chosen = expired(scan(url, now=now, ttl=ttl), now=now, ttl=ttl)
     else:
         names = list(dict.fromkeys(ids))
         found_by_name = {found.id: found for found in scan(url, now=now, names=names)}
@@ -261,16 +255,6 @@ def cleanup(
         return [await archive(found, reason) for found, reason in chosen]
 
     return db.call(all_of())
-
-
-def _ago(now: float, found: StoredConversation) -> str:
-    return "unknown" if found.last_activity is None else f"{_format(now - found.last_activity)} ago"
-
-
-def _format(seconds: float) -> str:
-    from ctxkit.durations import format_duration
-
-    return format_duration(seconds)
 
 
 # -- copying -----------------------------------------------------------------------------------
@@ -378,14 +362,7 @@ def _file_locked(path: Path) -> Iterator[None]:
     except OSError as exc:
         raise HistoryFileError(f"{path}: cannot open: {exc.strerror}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = lock_holder(path)
-            by = f" by process {holder}" if holder else ""
-            raise HistoryFileLocked(
-                f"{path} is open{by}: close its manager before copying it"
-            ) from None
+        lock(fd, path, "close its manager before copying it")
         yield
     finally:
         os.close(fd)

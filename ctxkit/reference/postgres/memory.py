@@ -38,6 +38,8 @@ from ctxkit.reference.memory.semantic import (
     _content,
     _id,
     _metadata,
+    _prepared,
+    _query,
     _threshold,
 )
 from ctxkit.reference.postgres import connection as db
@@ -141,10 +143,7 @@ class DatabaseMemory:
         self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
     ) -> list[int]:
         """Keep many texts in one transaction: all or none."""
-        prepared = []
-        for entry in items:
-            content, metadata = (entry, None) if isinstance(entry, str) else entry
-            prepared.append((_text(_content(content)), _metadata(metadata)))
+        prepared = [(_text(content), metadata) for content, metadata in _prepared(items)]
         if not prepared:
             return []
 
@@ -172,11 +171,7 @@ class DatabaseMemory:
         where: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """The items most relevant to ``query``, best first (as SemanticMemory's)."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise ValueError(f"limit must be a whole number of at least 0, got {limit!r}")
-        floor = self.threshold if threshold is None else _threshold(threshold)
+        floor = _query(query, limit, self.threshold if threshold is None else threshold)
         contains = _contains(where)
         if limit == 0 or not query.strip():
             return []

@@ -592,3 +592,20 @@ def test_a_file_whose_first_line_is_cut_is_read_as_it_comes_not_held_whole(tmp_p
     assert ended_first == [False], "the first request came before the file's end"
     assert len(requests) == len(lines) - 1
     assert [p.where for p in reading.problems] == [f"{fifo}:1"]
+
+
+def test_what_is_remembered_to_tell_a_copy_is_bounded():
+    """Memory stays bounded however long the input: the newest half of what may be kept is
+    always told, older marks are let go."""
+    from ctxkit.audit.duplicates import Duplicates
+    from ctxkit.audit.otlp import Record
+
+    def span(number: int) -> Record:
+        return Record("span", "chat", 1, f"{number:032x}", f"{number + 1:016x}", "", {}, "", {})
+
+    duplicates = Duplicates(kept=8)
+    assert len(duplicates.records([span(n) for n in range(20)])) == 20
+    assert duplicates.records([span(n) for n in range(16, 20)]) == [], "the newest are told"
+    assert len(duplicates.records([span(n) for n in range(4)])) == 4, "the oldest let go"
+    assert duplicates.dropped == 4
+    assert len(duplicates._newer) + len(duplicates._older) <= 8

@@ -9,8 +9,9 @@ content. A request body line is the same line when it is identical and carries s
 that makes it one request (a timestamp, an id, a conversation id): a bare body written twice
 cannot be told from an agent that sent it twice, and is counted each time.
 
-What is remembered is a 64-bit hash a record, of the newest :data:`KEPT` records: a
-duplicate further apart than that is counted again.
+What is remembered is a 64-bit hash a record (about 70 bytes in a set), of the newest
+:data:`KEPT` records at most and half as many at least: a duplicate further apart than that
+may be counted again.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from ctxkit.wording import plural
 
 __all__ = ["KEPT", "Duplicates"]
 
-KEPT = 1 << 20
-"""Records remembered at most (a million, about 60 MB at the worst): the newest half of them
-at least is always remembered."""
+KEPT = 1 << 18
+"""Records remembered at most (262,144, about 18 MB at the worst); the newest 131,072 always
+are: more spans than one of the file exporter's rotated files holds at its default 100 MB, and
+far more than arrive between an export and its retry."""
 
 _LINE_IDS = ("timestamp", "time", "id", "request_id", "conversation_id")
 

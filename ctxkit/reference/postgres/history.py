@@ -139,6 +139,11 @@ async def unlock_and_close(connection: Any, key: int) -> None:
         await connection.close()
 
 
+def _line(record: Mapping[str, Any]) -> str:
+    """The row's ``line``: the history file's line for ``record``, without its newline."""
+    return encode_record(record)[:-1].decode("ascii")
+
+
 def parse_rows(label: str, rows: list[tuple[int, str]]) -> Loaded:
     """The rows of one conversation read as its history file would be (checksums, ops,
     header), every seq in its place; raises :class:`HistoryFileCorrupt` naming the row."""
@@ -202,7 +207,7 @@ class DatabaseHistory:
                         " ON CONFLICT DO NOTHING",
                         (self.conversation, header["created"]),
                     )
-                    await self._insert(connection, 1, "header", header["created"], header)
+                    await self._insert(connection, 1, "header", header["created"], _line(header))
                 self.end = 1
                 loaded.header = header
             else:  # opened again: no longer archived (ctxkit contexts expire)
@@ -247,33 +252,30 @@ class DatabaseHistory:
             raise
         return connection
 
-    async def _insert(
-        self, connection: Any, seq: int, op: str, at: float, record: Mapping[str, Any]
-    ) -> None:
+    async def _insert(self, connection: Any, seq: int, op: str, at: float, line: str) -> None:
         await connection.execute(
             "INSERT INTO ctxkit_records (conversation, seq, op, at, line) "
             "VALUES (%s, %s, %s, %s, %s)",
-            (self.conversation, seq, op, at, encode_record(record)[:-1].decode("ascii")),
+            (self.conversation, seq, op, at, line),
         )
 
     def append(self, record: Mapping[str, Any]) -> int:
         """Write one record as the next row, committed; returns the rows written. All or
         nothing: on any failure the row is not there and :class:`HistoryFileError` says why."""
-        encode_record(record)  # a record that is not JSON raises TypeError before any I/O
+        line = _line(record)  # a record that is not JSON raises TypeError before any I/O
         if self._closed:
             raise HistoryFileError(f"{self.path}: the conversation is closed")
-        self.end = db.call(self._append(record))
+        op, at = str(record.get("op")), float(record.get("at", 0))
+        self.end = db.call(self._append(op, at, line))
         return self.end
 
-    async def _append(self, record: Mapping[str, Any]) -> int:
+    async def _append(self, op: str, at: float, line: str) -> int:
         psycopg = db._psycopg()
         if self._connection is None or self._connection.closed:
             await self._reconnect()
         seq = self.end + 1
         try:
-            await self._insert(
-                self._connection, seq, str(record.get("op")), float(record.get("at", 0)), record
-            )
+            await self._insert(self._connection, seq, op, at, line)
         except psycopg.errors.UniqueViolation:
             raise HistoryFileLocked(
                 f"{self.path}: row {seq} was written by another writer: this manager no "

@@ -609,3 +609,25 @@ def test_what_is_remembered_to_tell_a_copy_is_bounded():
     assert len(duplicates.records([span(n) for n in range(4)])) == 4, "the oldest let go"
     assert duplicates.dropped == 4
     assert len(duplicates._newer) + len(duplicates._older) <= 8
+
+
+def test_a_file_rotated_away_between_listing_and_reading_is_a_note(tmp_path: Path, monkeypatch):
+    """The exporter may rename or remove a file after the folder was listed: that file is a
+    note; a file named outright that is not there stays the user's mistake."""
+    import ctxkit.audit.files as files
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "traces.jsonl").write_text("\n".join(GOOD["bodies"]) + "\n")
+    gone = folder / "traces-2026-11-29T07-00-00.000.jsonl"
+    listed = files._files_of
+
+    def listing(paths: Any) -> list[tuple[str, bool]]:
+        return [(str(gone), True), *listed(paths)]
+
+    monkeypatch.setattr(files, "_files_of", listing)
+    read = read_paths([str(folder)])
+    assert len(read.requests) == len(GOOD["bodies"])
+    assert read.notes == {f"{gone} was gone before it was read (rotated away?)"}
+    with pytest.raises(UnknownFormat, match="it is gone"):
+        read_paths([str(gone)])

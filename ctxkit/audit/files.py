@@ -19,6 +19,7 @@ is audited in the memory of a few seconds of it.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import heapq
 import io
@@ -69,6 +70,11 @@ alone (counted as late)."""
 
 class UnknownFormat(ValueError):
     """A file in none of the forms the audit reads."""
+
+
+class _Gone(UnknownFormat):
+    """A file that was there when its folder was listed, and is not when it is opened (the
+    exporter rotated it away, or removed an old backup)."""
 
 
 @dataclass
@@ -234,6 +240,8 @@ def _entries(path: str) -> Iterator[tuple[str, Iterator[tuple[str, Any, str, int
         return
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed below, with what wraps it
+    except FileNotFoundError:
+        raise _Gone(f"cannot read {path}: it is gone") from None
     except OSError as exc:
         raise UnknownFormat(f"cannot read {path}: {exc.strerror or exc}") from None
     with raw, closing(_binary_entries(raw)) as entries:  # the reader ends before the file
@@ -325,7 +333,14 @@ class Reading:
         held = Settling(float(REORDER), hold_at_most=4)
         twins = Twins()
         for path, in_folder in _files_of(self.paths):
-            with _entries(path) as (name, entries):
+            with contextlib.ExitStack() as stack:
+                try:
+                    name, entries = stack.enter_context(_entries(path))
+                except _Gone:
+                    if not in_folder:
+                        raise
+                    self.notes.add(f"{path} was gone before it was read (rotated away?)")
+                    continue
                 skipped_before = len(self.problems)
                 kind = None if self.form == "auto" else self.form
                 try:

@@ -29,9 +29,11 @@ finding; a request whose API is not recorded, by the rules every API shares. Onl
 calls are requests: agent, workflow and chain spans are not. Files are read as a stream:
 memory holds a window of them, not all of them.
 
-PATH is a file, a directory (every file in it, as the file exporter rotates them), or - for
-stdin; gzip files are read as they are. Each file is in one of two forms, told from its first
-record:
+PATH is a file, a directory (every file in it, as the file exporter rotates them; an empty
+one is a note), - for stdin, or a stream (a FIFO, <(...)); gzip files are read as they are, up
+to any damage. A record that does not read (a field of the wrong type included) is skipped
+with its file:line; a span or request line read twice counts once. Each file is in one of two
+forms, told from its first record:
   OTLP          what the OpenTelemetry Collector's file exporter writes: one OTLP/JSON
                 export request of traces or logs per line, or, with format: proto or
                 compression: zstd, each export after its length. GenAI spans and

@@ -255,3 +255,26 @@ def test_the_stores_benchmark_runs_every_store(postgres: Any, tmp_path: Path):
     assert len(stores) == 5
     assert all(row["appends_per_s"] > 0 for row in stores.values())
     assert "durable appends" in done.stdout
+
+
+def test_a_row_changed_by_hand_is_found_and_nothing_is_changed(place: DatabasePlace):
+    """A row's checksum covers its line: a message edited in the table is refused on opening,
+    naming the row, as a flipped bit in a history file is."""
+    from ctxkit.reference import HistoryFileCorrupt
+
+    run(_fill(place, [message(i) for i in range(4)]))
+
+    async def edit() -> None:
+        pool = await db.pool(place.url)
+        async with pool.connection() as connection:
+            await connection.execute(
+                "UPDATE ctxkit_records SET line = replace(line, '2:', '7:') "
+                "WHERE conversation = %s AND seq = 4",
+                (place.name,),
+            )
+
+    db.call(edit())
+    with pytest.raises(HistoryFileCorrupt, match=r"#c-\w+: row 4 does not match its checksum"):
+        place.open()
+    with pytest.raises(HistoryFileCorrupt, match="No row was changed"):
+        place.open()  # and the failed open left the conversation free

@@ -96,10 +96,18 @@ class HistoryFileLocked(HistoryFileError):
 
 
 class HistoryFileCorrupt(HistoryFileError):
-    """A line before the last is not a record: damage, not a crash. The file was not changed."""
+    """A line before the last is not a record: damage, not a crash. The file was not changed.
 
-    def __init__(self, path: Path, line: int, offset: int, reason: str) -> None:
+    In a database (``path`` a ``URL#conversation`` label) ``line`` is the row's ``seq``."""
+
+    def __init__(self, path: Path | str, line: int, offset: int, reason: str) -> None:
         self.path, self.line, self.offset, self.reason = path, line, offset, reason
+        if isinstance(path, str) and "://" in path:
+            super().__init__(
+                f"{path}: row {line} {reason}. No row was changed. To keep what comes before, "
+                f"copy rows 1 to {line - 1} of ctxkit_records into a new conversation."
+            )
+            return
         if line == 1:
             advice = "Is it a ctxkit history? Give the manager a storage_path of its own."
         else:
@@ -112,8 +120,10 @@ class HistoryFileCorrupt(HistoryFileError):
         )
 
     @classmethod
-    def at_line(cls, path: Path, line: int, reason: str) -> HistoryFileCorrupt:
+    def at_line(cls, path: Path | str, line: int, reason: str) -> HistoryFileCorrupt:
         """The error for a whole line found bad after parsing (its byte offset read again)."""
+        if isinstance(path, str) and "://" in path:
+            return cls(path, line, -1, reason)
         try:
             with open(path, "rb") as file:
                 offset = sum(len(text) for _, text in zip(range(line - 1), file, strict=False))

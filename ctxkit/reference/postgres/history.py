@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ctxkit.reference.journal import (
@@ -149,13 +148,11 @@ def parse_rows(label: str, rows: list[tuple[int, str]]) -> Loaded:
     header), every seq in its place; raises :class:`HistoryFileCorrupt` naming the row."""
     for expected, (seq, _) in enumerate(rows, start=1):
         if seq != expected:
-            raise HistoryFileCorrupt(
-                Path(label), expected, -1, f"is missing (the next row is seq {seq})"
-            )
+            raise HistoryFileCorrupt(label, expected, -1, f"is missing (the next row is seq {seq})")
     data = "".join(line + "\n" for _, line in rows).encode("ascii", "surrogateescape")
-    loaded = parse_history(Path(label), data)
+    loaded = parse_history(label, data)  # type: ignore[arg-type]  # named by its label
     if loaded.torn is not None:  # a row is written whole: a bad last one is damage too
-        raise HistoryFileCorrupt(Path(label), loaded.torn.line, -1, loaded.torn.reason)
+        raise HistoryFileCorrupt(label, loaded.torn.line, -1, loaded.torn.reason)
     return loaded
 
 

@@ -52,11 +52,7 @@ class Auditor:
         windows: Mapping[str, int] | None = None,
         encoding: str = DEFAULT_ENCODING,
         listener: Listener | None = None,
-        check: bool = True,
     ) -> None:
-        self.check = check
-        """False: requests are only keyed into conversations, not checked (``ctxkit replay``
-        keys a recording so, and measures every manager's views itself)."""
         self.counter = TokenCounter(encoding)
         self.windows = dict(windows or {})
         self.listener = listener
@@ -74,14 +70,9 @@ class Auditor:
     ) -> tuple[ConversationAudit, list[Finding]]:
         """Key the request, check it in its conversation; returns both. ``prints``: its
         messages' fingerprints, where the caller has them."""
-        if prints is None and request.key and not self.check:
-            # keyed by a recorded key, not checked: only the system prompt's fingerprint is
-            # read (it tells the agents of a trace apart)
-            prints = [fingerprint(m) for m in request.messages[:1]]
-        elif prints is None:
+        if prints is None:
             prints = [fingerprint(m) for m in request.messages]
-        prefixes = [] if request.key else _prefix_hashes(prints)
-        key, keyed_by = self._key(request, prints, prefixes)
+        key, keyed_by = self.key_of(request, prints)
         audit = self.conversations.get(key)
         if audit is None:
             audit = ConversationAudit(key, keyed_by, self.counter, self.windows)
@@ -90,11 +81,22 @@ class Auditor:
             audit.inferred.add(keyed_by)
         if request.partial:
             audit.partial += 1
-        if self.check:
-            found = audit.add(request, prints)
-        else:
-            audit.requests += 1
-            found = []
+        found = audit.add(request, prints)
+        if self.listener is not None:
+            self.listener(audit, request, found)
+        return audit, found
+
+    def key_of(self, request: Request, prints: list[int] | None = None) -> tuple[str, str]:
+        """The conversation the request joins and how it was told (see the module), noted
+        for the requests after it; nothing of the conversation is kept but what keys the next
+        request, so ``ctxkit replay`` keys a recording of any length in little memory.
+        ``prints``: its messages' fingerprints; without them, a request with a recorded key
+        has only its system prompt's read (it tells the agents of a trace apart)."""
+        if prints is None:
+            shown = request.messages[:1] if request.key else request.messages
+            prints = [fingerprint(m) for m in shown]
+        prefixes = [] if request.key else _prefix_hashes(prints)
+        key, keyed_by = self._key(request, prints, prefixes)
         self.requests += 1
         if request.trace_id:
             groups = self._by_trace.setdefault(request.trace_id, {})
@@ -102,9 +104,7 @@ class Auditor:
                 groups[_head(request, prints)] = key
         if keyed_by not in ("gen_ai.conversation.id", "session.id", "metadata.conversation_id"):
             self._remember_prefix(key, prefixes)
-        if self.listener is not None:
-            self.listener(audit, request, found)
-        return audit, found
+        return key, keyed_by
 
     def _key(self, request: Request, prints: list[int], prefixes: list[int]) -> tuple[str, str]:
         if request.key:

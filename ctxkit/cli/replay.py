@@ -259,6 +259,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ctxkit.replay import report as reports
+    from ctxkit.replay.spool import write_json
 
     for option, path in (("--report-json", args.report_json), ("--html", args.html)):
         if path is not None:
@@ -285,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n{name} would have sent, in conversation {key} at request {request}:")
             print(json.dumps(view, indent=2, ensure_ascii=False))
     if args.report_json is not None:
-        args.report_json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+        write_json(report, args.report_json)
     if args.html is not None:
         reports.write_html(report, args.html, views)
     failed = reports.failures(report, thresholds)
@@ -358,16 +359,17 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
             jobs=args.jobs,
             total=recording.conversations,
             progress=_progress(recording.conversations),
+            spooled=True,
         )
     notes = list(recording.notes)
-    replayed = results[specs[0].name]
-    unbudgeted = sum(r.unbudgeted for r in replayed)
+    recorded = results[specs[0].name]
+    unbudgeted = sum(budget is None for c in recorded for budget in c["budgets"])
     if unbudgeted:
         notes.append(
             f"{unbudgeted} request(s) of a model whose window is not known were asked for "
             "without a budget: give --budget or --window MODEL=TOKENS"
         )
-    lost = sum(r.unreconstructed for r in replayed)
+    lost = sum(c["unreconstructed"] for c in recorded)
     if lost:
         notes.append(
             f"{lost} message(s) the recorded manager made (a summary, a truncation) cannot be "
@@ -378,7 +380,7 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
         specs, results, recording.conversations, recording.problems, notes, shard_said
     )
     wanted = args.show_views or args.html is not None
-    views = first_breaks(firsts, specs, results, options) if wanted else {}
+    views = first_breaks(firsts, specs, options) if wanted else {}
     return as_json(outcome), views
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ctxkit.audit.terminal import printable
 from ctxkit.replay.run import RECORDED, ManagerSpec, Replayed
 from ctxkit.replay.session import Outcome
+from ctxkit.replay.spool import Spool
 
 __all__ = [
     "Threshold",
@@ -59,42 +60,6 @@ def totals(conversations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _conversation(replayed: Replayed) -> dict[str, Any]:
-    return {
-        "key": replayed.key,
-        "requests": replayed.requests,
-        "tokens_sent": replayed.tokens_sent,
-        "tokens": list(replayed.tokens),
-        "budgets": list(replayed.budgets),
-        "billed_tokens": round(replayed.billed, 1),
-        "cost": round(replayed.cost, 6) if replayed.priced and replayed.requests else None,
-        "compactions": replayed.compactions,
-        "prefix_kept": None if replayed.prefix_kept is None else round(replayed.prefix_kept, 4),
-        "prefix_kept_tokens": replayed.prefix_kept_tokens,
-        "prefix_tokens": replayed.prefix_total,
-        "references_needed": replayed.references_needed,
-        "references_found": replayed.references_kept,
-        "references_kept": (
-            None if replayed.references_share is None else round(replayed.references_share, 4)
-        ),
-        "findings": [
-            {
-                "property": f.property,
-                "level": f.level,
-                "request": f.request,
-                "kind": f.kind,
-                "rule": f.rule,
-                "message": f.message,
-                "api": f.api,
-            }
-            for f in replayed.findings
-        ],
-        "unreconstructed": replayed.unreconstructed,
-        "error": replayed.error,
-        "stopped": replayed.stopped,
-    }
-
-
 def as_json(outcome: Outcome) -> dict[str, Any]:
     """The report: every manager, ``recorded`` first, with totals and per-conversation
     figures; request indexes 0-based, as in the audit."""
@@ -108,13 +73,18 @@ def as_json(outcome: Outcome) -> dict[str, Any]:
             {"where": p.where, "reason": p.reason, "hint": p.hint} for p in outcome.problems
         ],
         "managers": [
-            _manager(spec, [_conversation(r) for r in outcome.results[spec.name]])
-            for spec in outcome.managers
+            _manager(spec, _figures(outcome.results[spec.name])) for spec in outcome.managers
         ],
     }
 
 
-def _manager(spec: ManagerSpec, conversations: list[dict[str, Any]]) -> dict[str, Any]:
+def _figures(results: Spool | Sequence[Replayed]) -> Spool | list[dict[str, Any]]:
+    """A manager's conversations as the report's JSON objects: a spool already holds them
+    (read back lazily); a list of figures is written out."""
+    return results if isinstance(results, Spool) else [r.as_json() for r in results]
+
+
+def _manager(spec: ManagerSpec, conversations: Spool | list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "name": spec.name,
         "target": spec.target,
@@ -371,6 +341,49 @@ SHOWN = 30
 """Conversations drawn on the page: those with findings first, then the longest."""
 
 
+def _most_telling(
+    managers: Sequence[Mapping[str, Any]],
+) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+    """The :data:`SHOWN` conversations the page draws, best first (the most findings over
+    every manager, then the most requests, then by key), each with every manager's figures;
+    and how many conversations there are. The managers list the conversations in one order,
+    so they are read side by side and only the best are kept: a long replay's figures are
+    never all in memory. (Merged shards list them in one order too; where the orders
+    differ, conversations are matched by key.)"""
+    best: list[tuple[tuple[int, int, str], dict[str, Any]]] = []
+    unmatched: dict[str, dict[str, Any]] = {}
+    total = 0
+
+    def keep(per_manager: dict[str, Any]) -> None:
+        key = next(iter(per_manager.values()))["key"]
+        best.append((_rank(per_manager, key), per_manager))
+        if len(best) >= 2 * SHOWN:
+            best.sort(key=lambda entry: entry[0])
+            del best[SHOWN:]
+
+    for row in zip(*(m["conversations"] for m in managers), strict=True):
+        if len({c["key"] for c in row}) > 1:
+            for manager, conversation in zip(managers, row, strict=True):
+                unmatched.setdefault(conversation["key"], {})[manager["name"]] = conversation
+            continue
+        total += 1
+        keep({m["name"]: c for m, c in zip(managers, row, strict=True)})
+    for per_manager in unmatched.values():
+        total += 1
+        keep(per_manager)
+    best.sort(key=lambda entry: entry[0])
+    return [(rank[2], per_manager) for rank, per_manager in best[:SHOWN]], total
+
+
+def _rank(per_manager: Mapping[str, Mapping[str, Any]], key: str) -> tuple[int, int, str]:
+    """Smaller first: the most findings over every manager, the most requests, the key."""
+    return (
+        -sum(len(c["findings"]) for c in per_manager.values()),
+        -max(c["requests"] for c in per_manager.values()),
+        key,
+    )
+
+
 def write_html(
     report: Mapping[str, Any],
     path: Any,
@@ -388,20 +401,9 @@ def write_html(
     from ctxkit.replay.charts import COLOURS, bars, lines
 
     managers = report["managers"]
-    by_key: dict[str, dict[str, Any]] = {}
-    for manager in managers:
-        for conversation in manager["conversations"]:
-            by_key.setdefault(conversation["key"], {})[manager["name"]] = conversation
-    ranked = sorted(
-        by_key.items(),
-        key=lambda item: (
-            -sum(len(c["findings"]) for c in item[1].values()),
-            -max(c["requests"] for c in item[1].values()),
-            item[0],
-        ),
-    )
+    ranked, total = _most_telling(managers)
     shown = []
-    for key, per_manager in ranked[:SHOWN]:
+    for key, per_manager in ranked:
         first = next(iter(per_manager.values()))
         chart = lines(
             {name: c["tokens"] for name, c in per_manager.items()},
@@ -442,6 +444,6 @@ def write_html(
             bars({m["name"]: m["totals"]["references_kept"] for m in managers}, "references kept")
         ),
         shown=shown,
-        hidden=max(0, len(ranked) - SHOWN),
+        hidden=max(0, total - SHOWN),
     )
     path.write_text(page, encoding="utf-8")

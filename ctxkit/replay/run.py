@@ -92,6 +92,42 @@ class Replayed:
             return None
         return self.references_kept / self.references_needed
 
+    def as_json(self) -> dict[str, Any]:
+        """The conversation's figures as the report writes them."""
+        return {
+            "key": self.key,
+            "requests": self.requests,
+            "tokens_sent": self.tokens_sent,
+            "tokens": list(self.tokens),
+            "budgets": list(self.budgets),
+            "billed_tokens": round(self.billed, 1),
+            "cost": round(self.cost, 6) if self.priced and self.requests else None,
+            "compactions": self.compactions,
+            "prefix_kept": None if self.prefix_kept is None else round(self.prefix_kept, 4),
+            "prefix_kept_tokens": self.prefix_kept_tokens,
+            "prefix_tokens": self.prefix_total,
+            "references_needed": self.references_needed,
+            "references_found": self.references_kept,
+            "references_kept": (
+                None if self.references_share is None else round(self.references_share, 4)
+            ),
+            "findings": [
+                {
+                    "property": f.property,
+                    "level": f.level,
+                    "request": f.request,
+                    "kind": f.kind,
+                    "rule": f.rule,
+                    "message": f.message,
+                    "api": f.api,
+                }
+                for f in self.findings
+            ],
+            "unreconstructed": self.unreconstructed,
+            "error": self.error,
+            "stopped": self.stopped,
+        }
+
 
 OUTPUT_TOKENS = 4_096
 """Tokens kept for the model's answer when the budget is a model's window."""

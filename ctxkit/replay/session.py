@@ -17,6 +17,7 @@ from ctxkit.audit.request import Problem
 from ctxkit.replay.candidate import Candidate, CannotLoad, Limits
 from ctxkit.replay.conversation import Conversation
 from ctxkit.replay.run import RECORDED, ManagerSpec, Options, Replayed, replay_conversation
+from ctxkit.replay.spool import Spool
 from ctxkit.tokens import DEFAULT_ENCODING, TokenCounter
 
 __all__ = [
@@ -36,7 +37,7 @@ class Outcome:
     """Every manager's figures, conversation by conversation (the same order for each)."""
 
     managers: list[ManagerSpec]
-    results: dict[str, list[Replayed]]
+    results: Mapping[str, Sequence[Replayed] | Spool]
     conversations: int
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -66,12 +67,12 @@ class Recording:
         self.paths, self.form, self.windows = list(paths), form, dict(windows or {})
         self.shard = shard
         read = Reading(self.paths, form, advance)
-        first = Auditor(windows=self.windows, check=False)
+        first = Auditor(windows=self.windows)
         self._ends: dict[str, int] = {}
         for request in read:
-            audit, _ = first.add(request)
+            key, _ = first.key_of(request)
             request.messages = []
-            self._ends[audit.key] = first.requests - 1
+            self._ends[key] = first.requests - 1
         self.problems, self.notes = read.problems, sorted(read.notes)
         self.requests = first.requests
         self.conversations = sum(1 for key in self._ends if self._wanted(key))
@@ -81,15 +82,14 @@ class Recording:
 
     def __iter__(self) -> Iterator[Conversation]:
         building: dict[str, Conversation] = {}
-        second = Auditor(windows=self.windows, check=False)
+        second = Auditor(windows=self.windows)
         for request in Reading(self.paths, self.form):
             prints = [fingerprint(m) for m in request.messages]
-            audit, _ = second.add(request, prints)
-            key = audit.key
+            key, keyed_by = second.key_of(request, prints)
             if self._wanted(key):
                 conversation = building.get(key)
                 if conversation is None:
-                    conversation = building[key] = Conversation(key, audit.keyed_by)
+                    conversation = building[key] = Conversation(key, keyed_by)
                 conversation.add(request, prints)
                 if second.requests - 1 == self._ends.get(key):
                     yield building.pop(key)
@@ -113,23 +113,26 @@ def replay(
     jobs: int = 1,
     total: int = 0,
     progress: Callable[[int], None] | None = None,
-) -> tuple[dict[str, list[Replayed]], dict[str, Conversation]]:
+    spooled: bool = False,
+) -> tuple[dict[str, Any], dict[str, tuple[Conversation, int]]]:
     """Each conversation through each manager, as the conversations come; ``jobs`` > 1
     replays them in that many worker processes (conversations are independent), in batches
     sized from ``total`` (how many will come), at most two batches a worker in flight.
-    Returns each manager's figures, in the order the conversations came, and for each
-    candidate the first conversation where it broke a required property (to show the view
-    it sent there: :func:`first_breaks`). ``progress`` is told each batch done."""
-    results: dict[str, list[Replayed]] = {spec.name: [] for spec in managers}
-    firsts: dict[str, Conversation] = {}
+    Returns each manager's figures, in the order the conversations came (a list of
+    :class:`Replayed`; ``spooled``: a :class:`Spool` of their JSON objects, so that a long
+    recording's figures are not all held), and for each candidate the first conversation
+    where it broke a required property and the request where it did (to show the view it
+    sent there: :func:`first_breaks`). ``progress`` is told each batch done."""
+    results: dict[str, Any] = {spec.name: Spool() if spooled else [] for spec in managers}
+    firsts: dict[str, tuple[Conversation, int]] = {}
 
     def take(batch: Sequence[Conversation], replayed: list[list[Replayed]]) -> None:
         for conversation, figures in zip(batch, replayed, strict=True):
             for spec, one in zip(managers, figures, strict=True):
-                results[spec.name].append(one)
-                broke = any(f.level == "required" for f in one.findings)
-                if broke and spec.target != RECORDED and spec.name not in firsts:
-                    firsts[spec.name] = conversation
+                results[spec.name].append(one.as_json() if spooled else one)
+                broke = next((f.request for f in one.findings if f.level == "required"), None)
+                if broke is not None and spec.target != RECORDED and spec.name not in firsts:
+                    firsts[spec.name] = (conversation, broke)
         if progress is not None:
             progress(len(batch))
 
@@ -237,9 +240,8 @@ def _counter() -> TokenCounter:
 
 
 def first_breaks(
-    firsts: Mapping[str, Conversation],
+    firsts: Mapping[str, tuple[Conversation, int]],
     managers: Sequence[ManagerSpec],
-    results: Mapping[str, Sequence[Replayed]],
     options: Options,
 ) -> dict[tuple[str, str], tuple[int, list[Any]]]:
     """For each candidate that broke a required property, the exact view it would have sent
@@ -251,11 +253,9 @@ def first_breaks(
 
     found: dict[tuple[str, str], tuple[int, list[Any]]] = {}
     for spec in managers:
-        conversation = firsts.get(spec.name)
-        if conversation is None:
+        if spec.name not in firsts:
             continue
-        replayed = next(r for r in results[spec.name] if r.key == conversation.key)
-        request = next(f.request for f in replayed.findings if f.level == "required")
+        conversation, request = firsts[spec.name]
         (again,) = _one(conversation, [spec], replace(options, keep_views=True))
         if again.views is not None and request < len(again.views):
             found[(spec.name, conversation.key)] = (request, again.views[request])

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -490,6 +491,62 @@ def test_a_second_process_gets_a_clear_error_naming_the_holder(place: Place):
         holder.kill()  # SIGKILL: no close(), no goodbye to a server
         holder.communicate(timeout=30)
     opened_after_crash(place).close()  # the lock went with the process
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from ctxkit.reference import ReferenceContextManager
+
+    async def main(tag):
+        options = json.loads(sys.argv[1])
+        async with ReferenceContextManager(**options, fsync="never", lock_wait=60) as manager:
+            print("open", flush=True)
+            for i in range(40):
+                await manager.add_message({"role": "user", "content": f"{tag} {i}"})
+
+    asyncio.run(main(sys.argv[2]))
+    """
+)
+
+
+def test_two_processes_on_one_conversation_write_one_after_the_other(place: Place):
+    """Both open with lock_wait: one writes all of its messages, then the other; nothing is
+    lost, duplicated or interleaved."""
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, json.dumps(place.config), tag],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    for writer in writers:
+        out, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+        assert out.strip() == "open"
+
+    async def stored() -> list[str]:
+        async with opened(place) as manager:
+            return [m["content"] for m in await manager.get_messages()]
+
+    texts = run(stored())
+    first = texts[0].split()[0]
+    second = "b" if first == "a" else "a"
+    assert texts == [f"{first} {i}" for i in range(40)] + [f"{second} {i}" for i in range(40)]
+
+
+def test_lock_wait_is_said_in_the_error_when_it_runs_out(place: Place):
+    first = opened(place)
+    try:
+        started = time.monotonic()
+        with pytest.raises(HistoryFileLocked, match=r"\(waited 0.3 s\)"):
+            opened(place, lock_wait=0.3)
+        assert time.monotonic() - started >= 0.3
+    finally:
+        first.close()
 
 
 # -- checkpoints -------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -124,47 +123,7 @@ def test_the_loop_goes_on_while_a_change_is_committed(place: DatabasePlace):
     assert run(scenario()) > 20
 
 
-# -- many writers ------------------------------------------------------------------------------
-
-WRITER = textwrap.dedent(
-    """
-    import asyncio, sys
-    from ctxkit.reference import ReferenceContextManager
-
-    async def main(tag):
-        async with ReferenceContextManager(
-            store=sys.argv[1], conversation=sys.argv[2], fsync="never", lock_wait=60
-        ) as manager:
-            print("open", flush=True)
-            for i in range(40):
-                await manager.add_message({"role": "user", "content": f"{tag} {i}"})
-
-    asyncio.run(main(sys.argv[3]))
-    """
-)
-
-
-def test_two_processes_on_one_conversation_write_one_after_the_other(place: DatabasePlace):
-    """Both open with lock_wait: one writes all of its messages, then the other; nothing is
-    lost, duplicated or interleaved."""
-    writers = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, place.url, place.name, tag],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tag in ("a", "b")
-    ]
-    for writer in writers:
-        out, err = writer.communicate(timeout=120)
-        assert writer.returncode == 0, err
-        assert out.strip() == "open"
-    texts = [m["content"] for m in run(_messages(place))]
-    first = texts[0].split()[0]
-    second = "b" if first == "a" else "a"
-    assert texts == [f"{first} {i}" for i in range(40)] + [f"{second} {i}" for i in range(40)]
+# -- many writers (two processes on one conversation: tests/test_persistence.py) ---------------
 
 
 def test_a_writer_that_lost_the_conversation_is_refused_not_interleaved(place: DatabasePlace):

@@ -370,6 +370,7 @@ class HistoryFile:
         conversation_id: str,
         encoding: str,
         fsync: FsyncPolicy = "always",
+        lock_wait: float = 0.0,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
@@ -378,7 +379,7 @@ class HistoryFile:
         created = not self.path.exists()
         self._fd = _open_regular(self.path)
         try:
-            lock(self._fd, self.path)
+            lock(self._fd, self.path, wait=lock_wait)
             self.loaded = parse_history(self.path, _read_all(self._fd))
             if self.loaded.torn is not None:
                 self._set_torn_aside(self.loaded.torn)
@@ -476,19 +477,32 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-def lock(fd: int, path: Path, advice: str | None = None) -> None:
-    """Take the history file's lock without waiting; :class:`HistoryFileLocked` names the
-    holder, then ``advice`` (what to do; a second writer's by default)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+LOCK_POLL = 0.05
+"""Seconds between tries while waiting for another manager to close (``lock_wait``)."""
+
+
+def lock(fd: int, path: Path, advice: str | None = None, *, wait: float = 0.0) -> None:
+    """Take the history file's lock, waiting at most ``wait`` seconds for its holder to let
+    go; :class:`HistoryFileLocked` names the holder, then ``advice`` (what to do; a second
+    writer's by default)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(LOCK_POLL)
+                continue
         holder = lock_holder(path)
         by = f" by process {holder}" if holder else ""
+        waited = f" (waited {wait:g} s)" if wait else ""
         advice = advice or (
             "one manager at a time may write a history. Close the other manager "
-            "(manager.close()), or give this one its own storage_path."
+            "(manager.close()), give this one lock_wait=SECONDS to wait for it, or its own "
+            "storage_path."
         )
-        raise HistoryFileLocked(f"{path} is open{by}: {advice}") from None
+        raise HistoryFileLocked(f"{path} is open{by}{waited}: {advice}")
 
 
 def lock_holders() -> dict[tuple[int, int, int], int]:

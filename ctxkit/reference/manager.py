@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import inspect
 import logging
@@ -214,9 +215,9 @@ class ReferenceContextManager:
         holds; a change is committed when its call returns, and the event loop never waits
         on the network (changes are written from a worker thread).
     conversation: the conversation's name in ``store`` (and the default ``conversation_id``).
-    lock_wait: seconds a manager opening a ``store`` conversation another manager has open
-        waits for it to close before raising
-        :class:`~ctxkit.reference.journal.HistoryFileLocked` (0: at once).
+    lock_wait: seconds a manager opening a history another manager has open (its
+        ``storage_path``, or its ``store`` conversation, on any host) waits for it to close
+        before raising :class:`~ctxkit.reference.journal.HistoryFileLocked` (0: at once).
     clock: the time source for arrival times, checkpoints, ``retain_seconds`` and the audit
         log.
     max_message_bytes: a message whose keys and strings hold more UTF-8 bytes than this is
@@ -421,6 +422,7 @@ class ReferenceContextManager:
                         conversation_id=conversation_id or path.stem,
                         encoding=self.counter.encoding,
                         fsync=fsync,
+                        lock_wait=float(lock_wait),
                     ),
                     path.stem,
                     conversation_id,
@@ -517,6 +519,13 @@ class ReferenceContextManager:
             raise
         weakref.finalize(self, recall.close)
         return recall
+
+    @classmethod
+    async def open(cls, **options: Any) -> ReferenceContextManager:
+        """The same as the constructor, run in a worker thread: opening reads the whole
+        history (a file, a database's rows over the network), which an event loop serving
+        other conversations should not wait for."""
+        return await asyncio.to_thread(functools.partial(cls, **options))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, **extra: Any) -> ReferenceContextManager:
@@ -1120,14 +1129,19 @@ _LEVEL_OPTIONS = {
 
 def _check_store(store: Any, conversation: Any, storage_path: Any, lock_wait: Any) -> None:
     """``store``, ``conversation`` and ``lock_wait``, checked before anything connects."""
+    if (
+        isinstance(lock_wait, bool)
+        or not isinstance(lock_wait, int | float)
+        or not math.isfinite(lock_wait)
+        or lock_wait < 0
+    ):
+        raise ConfigError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
     if store is None:
         if conversation is not None:
             raise ConfigError(
                 "conversation names a conversation in a database: give "
                 "store='postgresql://USER@HOST:PORT/DATABASE' too"
             )
-        if lock_wait:
-            raise ConfigError("lock_wait is for a store (a database); this manager has none")
         return
     if storage_path is not None:
         raise ConfigError(
@@ -1138,13 +1152,6 @@ def _check_store(store: Any, conversation: Any, storage_path: Any, lock_wait: An
         raise ConfigError(
             f"store needs conversation='ID', the conversation's name in it, got {conversation!r}"
         )
-    if (
-        isinstance(lock_wait, bool)
-        or not isinstance(lock_wait, int | float)
-        or not math.isfinite(lock_wait)
-        or lock_wait < 0
-    ):
-        raise ConfigError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
     from ctxkit.reference.postgres.connection import check_url
 
     try:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxkit.reference.journal import (
+    LOCK_POLL,
     HistoryFileCorrupt,
     HistoryFileError,
     HistoryFileLocked,
@@ -63,8 +64,6 @@ CREATE TABLE IF NOT EXISTS ctxkit_records (
 """
 _SCHEMA_LOCK = 0x6374786B6974  # "ctxkit": creating the tables is one process at a time
 _LOCK_KEY = "SELECT hashtextextended('ctxkit conversation ' || %s, 0)"
-LOCK_POLL = 0.05
-"""Seconds between tries while waiting for another writer to close (``lock_wait``)."""
 
 _ready: set[str] = set()
 """Databases whose tables this process has made sure of."""
@@ -241,7 +240,7 @@ class DatabaseHistory:
                         "conversation. Close the other manager (manager.close()), give this "
                         "one lock_wait=SECONDS to wait for it, or another conversation."
                     )
-                await asyncio.sleep(LOCK_POLL)
+                await asyncio.sleep(LOCK_POLL)  # the file store's pace
         except BaseException as exc:
             await connection.close()
             if isinstance(exc, db._psycopg().OperationalError):

@@ -695,3 +695,29 @@ def test_with_no_manager_the_reference_manager_is_the_candidate(tmp_path, fleet_
     assert done.returncode == 0, done.stderr
     names = [m["name"] for m in json.loads(report.read_text())["managers"]]
     assert names == ["recorded", "reference"]
+
+
+def test_a_spooled_replay_reports_what_one_held_in_memory_reports(tmp_path, fleet_file):
+    """Figures spooled to disk as each conversation ends (what the command does, so memory
+    follows the conversations in flight) give the very report, sentences and page that the
+    same figures held in memory give."""
+    from ctxkit.replay import report as reports
+    from ctxkit.replay.session import Outcome
+    from ctxkit.replay.spool import Spool, write_json
+
+    managers = [RECORDED, LAST_FOUR, EVERYTHING]
+    made = {}
+    for spooled in (False, True):
+        results, _ = replay_all(Recording([str(fleet_file)]), managers, Options(), spooled=spooled)
+        assert all(isinstance(r, Spool) == spooled for r in results.values())
+        report = reports.as_json(Outcome(managers, results, len(results["recorded"])))
+        path = tmp_path / f"spooled-{spooled}.json"
+        write_json(report, path)
+        page = tmp_path / f"spooled-{spooled}.html"
+        reports.write_html(report, page)
+        said = (reports.text_report(report), reports.failures(report, []))
+        made[spooled] = (json.loads(path.read_text()), said, page.read_text())
+    assert made[True] == made[False]
+    held, _, _ = made[False]
+    valid("replay-report", held)
+    assert held["managers"][1]["totals"]["required_findings"] > 0  # there is a page to draw

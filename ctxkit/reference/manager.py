@@ -787,7 +787,10 @@ class ReferenceContextManager:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._recall is not None:
             await self._recall.synced()  # the last messages, so reopening need not rebuild
-        self.close()
+        if self._off_loop:  # a database: releasing the conversation is a round trip
+            await asyncio.to_thread(self.close)
+        else:
+            self.close()
 
     @property
     def memory(self) -> SemanticMemory | None:

@@ -32,6 +32,7 @@ from ctxkit.cli.options import (
 from ctxkit.cli.signals import terminated_as_interrupt
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
+from ctxkit.forms import FORMS
 
 EXIT_PASS = EXIT_OK
 EXIT_REQUIRED_FAILED = EXIT_FOUND_PROBLEM
@@ -157,7 +158,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--form",
-        choices=["contract", "function", "session", "compacting"],
+        choices=FORMS,
         help="the form TARGET takes (default: detected; see above)",
     )
     parser.add_argument(

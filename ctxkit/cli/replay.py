@@ -18,6 +18,7 @@ from ctxkit.cli.options import (
     config_from_json,
     memory_limit,
 )
+from ctxkit.forms import FORMS
 
 __all__ = ["PRESETS", "add_parser"]
 
@@ -126,9 +127,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--manager", action=_Manager, metavar="[NAME=]TARGET", help="a manager to replay through"
     )
     parser.add_argument("--config", action=_Own, metavar="JSON", help="the manager's config")
-    parser.add_argument(
-        "--form", action=_Own, choices=("contract", "function", "session"), help="its form"
-    )
+    parser.add_argument("--form", action=_Own, choices=FORMS, help="its form (default: detected)")
     parser.add_argument(
         "--format", choices=("auto", "otlp", "bodies"), default="auto", help="the files' form"
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
 from ctxkit.cli.options import DEFAULT_SEED, config_from_json
+from ctxkit.forms import FORMS
 from ctxkit.wording import plural
 
 __all__ = ["add_parser"]
@@ -77,7 +78,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     usage.add_argument(
         "--form",
-        choices=["contract", "function", "session"],
+        choices=FORMS,
         help="what --target names, when detecting it guesses wrong",
     )
     usage.add_argument(

@@ -204,14 +204,17 @@ class RestartMachine(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("kind", STORES)
 def test_restart(request: pytest.FixtureRequest, kind: str) -> None:
-    machine = RestartMachine
+    """40 runs on a file; 20 on the database, where each reopening is a new connection and
+    what is stored and read is the same records (the file's runs cover their logic)."""
+    machine, runs = RestartMachine, 40
     if kind == "postgresql":
         url = request.getfixturevalue("postgres").url
         machine = type("DatabaseRestartMachine", (RestartMachine,), {"database": url})
+        runs = 20
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=40,
+            max_examples=runs,
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -8,7 +8,6 @@ in tests/test_persistence.py.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -175,20 +174,15 @@ def test_a_server_restart_is_a_clear_error_then_service_again(postgres: Any):
 # -- the conformance suite and the benchmark ---------------------------------------------------
 
 
-def test_the_suite_passes_on_a_database_backed_manager(postgres: Any, tmp_path: Path):
+def test_the_suite_passes_on_a_database_backed_manager(
+    postgres: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """``ctxkit conformance`` on the manager with a PostgreSQL store, a new conversation per
     run (ctxkit.reference.scratch:scratch_store_manager), fsync always."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CTXKIT_STORE=postgres.url)
-    quick = ["--profile", "quick", "--seed", "5", "--timeout", "20"]
-    target = "ctxkit.reference.scratch:scratch_store_manager"
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "conformance", target, *quick],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=600,
-    )
+    from tests.test_conformance_cli import QUICK, conformance
+
+    monkeypatch.setenv("CTXKIT_STORE", postgres.url)
+    done = conformance("ctxkit.reference.scratch:scratch_store_manager", *QUICK, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS: every required property holds" in done.stdout
 

@@ -30,7 +30,15 @@ from ctxkit.reference.memory.database import Database, Row
 from ctxkit.reference.memory.embedders import Embedder, embed, embedder_name, pack
 from ctxkit.reference.memory.errors import EmbedderError, MemoryFileError, UnknownMemory
 
-__all__ = ["BACKGROUND_NICE", "DEFAULT_THRESHOLD", "Hit", "Item", "MemoryStats", "SemanticMemory"]
+__all__ = [
+    "BACKGROUND_NICE",
+    "DEFAULT_THRESHOLD",
+    "Hit",
+    "Item",
+    "MemoryBase",
+    "MemoryStats",
+    "SemanticMemory",
+]
 
 DEFAULT_THRESHOLD = 0.7
 CATCH_UP_BATCH = 64
@@ -119,7 +127,31 @@ def _id(item: Any) -> int:
     return item
 
 
-class SemanticMemory:
+class MemoryBase:
+    """What every memory (SQLite's here, PostgreSQL's in :mod:`ctxkit.reference.postgres`)
+    does the same way over its own ``store_many`` and ``close``."""
+
+    async def store_many(
+        self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
+    ) -> list[int]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def store(self, content: str, metadata: Mapping[str, Any] | None = None) -> int:
+        """Keep ``content`` with ``metadata`` (JSON); returns its id once it is stored."""
+        (item,) = await self.store_many([(content, metadata)])
+        return item
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SemanticMemory(MemoryBase):
     """Texts with metadata, found again by query; one SQLite file, or in memory.
 
     ``path``: the file (made with its folders if missing); None keeps everything in memory.
@@ -241,11 +273,6 @@ class SemanticMemory:
         self._caught_up = True
 
     # -- the interface ------------------------------------------------------------------------
-
-    async def store(self, content: str, metadata: Mapping[str, Any] | None = None) -> int:
-        """Keep ``content`` with ``metadata`` (JSON); returns its id once it is stored."""
-        (item,) = await self.store_many([(content, metadata)])
-        return item
 
     async def store_many(
         self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
@@ -395,12 +422,6 @@ class SemanticMemory:
         self._closed = True
         self._executor.submit(self._db.close).result()
         self._executor.shutdown(wait=True)
-
-    async def __aenter__(self) -> SemanticMemory:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         where = self._db.name

@@ -34,6 +34,7 @@ from ctxkit.reference.memory.semantic import (
     DEFAULT_THRESHOLD,
     Hit,
     Item,
+    MemoryBase,
     MemoryStats,
     _content,
     _id,
@@ -68,7 +69,7 @@ def _tsquery(count: int, joiner: str) -> str:
     return f" {joiner} ".join([f"phraseto_tsquery('{CONFIG}', %s)"] * count)
 
 
-class DatabaseMemory:
+class DatabaseMemory(MemoryBase):
     """Texts with metadata in a PostgreSQL database, found again by query.
 
     ``url``: the database (``postgresql://...``); ``collection``: this memory's name in it.
@@ -132,12 +133,7 @@ class DatabaseMemory:
 
         return await db.run(job())
 
-    # -- the interface ------------------------------------------------------------------------
-
-    async def store(self, content: str, metadata: Mapping[str, Any] | None = None) -> int:
-        """Keep ``content`` with ``metadata`` (JSON); returns its id once it is committed."""
-        (item,) = await self.store_many([(content, metadata)])
-        return item
+    # -- the interface (``store`` and ``async with``: MemoryBase's) ---------------------------
 
     async def store_many(
         self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
@@ -332,12 +328,6 @@ class DatabaseMemory:
     def close(self) -> None:
         """Calls after this raise (the pool is the process's, and stays)."""
         self._closed = True
-
-    async def __aenter__(self) -> DatabaseMemory:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"DatabaseMemory({self.path!r}, threshold={self.threshold})"

@@ -1,7 +1,7 @@
 """``ctxkit demo``: a synthetic agent driving a context manager, with telemetry switched on.
 
 It is what the dashboards and ``ctxkit inspect`` are shown on: seeded agent turns (a user ask,
-tool rounds, a reply) go through the reference manager, or through any ``--target`` wrapped by
+tool rounds, a reply) go through the reference manager, or through any ``--manager`` wrapped by
 :func:`ctxkit.telemetry.instrument`, asking for a view before every assistant message as an
 agent would, at a steady rate, under a small budget so that compactions happen. It stops by
 itself after ``--duration`` seconds and prints a summary.

@@ -38,16 +38,16 @@ def test_version(capsys):
         (["conformance", "--profle", "quick"], "usage: ctxkit conformance",
          "ctxkit conformance: error: unknown option --profle; did you mean --profile?"),
         (["survey", "--jbos", "2"], "usage: ctxkit survey", "did you mean --jobs?"),
-        (["usage", "--bugdet=3"], "usage: ctxkit usage",
+        (["tokens", "--bugdet=3"], "usage: ctxkit tokens",
          "unknown option --bugdet; did you mean --budget?"),
         (["contexts", "list", "--jsn"], "usage: ctxkit contexts list", "did you mean --json?"),
         (["--verison"], "usage: ctxkit [", "unknown option --verison; did you mean --version?"),
         (["conformence"], "usage: ctxkit [", "did you mean 'conformance'?"),
         (["conformance", "--profile", "quack"], "usage: ctxkit conformance",
          "did you mean 'quick'?"),
-        (["usage", "--xyzzy"], "usage: ctxkit usage",
-         "unknown option --xyzzy; see ctxkit usage --help"),
-        (["usage", "a.json", "b.json"], "usage: ctxkit usage", "unrecognized arguments: b.json"),
+        (["tokens", "--xyzzy"], "usage: ctxkit tokens",
+         "unknown option --xyzzy; see ctxkit tokens --help"),
+        (["tokens", "a.json", "b.json"], "usage: ctxkit tokens", "unrecognized arguments: b.json"),
     ],
 )  # fmt: skip
 def test_a_mistyped_option_or_command_is_named_with_the_one_meant(capsys, argv, usage, sentence):
@@ -63,7 +63,7 @@ def test_a_mistyped_option_or_command_is_named_with_the_one_meant(capsys, argv, 
 
 @pytest.mark.parametrize(
     "command",
-    [["usage"], ["conformance"], ["audit", "x.json"], ["watch"], ["demo"], ["inspect"],
+    [["tokens"], ["conformance"], ["audit", "x.json"], ["watch"], ["demo"], ["inspect"],
      ["contexts"], ["contexts", "list"], ["survey"]],
     ids=" ".join,
 )  # fmt: skip
@@ -77,7 +77,7 @@ def test_every_command_names_an_unknown_option(capsys, command):
 
 
 def test_usage_on_the_synthetic_workload_reports_a_compacted_view(capsys):
-    code = main(["usage", "--messages", "400", "--budget", "20000", "--json"])
+    code = main(["tokens", "--messages", "400", "--budget", "20000", "--json"])
     assert code == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     assert report["budget"] == 20_000
@@ -90,19 +90,19 @@ def test_usage_on_the_synthetic_workload_reports_a_compacted_view(capsys):
 def test_usage_replays_the_conversation_for_its_prompt_cache_figure(capsys):
     """A view before each assistant message, each measured against the one before, by the
     reference's own view events; the same figure in the text and the JSON."""
-    assert main(["usage", "--messages", "300", "--budget", "20000", "--json"]) == EXIT_OK
+    assert main(["tokens", "--messages", "300", "--budget", "20000", "--json"]) == EXIT_OK
     cache = json.loads(capsys.readouterr().out)["cache"]
     assert cache["views"] > 50
     assert 0 < cache["kept_tokens"] < cache["view_tokens"]
     assert cache["share"] == round(cache["kept_tokens"] / cache["view_tokens"], 4)
-    assert main(["usage", "--messages", "300", "--budget", "20000"]) == EXIT_OK
+    assert main(["tokens", "--messages", "300", "--budget", "20000"]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"cache      {cache['share']:.1%} of view tokens cacheable" in out
     assert f"{cache['views']} views replayed" in out
 
 
 def test_usage_text_report_shows_the_breakdown(capsys):
-    assert main(["usage", "--messages", "50", "--shape", "anthropic"]) == EXIT_OK
+    assert main(["tokens", "--messages", "50", "--shapes", "anthropic"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "breakdown" in out
     assert "tool_results" in out
@@ -110,19 +110,19 @@ def test_usage_text_report_shows_the_breakdown(capsys):
 
 
 def usage_json(capsys, *args: str) -> dict:
-    assert main(["usage", *args, "--json"]) == EXIT_OK
+    assert main(["tokens", *args, "--json"]) == EXIT_OK
     return json.loads(capsys.readouterr().out)
 
 
 def test_usage_of_ones_own_manager_measures_it_as_the_reference_is_measured(capsys):
-    """The reference named as --target is measured from outside (instrument()) and gives the
+    """The reference named as --manager is measured from outside (instrument()) and gives the
     figures it gives of itself: the same view, the same cache replay."""
     small = ["--messages", "300", "--budget", "20000"]
     own = usage_json(capsys, *small)
     outside = usage_json(
         capsys,
         *small,
-        *("--target", "ctxkit.reference:ReferenceContextManager"),
+        *("--manager", "ctxkit.reference:ReferenceContextManager"),
         *("--config", '{"max_tokens": 20000}'),
     )
     assert outside["target"] == "ctxkit.reference:ReferenceContextManager"
@@ -143,7 +143,7 @@ def test_usage_of_ones_own_manager_measures_it_as_the_reference_is_measured(caps
     ],
 )
 def test_usage_takes_a_target_in_any_form(capsys, target):
-    report = usage_json(capsys, "--messages", "120", "--budget", "8000", "--target", target)
+    report = usage_json(capsys, "--messages", "120", "--budget", "8000", "--manager", target)
     assert report["target"] == target
     assert report["history_messages"] == 120
     assert 0 < report["tokens"] <= 8_000 < report["history_tokens"]
@@ -153,7 +153,7 @@ def test_usage_takes_a_target_in_any_form(capsys, target):
 
 
 def test_usage_of_a_target_in_words(capsys):
-    args = ["usage", "--messages", "80", "--budget", "8000", "--target"]
+    args = ["tokens", "--messages", "80", "--budget", "8000", "--manager"]
     assert main([*args, "tests.zoo.base:GoodManager"]) == EXIT_OK
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "manager    tests.zoo.base:GoodManager"
@@ -166,23 +166,23 @@ def test_usage_of_a_target_in_words(capsys):
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
-        (["--target", "tests.zoo.misc:SyncMethods"], EXIT_USAGE, "declare them `async def`"),
-        (["--target", "langchain:trim_message"], EXIT_USAGE,
+        (["--manager", "tests.zoo.misc:SyncMethods"], EXIT_USAGE, "declare them `async def`"),
+        (["--manager", "langchain:trim_message"], EXIT_USAGE,
          "there is no adapter 'langchain:trim_message'; did you mean langchain:trim_messages?"),
-        (["--target", "tests.zoo.base:GoodManagr"], EXIT_USAGE, "did you mean GoodManager?"),
-        (["--target", "tests.zoo.base:GoodManager", "--strategies", "truncate"], EXIT_USAGE,
+        (["--manager", "tests.zoo.base:GoodManagr"], EXIT_USAGE, "did you mean GoodManager?"),
+        (["--manager", "tests.zoo.base:GoodManager", "--strategies", "truncate"], EXIT_USAGE,
          "--strategies configures the reference manager"),
-        (["--target", "tests.zoo.base:GoodManager", "--config", "[]"], EXIT_USAGE,
+        (["--manager", "tests.zoo.base:GoodManager", "--config", "[]"], EXIT_USAGE,
          "--config must be a JSON object"),
-        (["--config", "{}", "--form", "function"], EXIT_USAGE, "describe --target"),
-        (["--target", "tests.zoo.forms:keep_last_units", "--config", '{"limit": 3}'], EXIT_USAGE,
+        (["--config", "{}", "--form", "function"], EXIT_USAGE, "describe --manager"),
+        (["--manager", "tests.zoo.forms:keep_last_units", "--config", '{"limit": 3}'], EXIT_USAGE,
          "the function takes no keyword 'limit'"),
-        (["--target", "tests.zoo.history:DropsThenRefuses"], EXIT_FOUND_PROBLEM,
+        (["--manager", "tests.zoo.history:DropsThenRefuses"], EXIT_FOUND_PROBLEM,
          "raised ValueError: the newest message does not fit a budget of 8000 tokens"),
     ],
 )  # fmt: skip
 def test_usage_target_mistakes_and_failures_are_one_sentence(capsys, args, code, fragment):
-    assert main(["usage", "--messages", "60", "--budget", "8000", *args]) == code
+    assert main(["tokens", "--messages", "60", "--budget", "8000", *args]) == code
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err
@@ -197,7 +197,7 @@ def test_usage_reads_a_file_in_each_form(tmp_path: Path, capsys, form):
     else:
         path = tmp_path / "chat.json"
         path.write_text(json.dumps(CHAT if form == "list" else {"messages": CHAT}))
-    assert main(["usage", str(path), "--json"]) == EXIT_OK
+    assert main(["tokens", str(path), "--json"]) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     assert report["messages"] == len(CHAT)
     assert report["history_messages"] == len(CHAT)
@@ -223,7 +223,7 @@ def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, capsys, content, 
         path.write_bytes(content)
     else:
         path.write_text(content)
-    assert main(["usage", str(path), *args]) == EXIT_USAGE
+    assert main(["tokens", str(path), *args]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err
@@ -231,15 +231,15 @@ def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, capsys, content, 
 
 
 def test_an_endless_file_is_read_only_up_to_the_limit(monkeypatch, capsys):
-    monkeypatch.setattr("ctxkit.cli.usage.MAX_INPUT_BYTES", 1 << 20)
-    assert main(["usage", "/dev/zero"]) == EXIT_USAGE
+    monkeypatch.setattr("ctxkit.cli.tokens.MAX_INPUT_BYTES", 1 << 20)
+    assert main(["tokens", "/dev/zero"]) == EXIT_USAGE
     assert "/dev/zero: larger than 1 MiB" in capsys.readouterr().err
 
 
 def test_a_pipe_closed_before_the_output_is_no_error():
-    """`ctxkit usage | head -0`: the reader is gone before the first line is written."""
+    """`ctxkit tokens | head -0`: the reader is gone before the first line is written."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "ctxkit", "usage", "--messages", "20"],
+        [sys.executable, "-m", "ctxkit", "tokens", "--messages", "20"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -256,7 +256,7 @@ def test_every_seeded_command_has_the_same_default_seed():
     from ctxkit.demo import DemoOptions
 
     parser = _parser()
-    for command in (["usage"], ["demo"], ["inspect", "--demo"], ["survey"], ["conformance"]):
+    for command in (["tokens"], ["demo"], ["inspect", "--demo"], ["survey"], ["conformance"]):
         assert parser.parse_args(command).seed == DEFAULT_SEED, command
     assert DemoOptions().seed == DEFAULT_SEED
     from ctxkit.conformance.plugin import DEFAULT_SEED as PLUGIN_SEED
@@ -277,7 +277,7 @@ def test_a_seed_that_is_neither_a_number_nor_random_is_a_usage_error(capsys):
 
 @pytest.mark.parametrize(
     "command",
-    [[], ["usage"], ["conformance"], ["audit"], ["replay"], ["watch"], ["demo"], ["inspect"],
+    [[], ["tokens"], ["conformance"], ["audit"], ["replay"], ["watch"], ["demo"], ["inspect"],
      ["contexts"], ["contexts", "list"], ["survey"]],
 )  # fmt: skip
 def test_every_command_answers_version_as_the_bare_command_does(command, capsys):
@@ -294,14 +294,14 @@ def test_every_command_answers_version_as_the_bare_command_does(command, capsys)
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys):
-    assert main(["usage", str(tmp_path / "nope.json")]) == EXIT_USAGE
+    assert main(["tokens", str(tmp_path / "nope.json")]) == EXIT_USAGE
     assert "cannot read" in capsys.readouterr().err
 
 
 def test_budget_below_the_pinned_content_exits_1(tmp_path: Path, capsys):
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(CHAT))
-    assert main(["usage", str(path), "--budget", "20"]) == EXIT_FOUND_PROBLEM
+    assert main(["tokens", str(path), "--budget", "20"]) == EXIT_FOUND_PROBLEM
     assert "over the budget of 20" in capsys.readouterr().err
 
 
@@ -309,12 +309,12 @@ def test_debug_shows_the_traceback(tmp_path: Path):
     path = tmp_path / "chat.json"
     path.write_text("{not json")
     with pytest.raises(Exception, match="not valid JSON"):
-        main(["usage", str(path), "--debug"])
+        main(["tokens", str(path), "--debug"])
 
 
 def test_python_dash_m_runs_the_cli():
     done = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "usage", "--help"],
+        [sys.executable, "-m", "ctxkit", "tokens", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

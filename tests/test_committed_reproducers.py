@@ -31,7 +31,7 @@ from tests.test_newcomer_path import KEEP_LAST  # the newcomer's own manager
 PYTHON_TARGET = "mypkg.mod:KeepLast"
 JS_TARGET = "./manager.mjs:SplitsPairsOpenAI"
 """The JavaScript twin of tests.zoo.pairs:SplitsPairsOpenAI, copied into the project."""
-QUICK = ("--profile", "quick", "--max-examples", "8", "--seed", "5", "--format", "openai")
+QUICK = ("--profile", "quick", "--max-examples", "8", "--seed", "5", "--shapes", "openai")
 WRITTEN = Path("tests") / "repro"
 PAIRS = {
     "python": "test_tool_pair_integrity_mypkg_mod_KeepLast.py",

@@ -430,7 +430,7 @@ def test_a_target_that_exits_is_an_error_not_a_crash_of_ours(tmp_path: Path, bod
 def test_anthropic_only_format_generates_no_openai_calls(tmp_path: Path):
     report = tmp_path / "report.json"
     done = conformance(
-        "tests.zoo.pairs:SplitsPairsOpenAI", "--format", "anthropic", *FAST,
+        "tests.zoo.pairs:SplitsPairsOpenAI", "--shapes", "anthropic", *FAST,
         "--report-json", str(report),
     )  # fmt: skip
     text = report.read_text()
@@ -557,7 +557,7 @@ def test_allow_repeats_or_takes_commas_in_the_plugin(tmp_path: Path):
 @pytest.mark.long
 def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path: Path):
     """A Gemini-contents store that declares nothing refuses everything but Gemini contents:
-    by default (Chat Completions) lifecycle fails; a suite's `format`, or --ctxkit-format,
+    by default (Chat Completions) lifecycle fails; a suite's `shapes`, or --ctxkit-shapes,
     judges it in its shape, where it passes, and the header says which shapes."""
     # About 25 s on a loaded machine: five pytests of their own, three of them whole runs, as
     # a suite's class and each command line are read at start-up.
@@ -565,7 +565,7 @@ def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path
         "from ctxkit.conformance.plugin import ConformanceSuite\n\n\n"
         "class TestGemini(ConformanceSuite):\n"
         "    target = 'tests.zoo.permissive:GeminiContents'\n"
-        "    format = 'gemini'\n"
+        "    shapes = 'gemini'\n"
         "    profile = 'quick'\n"
     )
     declared = _pytest(tmp_path, "-q", "--ctxkit-max-examples", "8", "test_gemini.py")
@@ -573,13 +573,13 @@ def test_the_plugin_judges_the_shapes_a_suite_or_the_command_line_names(tmp_path
     suite = ["--pyargs", "ctxkit.conformance.suite", "--ctxkit-target",
              "tests.zoo.permissive:GeminiContents", "--ctxkit-profile", "quick",
              "--ctxkit-max-examples", "8"]  # fmt: skip
-    header = _pytest(tmp_path, *suite, "--collect-only", "--ctxkit-format", "gemini")
+    header = _pytest(tmp_path, *suite, "--collect-only", "--ctxkit-shapes", "gemini")
     assert "shapes gemini" in header.stdout, header.stdout
-    assert _pytest(tmp_path, *suite, "--ctxkit-format", "gemini").returncode == 0
+    assert _pytest(tmp_path, *suite, "--ctxkit-shapes", "gemini").returncode == 0
     default = _pytest(tmp_path, *suite)
     assert default.returncode == 1, default.stdout
     assert "judged in openai: nothing declares the shapes the target speaks" in default.stdout
-    bad = _pytest(tmp_path, *suite, "--ctxkit-format", "gemni")
+    bad = _pytest(tmp_path, *suite, "--ctxkit-shapes", "gemni")
     assert bad.returncode == 4
     assert "unknown shape gemni (did you mean gemini?)" in bad.stderr
 

@@ -30,7 +30,7 @@ from tests.processes import (
 from tests.zoo.slow_import import IMPORT_SECONDS_VARIABLE
 
 # The hostile targets speak Chat Completions and Anthropic messages.
-FAST = ["--format", "openai,anthropic", "--profile", "quick", "--max-examples", "5", "--seed", "2"]
+FAST = ["--shapes", "openai,anthropic", "--profile", "quick", "--max-examples", "5", "--seed", "2"]
 FAST += ["--timeout", "5", "--shrink-seconds", "3"]
 
 

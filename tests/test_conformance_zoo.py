@@ -30,7 +30,7 @@ REQUIRED = {"tool_pair_integrity", "ordering", "non_destructive", "lifecycle"}
 
 def check(member: Member, **overrides: Any) -> dict[str, Any]:
     """The run's outcome for a member, with its config: the default run, judged in the shapes
-    the member declares (or Chat Completions), unless the member names a --format."""
+    the member declares (or Chat Completions), unless the member names its --shapes."""
     overrides["config"] = tuple(dict(overrides.get("config", member.config)).items())
     if member.format is not None:
         overrides.setdefault("shapes", tuple(member.format.split(",")))
@@ -70,7 +70,7 @@ def _check(target: str, overrides: tuple[tuple[str, Any], ...]) -> dict[str, Any
 
 
 def _id(member: Member) -> str:
-    """A member's target, with its --format where one target is checked in several."""
+    """A member's target, with its --shapes where one target is checked in several."""
     return member.target if member.format is None else f"{member.target}[{member.format}]"
 
 
@@ -185,12 +185,12 @@ def test_cache_stability_is_an_advisory_figure_that_fails_no_run():
 
 def test_a_permissive_manager_passes_by_default_because_it_is_judged_in_its_own_shape():
     """The Chat Completions manager that stores any dict is correct where it is judged by
-    default; judged in every shape (--format all) it misreads the ones it was never written for
+    default; judged in every shape (--shapes all) it misreads the ones it was never written for
     and splits their pairs. The default is what keeps a correct manager from being accused."""
     member = _member("PermissiveChat")
     default = check(member)
     assert (default["shapes"].source, default["shapes"].shapes) == ("default", ("openai",))
-    assert "--format all" in default["shapes"].hint(member.target)
+    assert "--shapes all" in default["shapes"].hint(member.target)
     everything = check(
         member, shapes=("openai", "anthropic", "responses", "gemini", "bedrock", "genai")
     )

@@ -55,7 +55,7 @@ def test_demo_runs_compacts_and_streams_events(tmp_path: Path):
 
 
 def test_demo_of_a_broken_target_reports_violations_and_exits_1():
-    done = demo("--target", "tests.zoo.pairs:SplitsPairsOpenAI", "--duration", "2", "--rate", "20",
+    done = demo("--manager", "tests.zoo.pairs:SplitsPairsOpenAI", "--duration", "2", "--rate", "20",
                 "--budget", "1500")  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "invariant violations: 0" not in done.stdout
@@ -64,7 +64,7 @@ def test_demo_of_a_broken_target_reports_violations_and_exits_1():
 
 def test_a_target_in_the_current_directory_is_found_as_conformance_finds_it(tmp_path: Path):
     """The ``ctxkit`` script does not put the current directory on sys.path (``python -m``
-    does); ``demo --target mod:Class`` finds it there all the same, as ``conformance`` does."""
+    does); ``demo --manager mod:Class`` finds it there all the same, as ``conformance`` does."""
     (tmp_path / "my_context.py").write_text(
         "from ctxkit.reference import ReferenceContextManager as Manager\n"
     )
@@ -76,7 +76,7 @@ def test_a_target_in_the_current_directory_is_found_as_conformance_finds_it(tmp_
             sys.executable,
             str(launcher),
             "demo",
-            "--target",
+            "--manager",
             "my_context:Manager",
             "--duration",
             "1",
@@ -106,7 +106,7 @@ def test_a_taken_metrics_port_is_named_and_exits_2():
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--target", "no_such_module_ctxkit:Thing"], "no_such_module_ctxkit"),
+        (["--manager", "no_such_module_ctxkit:Thing"], "no_such_module_ctxkit"),
         (["--duration", "0"], "--duration must be a positive number"),
         (["--duration", "nan"], "--duration must be a positive number"),
         (["--duration", "inf"], "--duration must be a positive number"),
@@ -116,7 +116,7 @@ def test_a_taken_metrics_port_is_named_and_exits_2():
         (["--metrics-port", "0", "--metrics-host", "not a host"], "'not a host' is not a host"),
         (["--events", "/"], "--events /: is a directory; name a file"),
         (["--events", "/dev/null/events.jsonl"], "/dev/null is not a folder"),
-        (["--target", "ctxkit.reference.ReferenceContextManager"], "Did you mean ctxkit.refer"),
+        (["--manager", "ctxkit.reference.ReferenceContextManager"], "Did you mean ctxkit.refer"),
         (["--config", "[1]"], "--config must be a JSON object"),
         (["--config", '{"max_tokens": -5}'], "max_tokens"),
     ],

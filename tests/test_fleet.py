@@ -70,7 +70,7 @@ def demo(*args: str) -> subprocess.CompletedProcess[str]:
         (["--processes", "2", "--conversations", "4", "--events", "e.jsonl"], "--events"),
         (["--processes", "2", "--conversations", "4", "--near-limit", "5"], "--near-limit"),
         (["--processes", "2", "--conversations", "2001"], "per process"),
-        (["--near-limit", "1", "--target", "ctxkit.reference:mount"], "leave out --target"),
+        (["--near-limit", "1", "--manager", "ctxkit.reference:mount"], "leave out --manager"),
     ],
 )
 def test_fleet_mistakes_are_refused_before_any_process_starts(args, words, tmp_path: Path):

@@ -559,7 +559,7 @@ def test_recall_takes_each_providers_arguments_and_says_what_it_does_not_know():
     ],
 )
 def test_the_reference_manager_passes_the_suite_with_hierarchical(shapes, strategies):
-    """As ``ctxkit conformance --config '{"strategies": [...]}' --format ...``, quick."""
+    """As ``ctxkit conformance --config '{"strategies": [...]}' --shapes ...``, quick."""
     report = run(
         RunOptions(
             config={"strategies": strategies},

@@ -48,7 +48,7 @@ def test_json_of_a_recorded_stream(recorded: Path, capsys: pytest.CaptureFixture
 
 
 def test_json_of_one_conversation(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    figures = snapshot(capsys, "--replay", str(recorded), "--json", "--conversation", "demo-2")
+    figures = snapshot(capsys, "--play", str(recorded), "--json", "--conversation", "demo-2")
     assert [c["conversation_id"] for c in figures["conversations"]] == ["demo-2"]
 
 
@@ -63,12 +63,12 @@ def test_json_of_the_demo_is_the_default_source(capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--replay", "missing.jsonl"], "cannot replay missing.jsonl: no such file"),
+        (["--play", "missing.jsonl"], "cannot play missing.jsonl: no such file"),
         (["--follow", "missing.jsonl", "--json"], "cannot read missing.jsonl"),
-        (["--follow", "x", "--speed", "2"], "--speed only applies to --replay"),
-        (["--replay", "x", "--speed", "-1"], "--speed must be positive"),
+        (["--follow", "x", "--speed", "2"], "--speed only applies to --play"),
+        (["--play", "x", "--speed", "-1"], "--speed must be positive"),
         (["--follow", "x", "--budget", "5"], "--budget only apply to --demo"),
-        (["--replay", "x", "--from-end"], "--from-end only applies to --follow"),
+        (["--play", "x", "--from-end"], "--from-end only applies to --follow"),
         (["--refresh", "60"], "--refresh must be 0.5-10"),
         (["--turns", "0"], "--turns must be positive"),
         (["--conversations", "0"], "--conversations must be 1-1000"),
@@ -101,5 +101,5 @@ def test_help_teaches_sources_keys_and_exit_codes(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         main(["inspect", "--help"])
     text = capsys.readouterr().out
-    for expected in ("--follow", "--replay", "--demo", "q quit", "p pause", "exit codes"):
+    for expected in ("--follow", "--play", "--demo", "q quit", "p pause", "exit codes"):
         assert expected in text

@@ -117,7 +117,7 @@ def test_each_command_runs_its_first_example_on_the_plain_install(plain: Path, t
         "audit bodies": ("audit", "requests.jsonl"),
         "audit OTLP JSON": ("audit", "traces.jsonl"),
         "replay": ("replay", "traces.jsonl", "--manager", "reference"),
-        "usage": ("usage",),
+        "tokens": ("tokens",),
         "inspect --help": ("inspect", "--help"),
         "demo": ("demo", "--duration", "2", "--events", "events.jsonl"),
         "contexts": ("contexts", "list", str(tmp_path)),

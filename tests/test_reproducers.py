@@ -32,7 +32,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("repro")
     report = folder.parent / "report.json"
     done = ctxkit(
-        "conformance", TARGET, "--profile", "quick", "--seed", "3", "--format", "openai",
+        "conformance", TARGET, "--profile", "quick", "--seed", "3", "--shapes", "openai",
         "--reproducers", str(folder), "--report-json", str(report), timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr

@@ -298,7 +298,7 @@ def test_findings_are_labelled_and_text_is_escaped():
     ("args", "fragment"),
     [
         (["--no-adapters"], "nothing to survey"),
-        (["x:Y", "--format", "pdf"], "--format takes a list of md, html, json"),
+        (["x:Y", "--outputs", "pdf"], "--outputs takes a list of md, html, json"),
         (["x:Y", "--jobs", "0"], "--jobs must be at least 1"),
         (["x:Y", "--deadline", "nan"], "--deadline must be a positive number"),
         (["x:Y", "--out", "README.md"], "is a file, not a folder"),

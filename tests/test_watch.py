@@ -425,7 +425,7 @@ def test_the_inspector_shows_an_audited_conversation_like_a_managed_one(tmp_path
         assert agent.returncode == 0, agent.stderr
         receiver.stop()
     shown = subprocess.run(
-        [sys.executable, "-m", "ctxkit", "inspect", "--replay", str(events), "--speed", "0",
+        [sys.executable, "-m", "ctxkit", "inspect", "--play", str(events), "--speed", "0",
          "--json"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """The ``ctxkit`` command line: the parser, and how errors become exit codes.
 
-One module per command (``ctxkit.cli.usage``, ``.conformance``, ``.demo``, ``.inspector``,
+One module per command (``ctxkit.cli.conformance``, ``.tokens``, ``.demo``, ``.inspector``,
 ``.contexts``, ``.survey``), each importing only :mod:`ctxkit.cli.errors`,
 :mod:`ctxkit.cli.options` and :mod:`ctxkit.cli.output` of the CLI, never this package: no
 import circles. A command's heavy imports happen when it runs, so ``ctxkit --help`` stays
@@ -40,11 +40,11 @@ __all__ = [
 ]
 
 COMMANDS = (
-    "usage",
     "conformance",
     "audit",
     "replay",
     "watch",
+    "tokens",
     "demo",
     "inspector",
     "contexts",

@@ -128,7 +128,7 @@ examples:
   ctxkit conformance                                  # the reference manager
   ctxkit conformance mypkg.context:SlidingWindow --config '{"max_tokens": 8000}'
   ctxkit conformance ep:context-simple --profile thorough --report-json report.json
-  ctxkit conformance ./my_manager.py --seed 42 --format anthropic --junit junit.xml
+  ctxkit conformance ./my_manager.py --seed 42 --shapes anthropic --junit junit.xml
   ctxkit conformance ./manager.mjs:SlidingWindow --config '{"maxTokens": 8000}'
   ctxkit conformance mypkg.agent:trim_history         # a function over the message list
   ctxkit conformance mypkg.agent:make_session --form session
@@ -249,7 +249,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="cap on the target's address space, e.g. 2G, 512M; 0 or none: no cap (4G)",
     )
     parser.add_argument(
-        "--format",
+        "--shapes",
         type=shape_list,
         default=None,
         metavar="SHAPES",
@@ -362,7 +362,7 @@ def run_conformance(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         timeout=args.timeout,
         deadline=args.deadline,
-        shapes=args.format,
+        shapes=args.shapes,
         allow=list(args.allow),
         fallback_budget=args.fallback_budget,
         max_tokens=args.max_tokens,

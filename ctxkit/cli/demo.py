@@ -26,7 +26,7 @@ DESCRIPTION = """\
 Drive a context manager with a synthetic agent and switch its telemetry on: Prometheus
 metrics on /metrics, a JSON Lines event stream for 'ctxkit inspect', OpenTelemetry over OTLP.
 Seeded agent turns (a user ask, tool rounds, a reply) go through the reference manager, or
-through --target wrapped by ctxkit.telemetry.instrument(), which counts tokens exactly, detects
+through --manager wrapped by ctxkit.telemetry.instrument(), which counts tokens exactly, detects
 compactions and checks the required conformance properties on every view. Stops by itself
 after --duration seconds and prints a summary."""
 
@@ -36,7 +36,7 @@ examples:
   ctxkit demo --metrics-port 9464 --duration 600       # scrape it with Prometheus
   ctxkit demo --events events.jsonl                    # follow it with ctxkit inspect
   ctxkit demo --otlp                                   # OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT
-  ctxkit demo --target my_pkg.context:MyManager --conversations 3
+  ctxkit demo --manager my_pkg.context:MyManager --conversations 3
   ctxkit demo --processes 3 --conversations 200 --metrics-port 9464 \\
               --prometheus-config fleet.yml --duration 600   # a fleet for a dashboard
 
@@ -61,7 +61,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     parser.add_argument(
-        "--target",
+        "--manager",
         metavar="TARGET",
         help="a manager to drive instead of the reference (module:attr, as for conformance)",
     )
@@ -106,7 +106,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-invariants",
         action="store_true",
-        help="with --target: do not check the required properties on every view",
+        help="with --manager: do not check the required properties on every view",
     )
     fleet = parser.add_argument_group("a fleet (many processes, many conversations)")
     fleet.add_argument(
@@ -151,11 +151,11 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     near_limit = args.near_limit or 0
     if not 0 <= near_limit <= args.conversations:
         raise ValueError(f"--near-limit must be 0 to --conversations, got {near_limit}")
-    if near_limit and args.target is not None:
-        raise ValueError("--near-limit constructs reference managers; leave out --target")
+    if near_limit and args.manager is not None:
+        raise ValueError("--near-limit constructs reference managers; leave out --manager")
     in_fleet = args.fleet_first is not None
     return DemoOptions(
-        target=args.target,
+        target=args.manager,
         config=config,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host or "127.0.0.1",
@@ -257,8 +257,8 @@ def _child_args(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if args.metrics_host is not None:
         child += ["--metrics-host", args.metrics_host]
-    if args.target is not None:
-        child += ["--target", args.target]
+    if args.manager is not None:
+        child += ["--manager", args.manager]
     for flag, on in (
         ("--otlp", args.otlp),
         ("--include-text", args.include_text),

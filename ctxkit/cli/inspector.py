@@ -38,16 +38,16 @@ sources (one of):
   --demo            the reference manager on a synthetic agent, in this process (default)
   --follow PATH     a stream another process is writing; waits for the file, keeps up as it
                     grows, survives truncation and rotation
-  --replay PATH     a recorded stream, at --speed times its pace; p pauses, + and - change speed
+  --play PATH       a recorded stream, at --speed times its pace; p pauses, + and - change speed
 
 examples:
   ctxkit inspect                                    # the demo, nothing to set up
   ctxkit demo --events ev.jsonl --duration 600 &    # an agent writing events...
   ctxkit inspect --follow ev.jsonl                  # ...watched live
-  ctxkit inspect --replay ev.jsonl --speed 10
+  ctxkit inspect --play ev.jsonl --speed 10
   ctxkit inspect --follow ev.jsonl --json           # one snapshot of the same figures, as JSON
 
-keys: q quit, p pause, ? help, tab / 1-4 panes, c next conversation, + / - replay speed.
+keys: q quit, p pause, ? help, tab / 1-4 panes, c next conversation, + / - play speed.
 
 exit codes: 0 ok, 2 bad usage or an unreadable file, 3 internal error, 130 interrupted."""
 
@@ -64,7 +64,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     sources = parser.add_mutually_exclusive_group()
     sources.add_argument("--follow", type=Path, metavar="PATH", help="follow a live stream")
-    sources.add_argument("--replay", type=Path, metavar="PATH", help="replay a recorded stream")
+    sources.add_argument("--play", type=Path, metavar="PATH", help="play back a recorded stream")
     sources.add_argument("--demo", action="store_true", help="run the demo in process (default)")
     parser.add_argument(
         "--json",
@@ -79,7 +79,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="X",
-        help="--replay pace: X times as fast as recorded, 0 for at once (1)",
+        help="--play pace: X times as fast as recorded, 0 for at once (1)",
     )
     parser.add_argument(
         "--from-end", action="store_true", help="--follow: skip what the file holds already"
@@ -138,14 +138,14 @@ def _check(args: argparse.Namespace) -> None:
         )
         if value != default
     ]
-    if (args.follow or args.replay) and demo_only:
+    if (args.follow or args.play) and demo_only:
         raise UsageError(f"{', '.join(demo_only)} only apply to --demo")
-    if args.speed != 1.0 and not args.replay:
-        raise UsageError("--speed only applies to --replay")
+    if args.speed != 1.0 and not args.play:
+        raise UsageError("--speed only applies to --play")
     if args.from_end and not args.follow:
         raise UsageError("--from-end only applies to --follow")
-    if args.replay and not args.replay.is_file():
-        raise UsageError(f"cannot replay {args.replay}: no such file")
+    if args.play and not args.play.is_file():
+        raise UsageError(f"cannot play {args.play}: no such file")
 
 
 def _demo_source(args: argparse.Namespace, *, turns: int | None, rate: float) -> Any:
@@ -165,8 +165,8 @@ def _demo_source(args: argparse.Namespace, *, turns: int | None, rate: float) ->
 def _print_json(args: argparse.Namespace) -> int:
     from ctxkit.tui.model import Inspector
 
-    if args.follow or args.replay:
-        path = args.follow or args.replay
+    if args.follow or args.play:
+        path = args.follow or args.play
         inspector = Inspector(str(path))
         try:
             from ctxkit.tui.sources import FollowSource
@@ -208,9 +208,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.follow:
         source: Any = FollowSource(args.follow, from_start=not args.from_end)
         label = str(args.follow)
-    elif args.replay:
-        source = ReplaySource(args.replay, speed=args.speed)
-        label = str(args.replay)
+    elif args.play:
+        source = ReplaySource(args.play, speed=args.speed)
+        label = str(args.play)
     else:
         source = _demo_source(args, turns=args.turns, rate=args.rate)
         label = "demo"

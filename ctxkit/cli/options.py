@@ -80,13 +80,13 @@ them)."""
 
 
 def shape_list(text: str) -> tuple[str, ...]:
-    """``--format``: shapes, comma-separated, or ``all``; ``both`` is openai,anthropic."""
+    """``--shapes``: shapes, comma-separated, or ``all``; ``both`` is openai,anthropic."""
     from ctxkit.shapes.spoken import ShapeError, parse_shapes  # at parse time: --help stays fast
 
     try:
-        return parse_shapes(text, "--format")
+        return parse_shapes(text, "--shapes")
     except ShapeError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--format: ")) from None
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shapes: ")) from None
 
 
 def config_from_json(text: str) -> dict[str, Any]:

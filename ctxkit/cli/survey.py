@@ -94,7 +94,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--deadline", type=float, default=300.0, metavar="S", help="each run's deadline (300)"
     )
     parser.add_argument(
-        "--format",
+        "--outputs",
         default=",".join(FORMATS),
         metavar="LIST",
         help="which of md,html,json to write (all)",
@@ -121,10 +121,10 @@ def run_survey(args: argparse.Namespace) -> int:
         subjects_in,
     )
 
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    formats = [f.strip() for f in args.outputs.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
-        raise UsageError(f"--format takes a list of md, html, json; got {args.format!r}")
+        raise UsageError(f"--outputs takes a list of md, html, json; got {args.outputs!r}")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if not math.isfinite(args.deadline) or args.deadline <= 0:

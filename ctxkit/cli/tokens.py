@@ -1,6 +1,6 @@
-"""``ctxkit usage``: where the tokens of a conversation go, and what one view keeps.
+"""``ctxkit tokens``: where the tokens of a conversation go, and what one view keeps.
 
-Through ctxkit's reference manager by default, or through one's own (``--target``, any form
+Through ctxkit's reference manager by default, or through one's own (``--manager``, any form
 ``ctxkit conformance`` takes), measured by :func:`ctxkit.telemetry.instrument`, which counts
 any manager's views exactly as the reference counts its own."""
 
@@ -14,20 +14,36 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.cli.errors import EXIT_FOUND_PROBLEM, EXIT_OK, UsageError
-from ctxkit.cli.options import DEFAULT_SEED, config_from_json
+from ctxkit.cli.options import DEFAULT_SEED, config_from_json, shape_list
 from ctxkit.forms import FORMS
 from ctxkit.wording import plural
 
 __all__ = ["add_parser"]
 
+DEFAULT_STRATEGIES = ["truncate_outputs", "truncate"]
+SYNTHETIC_SHAPES = {("openai",): "openai", ("anthropic",): "anthropic"}
+"""The shapes the synthetic conversation is written in; both at once is ``mixed``."""
+
+
+def _synthetic_shape(shapes: tuple[str, ...]) -> str:
+    """``--shapes`` as the synthetic conversation's shape: openai, anthropic, or mixed."""
+    if set(shapes) == {"openai", "anthropic"}:
+        return "mixed"
+    if tuple(shapes) in SYNTHETIC_SHAPES:
+        return SYNTHETIC_SHAPES[tuple(shapes)]
+    raise UsageError(
+        f"--shapes {','.join(shapes)}: the synthetic conversation is written in openai, "
+        "anthropic or both (openai,anthropic); give a FILE of messages in another shape"
+    )
+
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """The ``usage`` subcommand."""
+    """The ``tokens`` subcommand."""
     usage = commands.add_parser(
-        "usage",
+        "tokens",
         help="show where the tokens of a conversation go, and what a view keeps",
         description=(
-            "Feed a conversation through the reference manager (or your own, --target), ask "
+            "Feed a conversation through the reference manager (or your own, --manager), ask "
             "for one view under a budget, and report tokens, compaction and the breakdown by "
             "category; then replay it as an agent made it (a view before each assistant "
             "message) and report how much of each view repeats the previous one's start, what "
@@ -36,12 +52,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         ),
         epilog=(
             "examples:\n"
-            "  ctxkit usage                              # synthetic conversation, 128k budget\n"
-            "  ctxkit usage chat.json --budget 32000     # a JSON list of messages\n"
-            "  ctxkit usage chat.jsonl --json            # JSON Lines in, JSON out\n"
-            "  ctxkit usage --messages 5000 --shape anthropic --strategies truncate summarize\n"
-            "  ctxkit usage chat.json --target mypkg.context:MyManager --config '{\"limit\": 50}'\n"
-            "  ctxkit usage --target langchain:trim_messages --budget 8000"
+            "  ctxkit tokens                             # synthetic conversation, 128k budget\n"
+            "  ctxkit tokens chat.json --budget 32000    # a JSON list of messages\n"
+            "  ctxkit tokens chat.jsonl --json           # JSON Lines in, JSON out\n"
+            "  ctxkit tokens --messages 5000 --shapes anthropic --strategies truncate summarize\n"
+            "  ctxkit tokens chat.json --manager mypkg.ctx:Window --config '{\"limit\": 50}'\n"
+            "  ctxkit tokens --manager langchain:trim_messages --budget 8000"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
@@ -61,10 +77,10 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="NAME",
         help="the reference manager's compaction strategies: truncate_outputs truncate "
-        "importance summarize (truncate_outputs truncate)",
+        f"importance hierarchical summarize ({' '.join(DEFAULT_STRATEGIES)})",
     )
     usage.add_argument(
-        "--target",
+        "--manager",
         metavar="TARGET",
         help="your own manager instead of the reference: module:Class, a factory, a mount "
         "function, a function over the message list, a session, path/to/file.py[:attr], an "
@@ -74,12 +90,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--config",
         default="{}",
         metavar="JSON",
-        help="--target's keyword arguments, as a JSON object ({})",
+        help="--manager's keyword arguments, as a JSON object ({})",
     )
     usage.add_argument(
         "--form",
         choices=FORMS,
-        help="what --target names, when detecting it guesses wrong",
+        help="what --manager names, when detecting it guesses wrong",
     )
     usage.add_argument(
         "--messages", type=int, default=2_000, help="synthetic messages without FILE (2000)"
@@ -91,17 +107,19 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help=f"synthetic conversation seed ({DEFAULT_SEED})",
     )
     usage.add_argument(
-        "--shape",
-        default="openai",
-        choices=["openai", "anthropic", "mixed"],
-        help="synthetic message shape (openai)",
+        "--shapes",
+        type=shape_list,
+        default=("openai",),
+        metavar="SHAPES",
+        help="the synthetic conversation's message shapes: openai, anthropic, or both "
+        "(openai,anthropic: mixed) (openai)",
     )
-    usage.add_argument("--json", action="store_true", help="print the usage snapshot as JSON")
-    usage.set_defaults(run=_run_usage)
+    usage.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    usage.set_defaults(run=_run_tokens)
 
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
-"""The largest conversation file ``usage`` reads (it reads it whole): far above a real one,
+"""The largest conversation file ``tokens`` reads (it reads it whole): far above a real one,
 and a bound on what a wrong path (``/dev/zero``, a disk image) can cost."""
 
 
@@ -116,7 +134,7 @@ def _load_messages(path: Path) -> list[Any]:
     if len(data) > MAX_INPUT_BYTES:
         raise UsageError(
             f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, which is not a conversation "
-            "usage can read whole; is it the right file?"
+            "tokens can read whole; is it the right file?"
         )
     try:
         text = data.decode("utf-8")
@@ -140,24 +158,21 @@ def _load_messages(path: Path) -> list[Any]:
     return data
 
 
-DEFAULT_STRATEGIES = ["truncate_outputs", "truncate"]
-
-
-def _run_usage(args: argparse.Namespace) -> int:
+def _run_tokens(args: argparse.Namespace) -> int:
     from ctxkit.messages import InvalidMessage
     from ctxkit.reference import ConfigError, ContextBudgetExceeded, ReferenceContextManager
 
     if args.budget <= 0:
         raise UsageError(f"--budget must be positive, got {args.budget}")
-    if args.target is None and (args.config != "{}" or args.form is not None):
-        raise UsageError("--config and --form describe --target; name your manager with it")
-    if args.target is not None and args.strategies is not None:
+    if args.manager is None and (args.config != "{}" or args.form is not None):
+        raise UsageError("--config and --form describe --manager; name your manager with it")
+    if args.manager is not None and args.strategies is not None:
         raise UsageError(
             "--strategies configures the reference manager; give your manager's own options "
             "with --config"
         )
     messages, source = _conversation(args)
-    if args.target is not None:
+    if args.manager is not None:
         return _run_target(args, messages, source)
     strategies = args.strategies or DEFAULT_STRATEGIES
     try:
@@ -203,8 +218,9 @@ def _conversation(args: argparse.Namespace) -> tuple[list[Any], str]:
 
     if args.messages < 0:
         raise UsageError(f"--messages must be >= 0, got {args.messages}")
-    messages = conversation(args.messages, seed=args.seed, shape=args.shape)
-    return messages, f"synthetic {args.shape} conversation, seed {args.seed}"
+    shape = _synthetic_shape(args.shapes)
+    messages = conversation(args.messages, seed=args.seed, shape=shape)
+    return messages, f"synthetic {shape} conversation, seed {args.seed}"
 
 
 def _show(snapshot: dict[str, Any], args: argparse.Namespace) -> None:
@@ -215,7 +231,7 @@ def _show(snapshot: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def _run_target(args: argparse.Namespace, messages: list[Any], source: str) -> int:
-    """``--target``: the conversation through one's own manager, built as ``ctxkit
+    """``--manager``: the conversation through one's own manager, built as ``ctxkit
     conformance`` builds it and measured by :func:`~ctxkit.telemetry.instrument`. Exit 1
     when the manager raises on the conversation."""
     from ctxkit.messages import InvalidMessage, validate_history
@@ -228,7 +244,7 @@ def _run_target(args: argparse.Namespace, messages: list[Any], source: str) -> i
     try:
         snapshot = asyncio.run(_measure_target(args, config, messages))
     except TargetRaised as exc:
-        print(f"ctxkit: {args.target}: {exc}", file=sys.stderr)
+        print(f"ctxkit: {args.manager}: {exc}", file=sys.stderr)
         return EXIT_FOUND_PROBLEM
     snapshot["source"] = source
     _show(snapshot, args)
@@ -236,7 +252,7 @@ def _run_target(args: argparse.Namespace, messages: list[Any], source: str) -> i
 
 
 class TargetRaised(Exception):
-    """The manager under ``--target`` raised on the conversation: what it is for."""
+    """The manager under ``--manager`` raised on the conversation: what it is for."""
 
 
 async def _measure_target(
@@ -276,7 +292,7 @@ async def _measure_target(
     finally:
         _close(replay)
     return {
-        "target": args.target,
+        "target": args.manager,
         "encoding": args.encoding,
         "budget": budget,
         "tokens": tokens,
@@ -293,7 +309,7 @@ async def _measure_target(
 
 
 async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
-    """A fresh manager from ``--target``, instrumented; a UsageError for one that cannot be
+    """A fresh manager from ``--manager``, instrumented; a UsageError for one that cannot be
     found or built."""
     from ctxkit.conformance.replay import open_manager
     from ctxkit.conformance.targets.load import ContractError, LoadError, config_hint
@@ -301,12 +317,12 @@ async def _open(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     from ctxkit.telemetry import instrument
 
     try:
-        manager, _ = await open_manager(args.target, config, form=args.form)
+        manager, _ = await open_manager(args.manager, config, form=args.form)
     except (LoadError, ContractError, RouteError) as exc:
         raise UsageError(str(exc)) from None
     except Exception as exc:
         raise UsageError(
-            f"{args.target}: building the manager raised {type(exc).__name__}: {exc}"
+            f"{args.manager}: building the manager raised {type(exc).__name__}: {exc}"
             + config_hint(str(exc))
         ) from None
     return instrument(manager, encoding=args.encoding, max_tokens=args.budget)

@@ -18,7 +18,7 @@ sentence, what must hold, the seed, the steps and the verified reproducer script
 Options (command line over environment over ini): ``--ctxkit-target`` / ``CTXKIT_TARGET`` /
 ``ctxkit_target``, and likewise ``config`` (JSON), ``form`` (``contract``, ``function`` or
 ``session``; detected by default), ``format`` (the shapes to judge the target in, as
-``ctxkit conformance --format`` takes them; by default the shapes it speaks, decided as the
+``ctxkit conformance --shapes`` takes them; by default the shapes it speaks, decided as the
 command decides them: :mod:`ctxkit.shapes.spoken`), ``profile``, ``seed``, ``allow`` (repeat
 it or separate with commas), ``timeout``, ``deadline`` and ``strict`` (a flag; ``1``/``true``
 in the environment or ini).
@@ -45,7 +45,7 @@ OPTIONS = {
     "target": "the context manager to check (module:attr, module, ep:NAME, file.py)",
     "config": "JSON object: the target's keyword arguments or mount() config",
     "form": "the form the target takes: contract, function or session (default: detected)",
-    "format": "the message shapes to judge it in, comma-separated, or all (default: the shapes "
+    "shapes": "the message shapes to judge it in, comma-separated, or all (default: the shapes "
     "the target declares as ctxkit_shapes, its adapter's, an Amplifier module's, else openai)",
     "command": "a program that speaks the conformance protocol and holds the manager (any "
     "language; see PROTOCOL.md)",
@@ -103,7 +103,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if target is None:
         return None
     allow = _allowed(config)
-    shapes = option(config, "format")
+    shapes = option(config, "shapes")
     return (
         f"ctxkit conformance: target {target}, seed {option(config, 'seed') or DEFAULT_SEED}, "
         f"profile {option(config, 'profile') or 'default'}, "
@@ -127,7 +127,7 @@ def pytest_collection_modifyitems(
         suite = getattr(item, "cls", None)
         if suite is None or not issubclass(suite, ConformanceSuite):
             continue
-        _shapes(getattr(suite, "format", None) or option(config, "format"))
+        _shapes(getattr(suite, "shapes", None) or option(config, "shapes"))
         if not (
             getattr(suite, "target", None)
             or getattr(suite, "command", None)
@@ -182,7 +182,7 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
             "compacting"
         )
     allow = _allowed(config)
-    shapes = _shapes(getattr(suite, "format", None) or option(config, "format"))
+    shapes = _shapes(getattr(suite, "shapes", None) or option(config, "shapes"))
     key = (
         target,
         shapes,
@@ -223,13 +223,13 @@ def ctxkit_report(request: pytest.FixtureRequest) -> Any:
 
 
 def _shapes(value: Any) -> tuple[str, ...] | None:
-    """``--ctxkit-format`` or the suite's ``format``: None for the shapes the target speaks."""
+    """``--ctxkit-shapes`` or the suite's ``shapes``: None for the shapes the target speaks."""
     if value is None:
         return None
     from ctxkit.shapes.spoken import ShapeError, parse_shapes
 
     try:
-        return parse_shapes(value, "ctxkit format")
+        return parse_shapes(value, "ctxkit shapes")
     except ShapeError as exc:
         raise pytest.UsageError(f"ctxkit conformance: {exc}") from None
 
@@ -253,12 +253,12 @@ def _detail(report: Any, result: Any) -> str:
 
 
 class ConformanceSuite:
-    """Subclass with ``target`` (and optionally ``config``, ``profile``, ``form``, ``format``:
+    """Subclass with ``target`` (and optionally ``config``, ``profile``, ``form``, ``shapes``:
     the shapes to judge it in, and ``command`` for a manager in another language) set."""
 
     target: ClassVar[str | None] = None
     form: ClassVar[str | None] = None
-    format: ClassVar[str | tuple[str, ...] | list[str] | None] = None
+    shapes: ClassVar[str | tuple[str, ...] | list[str] | None] = None
     command: ClassVar[str | None] = None
     config: ClassVar[dict[str, Any] | None] = None
     profile: ClassVar[str | None] = None

@@ -163,7 +163,7 @@ class RunOptions:
     deadline: float = DEFAULT_DEADLINE
     """Seconds the whole run may take; it always ends by then, with a report."""
     shapes: tuple[str, ...] | None = None
-    """``--format``: the message shapes to judge the target in; None: the shapes it speaks,
+    """``--shapes``: the message shapes to judge the target in; None: the shapes it speaks,
     as :mod:`ctxkit.shapes.spoken` decides them."""
     allow: list[str] = field(default_factory=list)
     fallback_budget: int | None = None
@@ -231,7 +231,7 @@ class RunOptions:
         if self.jobs != 1 and schedule is not None and schedule.beside:
             parts += ["--jobs", str(self.jobs)]
         if self.shapes is not None:
-            parts += ["--format", format_name(self.shapes)]
+            parts += ["--shapes", format_name(self.shapes)]
         for item in self.allow:
             parts += ["--allow", item]
         if self.fallback_budget is not None:
@@ -420,7 +420,7 @@ def _run(
 
 
 def _shapes(options: RunOptions, speaks: Any) -> Spoken:
-    """The shapes the run judges (:func:`ctxkit.shapes.spoken.decide`): ``--format``, the
+    """The shapes the run judges (:func:`ctxkit.shapes.spoken.decide`): ``--shapes``, the
     ``--config`` declaration, or what the worker said the target speaks."""
     _, configured = target_config(options.config)
     spoken = None

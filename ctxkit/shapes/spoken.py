@@ -5,7 +5,7 @@ any dict and misread the shapes they were never meant for. Judging them in a sha
 speak accuses correct code, so a target is judged only in the shapes it is known to speak, in
 this order:
 
-1. ``--format`` (``--ctxkit-format``, ``ConformanceSuite.format``), when given;
+1. ``--shapes`` (``--ctxkit-shapes``, ``ConformanceSuite.shapes``), when given;
 2. what the target declares: an attribute :data:`DECLARATION` (``ctxkit_shapes``) on the
    class, factory, function, session object or mount module the target names, or the same key
    in ``--config``;
@@ -57,10 +57,10 @@ CHAT_FAMILY: tuple[Shape, ...] = ("openai", "anthropic")
 """Chat Completions and Anthropic messages: Amplifier's message model, and the two shapes
 that share their text messages, so that the suite's histories may mix them."""
 
-Source = Literal["format", "config", "declared", "adapter", "amplifier", "form", "default"]
+Source = Literal["shapes", "config", "declared", "adapter", "amplifier", "form", "default"]
 
 MORE = (
-    "judge more with --format all (or a list: --format openai,anthropic), or declare the "
+    "judge more with --shapes all (or a list: --shapes openai,anthropic), or declare the "
     "shapes the target speaks: {declaration} (docs: conformance/shapes)"
 )
 DECLARE = {
@@ -130,9 +130,9 @@ class Spoken:
         return found
 
 
-def parse_shapes(value: Any, where: str = "--format") -> tuple[Shape, ...]:
+def parse_shapes(value: Any, where: str = "--shapes") -> tuple[Shape, ...]:
     """Shape names from ``"all"``, a comma-separated string or a sequence of names (``both``
-    is openai,anthropic, as ``--format`` has always taken it). Raises :class:`ShapeError`
+    is openai,anthropic, as ``--shapes`` has always taken it). Raises :class:`ShapeError`
     naming ``where`` the value came from."""
     if isinstance(value, str):
         words = [w.strip().lower() for w in value.split(",") if w.strip()]
@@ -159,7 +159,7 @@ def parse_shapes(value: Any, where: str = "--format") -> tuple[Shape, ...]:
 
 
 def format_name(shapes: tuple[str, ...]) -> str:
-    """How ``--format`` writes these shapes."""
+    """How ``--shapes`` writes these shapes."""
     if set(shapes) == set(SHAPES):
         return "all"
     return ",".join(shapes)
@@ -195,11 +195,11 @@ def decide(
     configured: tuple[Shape, ...] | None = None,
     spoken: Spoken | None = None,
 ) -> Spoken:
-    """The shapes a run judges: ``asked`` (``--format``), else ``configured`` (the
+    """The shapes a run judges: ``asked`` (``--shapes``), else ``configured`` (the
     ``--config`` key), else what the target said of itself (``spoken``: its declaration, its
     adapter's or Amplifier's model, as the worker found them), else :data:`DEFAULT`."""
     if asked is not None:
-        return Spoken(asked, "format", f"--format {format_name(asked)}")
+        return Spoken(asked, "shapes", f"--shapes {format_name(asked)}")
     if configured is not None:
         return Spoken(configured, "config", f"--config {DECLARATION}")
     if spoken is not None:

@@ -28,7 +28,7 @@ class Member:
         nothing and is judged as Chat Completions: the default run judges it so.
     note: one line on the fault, and what a conversation needs to show it.
     config: the ``--config`` the member is checked with.
-    format: the ``--format`` it is checked with, for a class checked in several shapes one at a
+    format: the ``--shapes`` it is checked with, for a class checked in several shapes one at a
         time or one that declares nothing; None: the default run.
     also: for outcome ``"fail"``, other required properties the fault may show as too, each
         with why; any other required failure is a false accusation.
@@ -256,7 +256,7 @@ ZOO: list[Member] = [
     _m("permissive:NewestResponses", PAIRS, "fail", "responses",
        "PermissiveResponses' twin: the newest 4 items, an output can lead the view"),
     _m("permissive:GeminiContents", set(), "pass", "gemini",
-       "Gemini contents only, no system role either (it lives beside them): --format gemini",
+       "Gemini contents only, no system role either (it lives beside them): --shapes gemini",
        format="gemini"),
     _m("permissive:TextPartsAsStrings", set(), "pass", "both",
        "stores a single text part as its string (llama-index Memory): provider equality"),

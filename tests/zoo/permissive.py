@@ -86,7 +86,7 @@ class NewestResponses(_Newest, PermissiveResponses):
 class GeminiContents(ShapesManager):
     """A Gemini-contents store as a Gemini agent keeps one: roles user and model with parts,
     and nothing else, not even a system message (Gemini carries the system instruction beside
-    the contents). It declares nothing: it must pass with --format gemini."""
+    the contents). It declares nothing: it must pass with --shapes gemini."""
 
     ctxkit_shapes = None
 

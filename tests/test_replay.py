@@ -613,6 +613,40 @@ def test_a_recording_on_stdin_is_replayed_as_a_file_is(fleet_file):
     assert from_stdin.stdout == from_file.stdout
 
 
+def test_a_fifo_is_replayed_as_a_file_is_and_closed_stdin_is_exit_2(tmp_path, fleet_file):
+    """A stream read once (a FIFO, a process substitution) is spooled, as stdin is, for the
+    replay's two readings; stdin closed is the user's to fix, said in a sentence."""
+    import os
+    import threading
+
+    from_file = _ctxkit(str(fleet_file), "--manager", "everything=tests.replay_managers:everything")
+    fifo = tmp_path / "recording.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("wb") as out:
+            out.write(fleet_file.read_bytes())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    from_fifo = _ctxkit(str(fifo), "--manager", "everything=tests.replay_managers:everything")
+    writer.join(10)
+    assert from_fifo.returncode == from_file.returncode, from_fifo.stderr
+    assert from_fifo.stdout == from_file.stdout
+    closed = subprocess.run(
+        [sys.executable, "-m", "ctxkit", "replay", "-"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert closed.returncode == 2, closed.stderr
+    assert "stdin is closed" in closed.stderr
+    assert "Traceback" not in closed.stderr
+
+
 # -- the model's answers as recorded --------------------------------------------------------------
 
 

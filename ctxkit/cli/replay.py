@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +256,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ctxkit.audit.terminal import printable
     from ctxkit.replay import report as reports
     from ctxkit.replay.spool import write_json
 
@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
     if args.show_views:
         for (name, key), (request, view) in views.items():
             print(f"\n{name} would have sent, in conversation {key} at request {request}:")
-            print(json.dumps(view, indent=2, ensure_ascii=False))
+            print(printable(json.dumps(view, indent=2, ensure_ascii=False), lines=True))
     if args.report_json is not None:
         write_json(report, args.report_json)
     if args.html is not None:
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
 def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]:
     """The report of a replay, and the views of each candidate's first break (for
     --show-views and --html)."""
-    from ctxkit.audit.files import UnknownFormat
+    from ctxkit.audit.files import UnknownFormat, spooled
     from ctxkit.replay.candidate import CannotLoad
     from ctxkit.replay.report import as_json
     from ctxkit.replay.session import (
@@ -330,8 +330,9 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
         prices=dict(args.price),
         limits=_limits(args),
     )
-    with _spooled(args.paths) as paths:
+    with contextlib.ExitStack() as stack:
         try:
+            paths = stack.enter_context(spooled(args.paths))
             recording = Recording(
                 paths,
                 args.format,
@@ -390,22 +391,6 @@ def _limits(args: argparse.Namespace) -> Any:
 
     cap = DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
     return Limits(args.timeout, cap, args.load_timeout)
-
-
-@contextlib.contextmanager
-def _spooled(paths: list[str]) -> Iterator[list[str]]:
-    """The paths, with stdin (``-``) copied to a temporary file first: a replay reads its
-    recording twice (see :class:`~ctxkit.replay.session.Recording`)."""
-    if "-" not in paths:
-        yield paths
-        return
-    import shutil
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(prefix="ctxkit-replay-", suffix=".stdin") as copy:
-        shutil.copyfileobj(sys.stdin.buffer, copy)
-        copy.flush()
-        yield [copy.name if path == "-" else path for path in paths]
 
 
 def _progress(total: int) -> Any:

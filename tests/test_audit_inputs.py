@@ -42,7 +42,7 @@ def _audited(paths: list[str]) -> tuple[Outcome, Any]:
     auditor = Auditor()
     for request in read.requests:
         auditor.add(request)
-    return Outcome(auditor, read.problems, notes=sorted(read.notes), gate=True), read
+    return Outcome.of(auditor, read.problems, notes=sorted(read.notes), gate=True), read
 
 
 def _figures(outcome: Outcome) -> dict[str, Any]:
@@ -297,7 +297,7 @@ def test_an_export_written_twice_gives_exactly_the_figures_of_it_once(tmp_path: 
         (folder / "traces-copy.jsonl").write_text(once.read_text())
         expected, read = _audited([str(once)])
         assert not read.notes
-        requests = expected.auditor.requests
+        requests = expected.tally.requests
         assert requests > 50
         again = lines[:3] + lines[-5:]
         spans = sum(line.count('"spanId"') for line in again) if name == "otlp" else len(again)

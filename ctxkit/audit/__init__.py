@@ -10,7 +10,10 @@ A map, in the order data flows:
 * judging — :mod:`~ctxkit.audit.auditor` (requests into conversations, in time order) and
   :mod:`~ctxkit.audit.checks` (each request, and each against the one before it);
   :mod:`~ctxkit.audit.windows` (models' context windows);
-* reporting — :mod:`~ctxkit.audit.report` (text, JSON, JUnit);
+* reporting — :mod:`~ctxkit.audit.report` (text, JSON, JUnit, HTML), each conversation made
+  once when it ends (:mod:`~ctxkit.audit.finished`, kept on disk);
+  :mod:`~ctxkit.audit.in_flight` (an audit of files in two readings, holding the
+  conversations in flight);
 * live — :mod:`~ctxkit.audit.receiver` (``ctxkit watch``: an OTLP/HTTP receiver).
 """
 

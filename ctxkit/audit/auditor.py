@@ -44,7 +44,9 @@ def _head(request: Request, prints: list[int]) -> int | None:
 
 
 class Auditor:
-    """Checks requests as they come; ``conversations`` holds each conversation's audit."""
+    """Checks requests as they come; ``conversations`` holds the audit of each conversation
+    not yet :meth:`released <release>` (all of them, unless the caller knows where they end).
+    """
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class Auditor:
         self._prefix_of: dict[str, int] = {}
         self._unnamed = itertools.count(1)
         self.requests = 0
+        self._released_bytes = 0
 
     def add(
         self, request: Request, prints: list[int] | None = None
@@ -132,9 +135,20 @@ class Auditor:
             self._by_prefix[hashes[-1]] = key
             self._prefix_of[key] = hashes[-1]
 
+    def release(self, key: str) -> ConversationAudit:
+        """The conversation's audit, no longer held: ``ctxkit audit`` releases each at its
+        last request, so that it holds the conversations in flight, not all it read. Its
+        state still counts in :meth:`state_bytes`, as it was when released."""
+        audit = self.conversations.pop(key)
+        self._released_bytes += audit.state_bytes()
+        return audit
+
     def state_bytes(self) -> int:
-        """Bytes kept between requests, over all conversations (see
-        :meth:`ConversationAudit.state_bytes`), plus the keying indexes."""
-        return sum(a.state_bytes() for a in self.conversations.values()) + 16 * (
-            len(self._by_trace) + len(self._by_prefix)
+        """Bytes kept between requests, over all conversations, each until its last request
+        (see :meth:`ConversationAudit.state_bytes`), plus the keying indexes: the same
+        whether conversations were released as they ended or all held to the end."""
+        return (
+            sum(a.state_bytes() for a in self.conversations.values())
+            + self._released_bytes
+            + 16 * (len(self._by_trace) + len(self._by_prefix))
         )

@@ -29,7 +29,7 @@ import stat
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,10 +312,14 @@ class Reading:
         paths: Sequence[str],
         form: str = "auto",
         progress: Callable[[str, int], None] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.paths = paths
         self.form = form
         self.progress = progress
+        self.names = dict(names or {})
+        """A file's name in what is said of it, where not its path (a :func:`spooled` copy
+        is said by the name it was given as, ``<stdin>`` for ``-``)."""
         self.problems: list[Problem] = []
         self.notes: set[str] = set()
         self.lines = 0
@@ -336,6 +340,7 @@ class Reading:
             with contextlib.ExitStack() as stack:
                 try:
                     name, entries = stack.enter_context(_entries(path))
+                    name = self.names.get(name, name)
                 except _Gone:
                     if not in_folder:
                         raise

@@ -4,7 +4,6 @@ bodies) for what the conformance suite checks in a live manager."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ Each request is judged by the rules of the API it went to (Chat Completions, Res
 Anthropic Messages, Gemini, Bedrock Converse), told from what the recording says (the
 messages' shape, a recorded request body, the span name, the provider) and said beside each
 finding; a request whose API is not recorded, by the rules every API shares. Only model
-calls are requests: agent, workflow and chain spans are not. Files are read as a stream:
-memory holds a window of them, not all of them.
+calls are requests: agent, workflow and chain spans are not. Files are read twice, as a
+stream (first to learn where each conversation ends): memory holds a window of them and the
+conversations in flight, not all of them.
 
 PATH is a file, a directory (every file in it, as the file exporter rotates them; an empty
 one is a note), - for stdin, or a stream (a FIFO, <(...)); gzip files are read as they are, up
@@ -131,7 +131,7 @@ def _progress() -> Any:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     return Progress(
-        TextColumn("reading {task.description}"),
+        TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(),
         transient=True,
@@ -140,9 +140,9 @@ def _progress() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxkit.audit.auditor import Auditor
-    from ctxkit.audit.files import Reading, UnknownFormat, files_of
-    from ctxkit.audit.report import Outcome, as_json, text_summary, write_html, write_junit
+    from ctxkit.audit.files import UnknownFormat, files_of
+    from ctxkit.audit.in_flight import audit_files
+    from ctxkit.audit.report import summary_lines, write_html, write_json, write_junit
 
     for option, path in (
         ("--report-json", args.report_json),
@@ -157,50 +157,41 @@ def run(args: argparse.Namespace) -> int:
         if Path(name).is_dir() and not files_of([name]):
             raise UsageError(f"{name}: a directory with no file in it")
     progress = _progress()
-    tasks: dict[str, Any] = {}
+    tasks: dict[tuple[str, str], Any] = {}
 
-    def advance(path: str, done: int) -> None:
+    def advance(reading: str, path: str, done: int) -> None:
         if progress is None or path == "-":
             return
-        if path not in tasks:
-            tasks[path] = progress.add_task(path, total=Path(path).stat().st_size)
-        progress.update(tasks[path], completed=done)
+        if (reading, path) not in tasks:
+            size = Path(path).stat().st_size
+            tasks[(reading, path)] = progress.add_task(f"{reading} {path}", total=size)
+        progress.update(tasks[(reading, path)], completed=done)
 
-    keep_content = args.show_content
-    contents: dict[tuple[str, int], list[Any]] | None = {} if keep_content else None
-
-    def keep(audit: Any, request: Any, found: list[Any]) -> None:
-        if contents is not None and found:
-            contents[(audit.key, audit.requests - 1)] = request.messages
-
-    auditor = Auditor(windows=dict(args.window), listener=keep)
-    read = Reading(args.paths, args.format, advance)
     try:
         if progress is not None:
             progress.start()
-        for request in read:  # a window of the files at a time, audited as it is read
-            auditor.add(request)
-            request.messages = []  # only fingerprints outlive a request
+        # read twice, holding the conversations in flight (see ctxkit.audit.in_flight)
+        outcome = audit_files(
+            args.paths,
+            args.format,
+            windows=dict(args.window),
+            strict=args.strict,
+            show_content=args.show_content,
+            progress=advance,
+        )
     except UnknownFormat as exc:
         raise UsageError(str(exc)) from None
     finally:
         if progress is not None:
             progress.stop()
-    outcome = Outcome(
-        auditor,
-        read.problems,
-        strict=args.strict,
-        contents=contents,
-        notes=sorted(read.notes),
-        gate=True,
-    )
-    print(text_summary(outcome, verbose=args.verbose))
+    for line in summary_lines(outcome, verbose=args.verbose):
+        print(line)
     if args.report_json is not None:
-        args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
+        write_json(outcome, args.report_json)
     if args.junit is not None:
         write_junit(outcome, args.junit)
     if args.html is not None:
         write_html(outcome, args.html)
-    if not auditor.requests:  # reports written: they say the same
+    if not outcome.tally.requests:  # reports written: they say the same
         raise UsageError(outcome.nothing_audited())
     return outcome.exit_code

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from pathlib import Path
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxkit.audit.auditor import Auditor
     from ctxkit.audit.publish import AuditMetrics
     from ctxkit.audit.receiver import Watch
-    from ctxkit.audit.report import Outcome, as_json
+    from ctxkit.audit.report import Outcome, write_json
     from ctxkit.audit.terminal import printable
     from ctxkit.events import EventBus
     from ctxkit.telemetry.prometheus import MetricsPortInUse, PrometheusMetrics, serve_metrics
@@ -218,9 +217,9 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):  # a failed write was said when it failed
                 record.close()
     dropped = watch.duplicates.note()
-    outcome = Outcome(watch.auditor, watch.problems, notes=[dropped] if dropped else [])
+    outcome = Outcome.of(watch.auditor, watch.problems, notes=[dropped] if dropped else [])
     if args.report_json is not None:
-        args.report_json.write_text(json.dumps(as_json(outcome), indent=2) + "\n", "utf-8")
+        write_json(outcome, args.report_json)
     auditor = watch.auditor
     print(
         f"stopped: {plural(auditor.requests, 'request')} in "

@@ -231,3 +231,31 @@ def test_a_row_changed_by_hand_is_found_and_nothing_is_changed(place: DatabasePl
         place.open()
     with pytest.raises(HistoryFileCorrupt, match="No row was changed"):
         place.open()  # and the failed open left the conversation free
+
+
+def test_a_change_without_an_answer_in_time_is_refused_and_checked_after(
+    place: DatabasePlace, monkeypatch: pytest.MonkeyPatch
+):
+    """An insert held up on the server (another session locks the table) past the call's
+    timeout: StoreTimeout, nothing in memory; the writer's connection goes, and the next
+    change, once the server answers again, connects and checks where the rows end."""
+    import psycopg
+
+    run(_fill(place, [message(0)]))
+    monkeypatch.setattr(db, "CALL_TIMEOUT", 1.0)
+    blocker = psycopg.connect(place.url)
+    try:
+
+        async def scenario() -> None:
+            async with place.open() as manager:
+                blocker.execute("LOCK TABLE ctxkit_records IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(StoreUnavailable, match="did not answer within 1 s"):
+                    await manager.add_message(message(1))
+                assert await manager.get_messages() == [message(0)]
+                blocker.rollback()  # the table is free again
+                await manager.add_message(message(1))
+            assert await _messages(place) == [message(0), message(1)]
+
+        run(scenario())
+    finally:
+        blocker.close()

@@ -22,6 +22,7 @@ from ctxkit.reference.journal import HistoryFileError
 
 __all__ = [
     "CALL_TIMEOUT",
+    "StoreTimeout",
     "StoreUnavailable",
     "application_name",
     "call",
@@ -38,6 +39,8 @@ T = TypeVar("T")
 SCHEMES = ("postgresql://", "postgres://")
 CALL_TIMEOUT = 60.0
 """Seconds a database call may take before the caller is told the server does not answer."""
+CANCEL_GRACE = 10.0
+"""Seconds a timed-out call is given to be cancelled on the server before it is left."""
 CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection before saying the server cannot be reached."""
 
@@ -45,6 +48,10 @@ CONNECT_TIMEOUT = 10
 class StoreUnavailable(HistoryFileError):
     """The database cannot be reached or dropped the connection: the change was not made (or
     its answer was lost); the next call connects again."""
+
+
+class StoreTimeout(StoreUnavailable):
+    """A call got no answer in time (:data:`CALL_TIMEOUT`): whether it was done is not known."""
 
 
 def is_database_url(value: object) -> bool:
@@ -132,21 +139,24 @@ def _the_runner() -> _Runner:
         return _runner
 
 
-def call(coroutine: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT) -> T:
+def call(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run ``coroutine`` on the database loop and wait for it (from any thread but that one's).
-    A call that does not finish in ``timeout`` seconds raises :class:`StoreUnavailable`."""
+    A call that does not finish in ``timeout`` seconds (:data:`CALL_TIMEOUT` unless given) is
+    cancelled and raises :class:`StoreTimeout`."""
+    timeout = CALL_TIMEOUT if timeout is None else timeout
     runner = _the_runner()
     if threading.current_thread() is runner.thread:
         coroutine.close()
         raise RuntimeError("a database call waited for from the database loop itself")
-    future = asyncio.run_coroutine_threadsafe(coroutine, runner.loop)
+    # Timed out on the loop itself: wait_for returns only once the call is cancelled, and
+    # psycopg cancels a running statement on the server then, so a change that timed out
+    # was not made (unless the server is gone too: then nobody can tell).
+    future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine, timeout), runner.loop)
     try:
-        return future.result(timeout)
+        return future.result(timeout + CANCEL_GRACE)
     except TimeoutError:
         future.cancel()
-        raise StoreUnavailable(
-            f"the database did not answer within {timeout:.0f} s; nothing was changed"
-        ) from None
+        raise StoreTimeout(f"the database did not answer within {timeout:g} s") from None
 
 
 async def run(coroutine: Coroutine[Any, Any, T]) -> T:

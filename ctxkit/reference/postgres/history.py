@@ -262,7 +262,17 @@ class DatabaseHistory:
         if self._closed:
             raise HistoryFileError(f"{self.path}: the conversation is closed")
         op, at = str(record.get("op")), float(record.get("at", 0))
-        self.end = db.call(self._append(op, at, line))
+        try:
+            self.end = db.call(self._append(op, at, line))
+        except db.StoreTimeout as exc:
+            # No answer in time: whether the row was committed is not known. The connection
+            # goes, so the next change connects again and checks where the rows end.
+            with contextlib.suppress(Exception):
+                db.call(self._drop(), timeout=5)
+            raise db.StoreTimeout(
+                f"{self.path}: {exc}; the change was not made here (if the server committed it "
+                "after all, the next change finds it and refuses: open the conversation again)"
+            ) from None
         return self.end
 
     async def _append(self, op: str, at: float, line: str) -> int:

@@ -228,13 +228,30 @@ def test_one_interrupt_stops_a_replay_held_in_a_hang_and_leaves_no_process(tmp_p
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # loaded, and held in the second view's sleep
+    waited = time.monotonic() + 120
+    while not _workers_with(marker) and time.monotonic() < waited and process.poll() is None:
+        time.sleep(0.2)  # a loaded machine takes a while to start the candidate's worker
+    assert _workers_with(marker), "the candidate's worker never started"
+    time.sleep(2)  # its first view answered, its second held in the sleep
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert process.returncode == 130, err
     assert "Traceback" not in err
     time.sleep(0.5)
     assert not _processes_with(marker)
+
+
+def _workers_with(marker: str) -> list[int]:
+    """The candidate workers among :func:`_processes_with`."""
+    found = []
+    for pid in _processes_with(marker):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ctxkit.conformance.worker" in command:
+            found.append(pid)
+    return found
 
 
 def _processes_with(marker: str) -> list[int]:

@@ -109,7 +109,6 @@ class _Own(argparse.Action):
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     from ctxkit.cli.audit import add_window_option
-    from ctxkit.replay.candidate import DEFAULT_TIMEOUT, LOAD_TIMEOUT
 
     parser = commands.add_parser(
         "replay",
@@ -165,18 +164,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="S",
-        help=f"seconds a candidate's call may take ({DEFAULT_TIMEOUT:g})",
+        "--timeout", type=float, metavar="S", help="seconds a candidate's call may take (10)"
     )
     parser.add_argument(
         "--load-timeout",
         type=float,
-        default=LOAD_TIMEOUT,
         metavar="S",
-        help=f"seconds loading (importing) a candidate may take ({LOAD_TIMEOUT:g})",
+        help="seconds loading (importing) a candidate may take (120)",
     )
     parser.add_argument(
         "--memory-limit",
@@ -315,8 +309,9 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
         raise UsageError(f"--cache-discount {args.cache_discount}: give a share from 0 to 1")
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: give 1 or more")
-    check_seconds("--timeout", args.timeout)
-    check_seconds("--load-timeout", args.load_timeout)
+    for option, seconds in (("--timeout", args.timeout), ("--load-timeout", args.load_timeout)):
+        if seconds is not None:
+            check_seconds(option, seconds)
     for name in args.paths:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file or directory")
@@ -386,11 +381,18 @@ def _replayed(args: argparse.Namespace) -> tuple[dict[str, Any], dict[Any, Any]]
 
 def _limits(args: argparse.Namespace) -> Any:
     """What each candidate's worker is held to: ``--timeout``, ``--load-timeout``,
-    ``--memory-limit`` (the default cap when not given; 0: none)."""
-    from ctxkit.replay.candidate import DEFAULT_MEMORY_LIMIT, Limits
+    ``--memory-limit`` (0: no cap), each :class:`~ctxkit.replay.candidate.Limits`' default
+    when not given (read here, not when the parser is built: that imports nothing heavy)."""
+    from ctxkit.replay.candidate import Limits
 
-    cap = DEFAULT_MEMORY_LIMIT if args.memory_limit is None else args.memory_limit or None
-    return Limits(args.timeout, cap, args.load_timeout)
+    given: dict[str, Any] = {}
+    if args.timeout is not None:
+        given["timeout"] = args.timeout
+    if args.load_timeout is not None:
+        given["load_timeout"] = args.load_timeout
+    if args.memory_limit is not None:
+        given["memory_limit"] = args.memory_limit or None  # 0: no cap
+    return Limits(**given)
 
 
 def _progress(total: int) -> Any:

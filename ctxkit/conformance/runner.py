@@ -73,7 +73,6 @@ from ctxkit.conformance.search.machine import (
     Session,
     SteeredMachine,
     TargetStopped,
-    first_grace,
     growth_turn_tokens,
 )
 from ctxkit.conformance.search.minimize import NOT_REPEATED, CallShrinker, minimize
@@ -86,6 +85,7 @@ from ctxkit.conformance.targets.worker_client import (
     Child,
     TargetUnusable,
     during,
+    first_grace,
 )
 from ctxkit.exact import exact_form
 from ctxkit.prefix import AGENT_LOOP_STEPS

@@ -18,11 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
-from ctxkit.conformance.search.machine import first_grace
 from ctxkit.conformance.targets.routes import RouteError, route_for
 from ctxkit.conformance.targets.sandbox import DEFAULT_MEMORY_LIMIT
-from ctxkit.conformance.targets.worker_client import Child, TargetUnusable, first_line
+from ctxkit.conformance.targets.worker_client import (
+    Child,
+    TargetUnusable,
+    first_grace,
+    first_line,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -87,6 +90,8 @@ class Candidate:
         conversation takes it, so building it once more costs nothing a candidate does."""
 
     def _worker(self) -> Child:
+        from ctxkit.conformance.judge.invariants import ANNOTATION_KEYS
+
         if self._child is not None and self._child.alive:
             return self._child
         try:

@@ -58,7 +58,13 @@ from ctxkit.conformance.search.conversations import (
     texts,
 )
 from ctxkit.conformance.targets.protocol import RunningDigest
-from ctxkit.conformance.targets.worker_client import Child, Reply, TargetUnusable, during
+from ctxkit.conformance.targets.worker_client import (
+    Child,
+    Reply,
+    TargetUnusable,
+    during,
+    first_grace,
+)
 from ctxkit.tokens import REPLY_PRIMING
 
 __all__ = [
@@ -69,7 +75,6 @@ __all__ = [
     "RuleCall",
     "Session",
     "TargetStopped",
-    "first_grace",
 ]
 
 RuleCall = tuple[str, dict[str, Any]]
@@ -280,12 +285,6 @@ class Session:
             self.on_failure(property_id)
         known = self.smallest.get(property_id)
         return known is None or size < known.size
-
-
-def first_grace(limit: float, left: float) -> float:
-    """The grace a run's first call past its ``limit`` gets: twice as long again, when the
-    ``left`` seconds to the deadline hold it (:meth:`Session.call`)."""
-    return 2 * limit if left >= 3 * limit else 0.0
 
 
 def _recorded(function: Callable[..., None]) -> Callable[..., None]:

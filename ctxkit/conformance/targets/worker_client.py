@@ -43,6 +43,7 @@ __all__ = [
     "Reply",
     "TargetUnusable",
     "during",
+    "first_grace",
     "first_line",
     "how_it_ended",
 ]
@@ -174,6 +175,13 @@ class _Wait:
 _FOOTERS = ("(Background on this error at:",)
 """How libraries end an exception's message with a pointer rather than what went wrong
 (SQLAlchemy's link to its error catalogue)."""
+
+
+def first_grace(limit: float, left: float) -> float:
+    """The grace a run's first call past its ``limit`` gets: twice as long again, when the
+    ``left`` seconds to the deadline hold it (``Session.call`` in the search, and a replay's
+    candidates)."""
+    return 2 * limit if left >= 3 * limit else 0.0
 
 
 def first_line(message: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctxkit.reference import HistoryFileLocked, ReferenceContextManager
-from ctxkit.reference.journal import read_history_file
+from ctxkit.reference.journal import encode_record, read_history_file
 
 __all__ = ["STORES", "DatabasePlace", "FilePlace", "opened_after_crash", "place_for"]
 
@@ -40,6 +40,11 @@ class FilePlace:
 
     def other(self, name: str) -> FilePlace:
         return FilePlace(self.path.parent, name)
+
+    def append_records(self, records: list[dict[str, Any]]) -> None:
+        """Write records as a writer would, without a manager (to store what none would)."""
+        with self.path.open("ab") as file:
+            file.write(b"".join(encode_record(record) for record in records))
 
 
 class DatabasePlace:
@@ -70,6 +75,25 @@ class DatabasePlace:
     def other(self, name: str) -> DatabasePlace:
         return DatabasePlace(self.url, f"{self.name}-{name}")
 
+    def append_records(self, records: list[dict[str, Any]]) -> None:
+        """Write records as the next rows, as a writer would, without a manager."""
+        from ctxkit.reference.postgres import connection as db
+
+        async def insert() -> None:
+            pool = await db.pool(self.url)
+            async with pool.connection() as connection:
+                cursor = await connection.execute(
+                    "SELECT max(seq) FROM ctxkit_records WHERE conversation = %s", (self.name,)
+                )
+                end = (await cursor.fetchone())[0]
+                for seq, record in enumerate(records, start=end + 1):
+                    await connection.execute(
+                        "INSERT INTO ctxkit_records VALUES (%s, %s, %s, %s, %s)",
+                        (self.name, seq, record["op"], record["at"], _line(record)),
+                    )
+
+        db.call(insert())
+
 
 def place_for(request: pytest.FixtureRequest, kind: str, folder: Path) -> FilePlace | DatabasePlace:
     """A new place of ``kind``: a file in ``folder``, or a conversation in the session's
@@ -91,3 +115,7 @@ def opened_after_crash(place: FilePlace | DatabasePlace, **config: Any) -> Refer
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _line(record: dict[str, Any]) -> str:
+    return encode_record(record)[:-1].decode("ascii")

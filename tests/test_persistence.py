@@ -40,7 +40,6 @@ from ctxkit.reference.journal import (
     HistoryFileCorrupt,
     HistoryFileError,
     HistoryFileLocked,
-    encode_record,
     read_history_file,
 )
 from ctxkit.reference.timeline import UnknownCheckpoint
@@ -337,14 +336,13 @@ def test_a_file_that_is_not_a_history_is_refused_unchanged(tmp_path: Path, conte
     assert path.read_bytes() == content
 
 
-def test_a_bad_record_is_named_by_its_line(tmp_path: Path):
-    path = tmp_path / "c.jsonl"
-    run(fill(path, conversation(3, seed=7)))
-    with path.open("ab") as file:
-        file.write(encode_record({"op": "restore", "at": 1, "id": "c9"}))
-        file.write(encode_record({"op": "clear", "at": 2}))
-    with pytest.raises(HistoryFileCorrupt, match=r"line 5 .*'restore' record: no checkpoint"):
-        opened(path)
+def test_a_bad_record_is_named_by_its_line(place: Place):
+    """A record whose checksum holds but whose meaning does not (a restore of a checkpoint
+    never made): the line, or the database's row, is named."""
+    run(fill(place, conversation(3, seed=7)))
+    place.append_records([{"op": "restore", "at": 1, "id": "c9"}, {"op": "clear", "at": 2}])
+    with pytest.raises(HistoryFileCorrupt, match=r"(line|row) 5 .*'restore' record: no checkpoint"):
+        opened(place)
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ctxkit.cli import EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
+from ctxkit.cli import COMMANDS, EXIT_FOUND_PROBLEM, EXIT_OK, EXIT_USAGE, main
 from tests.chat import CHAT
 
 
@@ -350,3 +351,26 @@ def test_a_reader_that_stops_early_is_no_error(monkeypatch, capsys):
     monkeypatch.setattr("ctxkit.cli._quiet_stdout", lambda: None)
     assert main(["conformance", "--list-adapters"]) == EXIT_OK
     assert "internal error" not in capsys.readouterr().err
+
+
+SCREEN = 66
+"""Lines of a command's ``--help`` at 100 columns: what fits a screen."""
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "inspector"] + ["inspect"])
+def test_each_commands_help_fits_a_screen_and_every_topic_it_names_is_there(
+    capsys, monkeypatch, command
+):
+    """The rest of a command's help is behind a topic: ``--help`` names them, ``ctxkit help
+    COMMAND TOPIC`` prints each, and ``options`` lists every option."""
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) <= SCREEN, out
+    named = re.search(r"ctxkit help \S+ TOPIC \(topics: ([^)]*)\)", out)
+    for topic in named[1].split(", ") if named else ():
+        assert main(["help", command, topic]) == 0
+        assert capsys.readouterr().out.strip()
+    assert main(["help", command, "nonesuch"]) == EXIT_USAGE
+    assert "no such topic" in capsys.readouterr().err

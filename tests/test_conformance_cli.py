@@ -214,8 +214,14 @@ def test_help_teaches_targets_relaxations_and_exit_codes(capsys):
     with pytest.raises(SystemExit):
         main(["conformance", "--help"])
     out = capsys.readouterr().out
-    for fragment in ("ep:NAME", "hoisted-system", "budget-tolerance=R", "exit codes", "--junit"):
+    for fragment in ("exit codes", "--junit", "ctxkit help conformance TOPIC"):
         assert fragment in out
+    for topic, fragments in (("targets", ("ep:NAME",)), ("relaxations", ("hoisted-system",))):
+        assert main(["help", "conformance", topic]) == 0
+        said = capsys.readouterr().out
+        assert all(f in said for f in fragments), said
+    assert main(["help", "conformance", "relaxations"]) == 0
+    assert "budget-tolerance=R" in capsys.readouterr().out
 
 
 def test_the_reference_manager_passes_and_writes_both_reports(tmp_path: Path):

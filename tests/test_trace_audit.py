@@ -937,3 +937,16 @@ def test_two_agents_in_one_trace_are_two_conversations():
     single.add(Request(planner, 0, "f:0", "gpt-4o", trace_id="t2"))
     _, found = single.add(Request(planner[1:], 1, "f:1", "gpt-4o", trace_id="t2"))
     assert [f.kind for f in found] == ["dropped-system"]
+
+
+@pytest.mark.parametrize(
+    ("line", "keyed_by"),
+    [
+        ({"body": {"model": "m", "messages": [], "metadata": {"conversation_id": "a"}}},
+         "metadata.conversation_id"),
+        ({"conversation_id": "a", "body": {"model": "m", "messages": []}}, "conversation_id"),
+    ],
+)  # fmt: skip
+def test_a_conversation_id_is_named_where_it_was_found(line, keyed_by):
+    request = request_of({"timestamp": 1, **line}, "f", 1)
+    assert (request.key, request.keyed_by) == ("a", keyed_by)

@@ -105,7 +105,7 @@ class Auditor:
             groups = self._by_trace.setdefault(request.trace_id, {})
             if key not in groups.values():
                 groups[_head(request, prints)] = key
-        if keyed_by not in ("gen_ai.conversation.id", "session.id", "metadata.conversation_id"):
+        if keyed_by in ("trace", "prefix", "alone"):
             self._remember_prefix(key, prefixes)
         return key, keyed_by
 

@@ -204,7 +204,9 @@ def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request
     messages, api, partial = body_messages(body)
     metadata = body.get("metadata")
     key = metadata.get("conversation_id") if isinstance(metadata, Mapping) else None
-    key = key or line.get("conversation_id")
+    keyed_by = "metadata.conversation_id"
+    if not key:
+        key, keyed_by = line.get("conversation_id"), "conversation_id"
     if key is not None and (isinstance(key, bool) or not isinstance(key, str | int)):
         raise NotABody(f"conversation_id is {_a(key)}, not text: {_shown(key)}")
     model = body.get("model")
@@ -218,7 +220,7 @@ def request_of(line: Mapping[str, Any], where: str, line_number: int) -> Request
         model=model or "",
         provider=api,
         key=str(key) if key else "",
-        keyed_by="metadata.conversation_id" if key else "",
+        keyed_by=keyed_by if key else "",
         usage=_usage(line) if body is not line else None,
         partial=partial,
         source=f"{api} request body",

@@ -12,13 +12,15 @@ KEY_RULES = (
     "gen_ai.conversation.id",
     "session.id",
     "metadata.conversation_id",
+    "conversation_id",
     "trace",
     "prefix",
     "alone",
 )
-"""How a request's conversation was told, strongest first: the three recorded keys, then by
-inference (requests of one trace; a request that extends an earlier request's messages; a
-request that starts a conversation of its own)."""
+"""How a request's conversation was told, strongest first: the recorded keys (a body's
+``conversation_id`` in its metadata, then at its line's top), then by inference (requests of
+one trace; a request that extends an earlier request's messages; a request that starts a
+conversation of its own)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ COMMANDS = (
     "inspector",
     "contexts",
     "survey",
+    "help",
 )
 """The command modules under ctxkit.cli, in the order ``--help`` lists them."""
 

@@ -20,42 +20,12 @@ reasoning item or thinking block lost), and each request against the one before 
 conversation (messages reordered, the system prompt or the newest user message dropped,
 compactions, how much of the previous request's start was kept for the prompt cache, tokens
 against the model's context window).
-
-Each request is judged by the rules of the API it went to (Chat Completions, Responses,
-Anthropic Messages, Gemini, Bedrock Converse), told from what the recording says (the
-messages' shape, a recorded request body, the span name, the provider) and said beside each
-finding; a request whose API is not recorded, by the rules every API shares. Only model
-calls are requests: agent, workflow and chain spans are not. Files are read twice, as a
-stream (first to learn where each conversation ends): memory holds a window of them and the
-conversations in flight, not all of them.
-
-PATH is a file, a directory (every file in it, as the file exporter rotates them; an empty
-one is a note), - for stdin, or a stream (a FIFO, <(...)); gzip files are read as they are, up
-to any damage. A record that does not read (a field of the wrong type included) is skipped
-with its file:line; a span or request line read twice counts once. Each file is in one of two
-forms, told from its first record:
-  OTLP          what the OpenTelemetry Collector's file exporter writes: one OTLP/JSON
-                export request of traces or logs per line, or, with format: proto or
-                compression: zstd, each export after its length. GenAI spans and
-                events in every form in use (gen_ai.input.messages, OpenLLMetry's
-                gen_ai.prompt.N, OpenInference's llm.input_messages.N, the Vercel AI
-                SDK's ai.prompt.messages, per-message gen_ai.*.message events).
-  bodies        JSON Lines of raw request bodies: OpenAI Chat Completions and Responses,
-                Anthropic Messages, Gemini generateContent, Bedrock Converse; a line may wrap
-                its body as {"timestamp", "body", "usage"}.
+Each request is judged by the rules of the API it went to (ctxkit help audit apis).
 """
 
 EPILOG = """\
-Conversations are keyed by gen_ai.conversation.id, then session.id, then a body's
-metadata.conversation_id, then by inference (one trace; a request that extends an earlier
-one); the report says which rule keyed each. Requests are checked in time order.
-
-Recording content: OpenTelemetry's openai-v2 needs
-OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY and
-OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; OpenLLMetry records by default
-(TRACELOOP_TRACE_CONTENT=true); OpenInference by default (OPENINFERENCE_HIDE_INPUTS unset);
-the Vercel AI SDK with experimental_telemetry: { isEnabled: true }.
-A call recorded without content is skipped, with the setting that would record it.
+PATH is a file, a directory, - for stdin, or a stream; each file is OTLP (the Collector's
+file exporter) or JSON Lines of raw request bodies (ctxkit help audit inputs).
 
 exit codes: 0 no conversation fails a required property; 1 one does (or, with --strict, a
 recommended one); 2 bad usage or a file in neither form.
@@ -65,6 +35,51 @@ examples:
   ctxkit audit traces/ --report-json audit.json --junit audit.xml
   ctxkit audit requests.jsonl --format bodies --window my-model=32000
 """
+
+TOPICS = {
+    "inputs": """\
+what PATH may be, and the two forms a file is in.
+PATH is a file, a directory (every file in it, as the file exporter rotates them; an empty
+one is a note), - for stdin, or a stream (a FIFO, <(...)); gzip files are read as they are, up
+to any damage. A record that does not read (a field of the wrong type included) is skipped
+with its file:line; a span or request line read twice counts once. Files are read twice, as
+a stream (first to learn where each conversation ends): memory holds a window of them and the
+conversations in flight, not all of them. Each file is in one of two forms, told from its
+first record (--format says it):
+  OTLP          what the OpenTelemetry Collector's file exporter writes: one OTLP/JSON
+                export request of traces or logs per line, or, with format: proto or
+                compression: zstd, each export after its length. GenAI spans and
+                events in every form in use (gen_ai.input.messages, OpenLLMetry's
+                gen_ai.prompt.N, OpenInference's llm.input_messages.N, the Vercel AI
+                SDK's ai.prompt.messages, per-message gen_ai.*.message events).
+  bodies        JSON Lines of raw request bodies: OpenAI Chat Completions and Responses,
+                Anthropic Messages, Gemini generateContent, Bedrock Converse; a line may wrap
+                its body as {"timestamp", "body", "usage"}.
+""",
+    "apis": """\
+how each request is judged by the rules of the API it went to.
+Chat Completions, Responses, Anthropic Messages, Gemini, Bedrock Converse: told from what
+the recording says (the messages' shape, a recorded request body, the span name, the
+provider) and said beside each finding; a request whose API is not recorded, by the rules
+every API shares. Only model calls are requests: agent, workflow and chain spans are not.
+""",
+    "keys": """\
+how requests are joined into conversations.
+Conversations are keyed by gen_ai.conversation.id, then session.id, then a body's
+conversation id (metadata.conversation_id, or a top-level conversation_id), then by
+inference (one trace; a request that extends an earlier one); the report says which rule
+keyed each. Requests are checked in time order.
+""",
+    "content": """\
+what each instrumentation needs to record the messages.
+OpenTelemetry's openai-v2 needs OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY
+and OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; OpenLLMetry records by default
+(TRACELOOP_TRACE_CONTENT=true); OpenInference by default (OPENINFERENCE_HIDE_INPUTS unset);
+the Vercel AI SDK with experimental_telemetry: { isEnabled: true }. A call recorded without
+content is skipped, with the setting that would record it.
+""",
+}
+"""``ctxkit help audit TOPIC``: what ``--help`` leaves out to fit a screen."""
 
 
 def window_entry(text: str) -> tuple[str, int]:
@@ -120,6 +135,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="print the messages each finding involves (content is never printed otherwise)",
     )
     parser.add_argument("--verbose", action="store_true", help="list passing conversations too")
+    parser.with_topics(TOPICS)
     parser.set_defaults(run=run)
 
 

@@ -42,84 +42,12 @@ DESCRIPTION = """\
 Check a context manager against the conformance properties with property-based tests.
 The target runs in a child process; each operation gets --timeout seconds, the whole run
 --deadline seconds. A failure shows the property, one plain sentence, and the shrunk calls
-as a verified script that reproduces it.
-
-TARGET is one of:
-  module:attr         a class or zero-argument factory (called with --config as keywords),
-                      or a mount(coordinator, config) function
-  module              a module with a mount() function
-  ep:NAME             an installed amplifier.modules entry point
-  path/to/file.py[:attr]
-  ADAPTER             a popular library's trimmer by short name, e.g. langchain:trim_messages
-                      (see --list-adapters)
-  grpc://HOST:PORT    an Amplifier context module served through amplifier-core's gRPC
-                      ContextService (pip install 'ctxkit-llm[grpc]')
-  path/to/manager.mjs[:Export]
-                      a JavaScript class or factory, run by ctxkit's Node harness
-                      (default export without :Export; .js and .cjs too; Node.js 18+)
-  (nothing)           ctxkit's reference manager
-
-What module:attr (or a file's, or a JavaScript module's export) names takes one of four
-forms, detected or given with --form:
-  contract            a context manager's class, factory or mount function (as above)
-  function            a function over the message list, e.g. trim(messages) or
-                      trim(messages, token_budget=None), sync or async, returning the view:
-                      ctxkit keeps the history and calls it (on a copy) before every request,
-                      as pydantic-ai's history_processors and LangGraph's pre_model_hook are;
-                      --config keys are its keyword arguments. JavaScript: (messages,
-                      { tokenBudget }) => view
-  session             an OpenAI Agents SDK Session (add_items, get_items, pop_item,
-                      clear_session), or its class or factory: each view is get_items(limit)
-                      with the session's own session_settings.limit, as Runner reads it
-  compacting          a manager of Amplifier's first contract (add_message, get_messages,
-                      should_compact, compact, clear), or its class or factory: each view is
-                      compact() when should_compact(), then get_messages(); non_destructive is
-                      n/a, since compact() rewrites the stored history by that contract
-
-Any other language: --command "PROGRAM ARGS" starts a program that speaks ctxkit's
-conformance protocol (JSON lines on two pipes; see PROTOCOL.md in the installed
-ctxkit/conformance/spec/ folder, or conformance/PROTOCOL.md in the repository); TARGET, if
-given, is passed to it in the handshake.
+as a verified script that reproduces it. TARGET: module:attr, a file, an adapter's name, a
+.mjs file, grpc://HOST:PORT, or nothing for the reference manager (ctxkit help conformance
+targets).
 """
 
 EPILOG = """\
-relaxations (--allow, repeatable or comma-separated):
-  hoisted-system      ordering: system messages may move to the front of the view
-  dropped-system      preservation: system messages may be dropped from a view (or merged)
-  merged-system       preservation: system messages may be merged into one
-  budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
-
-time: every run ends by --deadline with a report; loading (importing) the target counts
-against it, and may take --load-timeout seconds (by default, the rest of the deadline). A
-search cut short keeps the smallest failure it saw, and the other properties pass with how
-far the run got. A call that hangs past --timeout or crashes the target costs the property it
-was made for; the target is restarted and the rest go on. A run asked for --report-json or
---junit writes it however the run ends: a target that cannot be loaded or does not load in
-time, an interrupt (Ctrl-C, SIGTERM) or ctxkit's own error is a report with verdict error and
-the reason.
-
-reproducers: each failure's script is a pytest test file, test_<property>_<target>.py, that
-also runs with python (a non-zero exit while the bug is there). A Python target is imported
-and built as a test of your own would (from mypkg.context import SlidingWindow;
-SlidingWindow(**CONFIG)). What it needs of the folder the run started in (a module found
-only there, a file named as TARGET) it finds from that folder: written by --reproducers DIR,
-a path relative to its own file, so DIR can be committed with the project; the JSON report's
-text reads CTXKIT_PROJECT_ROOT, else the current folder. Its calls are as few as still
-fail (each call left is needed) and each view's budget the largest that still fails. It is
-run once in a fresh process before it is shown: the report says "verified" or why not. Calls
-that crash the target are a finding too, reproduced by a script that ends the same way.
-
-containment: the target runs in a process of its own under a supervisor; anything it starts
-(children, double-forked daemons) ends with it, and with ctxkit, however ctxkit ends. Its
-output is kept to the first and last MiB. Its address space is capped: --memory-limit SIZE
-(4G by default; e.g. 2G, 512M; 0 or none for no cap); a target past the cap is reported as
-exceeding the memory limit, not as a hang or a crash.
-
-coverage: a pass means the manager was tested where it compacts. The report says how many
-views were compacted and the largest history in tokens. When no view of the search was
-compacted, one history is grown (doubling, up to --max-tokens) until the manager compacts, and
-the search goes on from that size; a manager that never compacts is inconclusive, not a pass.
-
 exit codes: 0 every required property holds; 1 a required property failed or could not be
 checked (a hang, a crash); 2 the target could not be loaded, or bad usage; 4 inconclusive:
 every required property held, but no view was ever compacted.
@@ -135,6 +63,107 @@ examples:
   ctxkit conformance --command "./my-manager-harness --mode=strict"
 """
 
+TOPICS = {
+    "targets": """\
+what TARGET may be.
+  module:attr         a class or zero-argument factory (called with --config as keywords),
+                      or a mount(coordinator, config) function
+  module              a module with a mount() function
+  ep:NAME             an installed amplifier.modules entry point
+  path/to/file.py[:attr]
+  ADAPTER             a popular library's trimmer by short name, e.g. langchain:trim_messages
+                      (see --list-adapters)
+  grpc://HOST:PORT    an Amplifier context module served through amplifier-core's gRPC
+                      ContextService (pip install 'ctxkit-llm[grpc]')
+  path/to/manager.mjs[:Export]
+                      a JavaScript class or factory, run by ctxkit's Node harness
+                      (default export without :Export; .js and .cjs too; Node.js 18+)
+  (nothing)           ctxkit's reference manager
+
+Any other language: --command "PROGRAM ARGS" starts a program that speaks ctxkit's
+conformance protocol (JSON lines on two pipes; see PROTOCOL.md in the installed
+ctxkit/conformance/spec/ folder, or conformance/PROTOCOL.md in the repository); TARGET, if
+given, is passed to it in the handshake.
+""",
+    "forms": """\
+the four forms a TARGET takes (detected, or given with --form).
+  contract            a context manager's class, factory or mount function
+  function            a function over the message list, e.g. trim(messages) or
+                      trim(messages, token_budget=None), sync or async, returning the view:
+                      ctxkit keeps the history and calls it (on a copy) before every request,
+                      as pydantic-ai's history_processors and LangGraph's pre_model_hook are;
+                      --config keys are its keyword arguments. JavaScript: (messages,
+                      { tokenBudget }) => view
+  session             an OpenAI Agents SDK Session (add_items, get_items, pop_item,
+                      clear_session), or its class or factory: each view is get_items(limit)
+                      with the session's own session_settings.limit, as Runner reads it
+  compacting          a manager of Amplifier's first contract (add_message, get_messages,
+                      should_compact, compact, clear), or its class or factory: each view is
+                      compact() when should_compact(), then get_messages(); non_destructive is
+                      n/a, since compact() rewrites the stored history by that contract
+""",
+    "relaxations": """\
+what --allow relaxes (repeatable or comma-separated).
+  hoisted-system      ordering: system messages may move to the front of the view
+  dropped-system      preservation: system messages may be dropped from a view (or merged)
+  merged-system       preservation: system messages may be merged into one
+  budget-tolerance=R  budget: a view may exceed the budget by the ratio R (e.g. 0.05)
+""",
+    "time": """\
+how a run keeps to its time: --deadline, --timeout, --load-timeout.
+Every run ends by --deadline with a report; loading (importing) the target counts against
+it, and may take --load-timeout seconds (by default, the rest of the deadline). A search cut
+short keeps the smallest failure it saw, and the other properties pass with how far the run
+got. A call that hangs past --timeout or crashes the target costs the property it was made
+for; the target is restarted and the rest go on. A run asked for --report-json or --junit
+writes it however the run ends: a target that cannot be loaded or does not load in time, an
+interrupt (Ctrl-C, SIGTERM) or ctxkit's own error is a report with verdict error and the
+reason.
+""",
+    "reproducers": """\
+the script each failure comes with (--reproducers DIR writes them).
+Each failure's script is a pytest test file, test_<property>_<target>.py, that also runs
+with python (a non-zero exit while the bug is there). A Python target is imported and built
+as a test of your own would (from mypkg.context import SlidingWindow; SlidingWindow(**CONFIG)).
+What it needs of the folder the run started in (a module found only there, a file named as
+TARGET) it finds from that folder: written by --reproducers DIR, a path relative to its own
+file, so DIR can be committed with the project; the JSON report's text reads
+CTXKIT_PROJECT_ROOT, else the current folder. Its calls are as few as still fail (each call
+left is needed) and each view's budget the largest that still fails. It is run once in a
+fresh process before it is shown: the report says "verified" or why not. Calls that crash
+the target are a finding too, reproduced by a script that ends the same way.
+""",
+    "containment": """\
+what the target's process is held to: a supervisor, --memory-limit, its output kept apart.
+The target runs in a process of its own under a supervisor; anything it starts (children,
+double-forked daemons) ends with it, and with ctxkit, however ctxkit ends. Its output is
+kept to the first and last MiB. Its address space is capped: --memory-limit SIZE (4G by
+default; e.g. 2G, 512M; 0 or none for no cap); a target past the cap is reported as
+exceeding the memory limit, not as a hang or a crash.
+""",
+    "coverage": """\
+why a pass means the manager was tested where it compacts (--max-tokens).
+The report says how many views were compacted and the largest history in tokens. When no
+view of the search was compacted, one history is grown (doubling, up to --max-tokens) until
+the manager compacts, and the search goes on from that size; a manager that never compacts
+is inconclusive (exit 4), not a pass.
+""",
+}
+"""``ctxkit help conformance TOPIC``: what ``--help`` leaves out to fit a screen."""
+
+ADVANCED = (
+    "--command",
+    "--schedule",
+    "--jobs",
+    "--load-timeout",
+    "--max-tokens",
+    "--memory-limit",
+    "--protocol-log",
+    "--no-verify",
+    "--shrink-seconds",
+)
+"""Options ``--help`` leaves out (``ctxkit help conformance options`` lists them)."""
+
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
@@ -145,7 +174,12 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
-    parser.add_argument("target", nargs="?", metavar="TARGET", help="what to check (see above)")
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help="what to check (ctxkit help conformance targets)",
+    )
     parser.add_argument(
         "--command",
         dest="implementation",  # `command` is the CLI's subcommand
@@ -159,7 +193,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--form",
         choices=FORMS,
-        help="the form TARGET takes (default: detected; see above)",
+        help="the form TARGET takes (default: detected; ctxkit help conformance forms)",
     )
     parser.add_argument(
         "--seed",
@@ -230,8 +264,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         dest="fallback_budget",
         type=int,
         metavar="N",
-        help="the budget the manager keeps to when a request names none (its own limit): "
-        "such views are judged against it (default: the config's max_tokens, if given)",
+        help="the manager's own budget, for requests that name none (default: the config's "
+        "max_tokens)",
     )
     parser.add_argument(
         "--max-tokens",
@@ -253,13 +287,15 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         type=shape_list,
         default=None,
         metavar="SHAPES",
-        help="the message shapes to judge the target in, comma-separated: openai (Chat "
-        "Completions), anthropic, responses, gemini, bedrock, genai (OpenTelemetry parts), or "
-        "all; default: the shapes the target declares (ctxkit_shapes), its adapter's, an "
-        "Amplifier module's, else openai alone",
+        help="the message shapes to judge it in: openai, anthropic, responses, gemini, "
+        "bedrock, genai, a comma-separated list, or all (default: the shapes it speaks)",
     )
     parser.add_argument(
-        "--allow", action="append", default=[], metavar="RELAXATION", help="see below"
+        "--allow",
+        action="append",
+        default=[],
+        metavar="RELAXATION",
+        help="a property relaxed (ctxkit help conformance relaxations)",
     )
     parser.add_argument("--report-json", type=Path, metavar="PATH", help="write the JSON report")
     parser.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
@@ -294,6 +330,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not run each reproducer in a fresh process to check that it fails",
     )
+    parser.with_topics(TOPICS, ADVANCED)
     parser.set_defaults(run=run_conformance)
 
 

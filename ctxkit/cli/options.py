@@ -44,6 +44,39 @@ class Parser(argparse.ArgumentParser):
     arguments". A mistyped choice (a command, a ``--profile``) gets a suggestion too.
     ``add_subparsers`` makes its parsers of the parser's class, so every command is one."""
 
+    topics: dict[str, str]
+    """Longer help, by topic name: ``ctxkit help COMMAND TOPIC`` prints one; ``--help``
+    names them."""
+    advanced: frozenset[str] = frozenset()
+    """Options ``--help`` leaves out, to fit a screen: ``ctxkit help COMMAND options`` lists
+    every option."""
+
+    def with_topics(self, topics: dict[str, str], advanced: Sequence[str] = ()) -> None:
+        """Give the command its topics and the options only ``help COMMAND options`` shows;
+        ``--help`` ends by naming them."""
+        self.topics = dict(topics)
+        self.advanced = frozenset(advanced)
+        names = ", ".join([*self.topics, *(["options"] if advanced else [])])
+        command = self.prog.removeprefix("ctxkit ").strip()
+        more = f"more: ctxkit help {command} TOPIC (topics: {names})"
+        self.epilog = f"{self.epilog.rstrip()}\n\n{more}" if self.epilog else more
+
+    def format_help(self, *, every_option: bool = False) -> str:
+        """The help, without the :attr:`advanced` options unless ``every_option``."""
+        hidden = (
+            []
+            if every_option
+            else [a for a in self._actions if set(a.option_strings) & self.advanced]
+        )
+        kept = [(action, action.help) for action in hidden]
+        for action in hidden:
+            action.help = argparse.SUPPRESS
+        try:
+            return super().format_help()
+        finally:
+            for action, text in kept:
+                action.help = text
+
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:

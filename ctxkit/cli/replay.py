@@ -23,46 +23,18 @@ __all__ = ["PRESETS", "add_parser"]
 
 DESCRIPTION = """\
 Run recorded traffic through candidate context managers and see what each would have sent,
-broken, cost and lost, beside what the agent really sent (`recorded`, always compared).
-
-The recording is anything `ctxkit audit` reads (OTLP traces or logs, raw request bodies),
-keyed into conversations the same way. Each conversation is rebuilt: the messages the agent
-added, in order, and every model call. Each manager gets a fresh instance per conversation,
-the messages as the agent added them, and a view asked for at every model call under the
-budget that request had (the model's window less --output-tokens, or --budget). Every view,
-the recorded ones too, is measured by the same code:
-
-  findings         the audit's checks on each view, by the rules of the API the request
-                   went to (pairs split, history reordered, system prompt dropped, ...)
-                   and a view over its budget
-  tokens sent      exact counts (tiktoken), per request and in all, against recorded
-  billed           input tokens with the prefix repeated from the previous request
-                   (what a prompt cache serves) at --cache-discount off
-  prefix kept      of each request's tokens, the share the next request starts with
-  references kept  of the identifiers, numbers, paths and quoted strings that the model's
-                   next answer uses from earlier in the conversation, the share still in
-                   the view it was given (verbatim, a summary included)
-
-Where a recording holds history the recorded manager made (a summary, a truncated
-message), that cannot be rebuilt as the agent's: it is counted and the rest is replayed.
-
-Each candidate runs as `ctxkit conformance` runs a target: in a worker process of its own,
-each call within --timeout seconds (its first slow call given twice as long again), its
-address space capped at --memory-limit, its output kept apart. A candidate that raises,
-exits, is killed, hangs or runs out of memory stops in that conversation (said in one
-sentence, its figures up to there) and starts afresh for the next; the other candidates
-and the report are untouched, and the gate fails.
+broken, cost and lost, beside what the agent really sent (`recorded`, always compared). The
+recording is anything `ctxkit audit` reads, keyed into conversations the same way; each
+manager gets a fresh instance per conversation, the agent's messages, and a view asked for
+at every model call under that request's budget. Each candidate is contained as a
+conformance target is (ctxkit help replay containment).
 """
 
 EPILOG = """\
-MANAGER is anything `ctxkit conformance` takes (module:attr, a file, an adapter's name, a
-.mjs file), optionally named (NAME=TARGET), or the reference manager by name:
-  reference                 the default: a window of the newest units, long outputs cut
-  reference:summarize       the window plus a running summary of what it left out
-  reference:hierarchical    older units as paragraphs, the oldest as one line each
-  reference:recall          the window plus the left-out units the user asks about again
-A --config JSON or --form after a --manager applies to that manager. With no --manager,
-the reference manager is the candidate.
+MANAGER is anything `ctxkit conformance` takes, optionally named (NAME=TARGET), or the
+reference manager by name: reference (the default), reference:summarize,
+reference:hierarchical, reference:recall (ctxkit help replay managers). A --config JSON or
+--form after a --manager applies to that manager.
 
 exit codes: 0 every candidate replayed every conversation with no required finding and
 within every --fail-if; 1 one did not (a finding, a threshold, or it raised or stopped in a
@@ -74,6 +46,61 @@ examples:
   ctxkit replay traces/ --manager reference --fail-if 'tokens>recorded' --report-json r.json
   ctxkit replay bodies.jsonl --manager reference --price gpt-4o=2.5 --fail-if 'cost>1.1*recorded'
 """
+
+TOPICS = {
+    "figures": """\
+what each view is measured for (every view, the recorded ones too, by the same code).
+  findings         the audit's checks on each view, by the rules of the API the request
+                   went to (pairs split, history reordered, system prompt dropped, ...)
+                   and a view over its budget
+  tokens sent      exact counts (tiktoken), per request and in all, against recorded
+  billed           input tokens with the prefix repeated from the previous request
+                   (what a prompt cache serves) at --cache-discount off
+  prefix kept      of each request's tokens, the share the next request starts with
+  references kept  of the identifiers, numbers, paths and quoted strings that the model's
+                   next answer uses from earlier in the conversation, the share still in
+                   the view it was given (verbatim, a summary included)
+The budget of a view is the model's window less --output-tokens, or --budget. Where a
+recording holds history the recorded manager made (a summary, a truncated message), that
+cannot be rebuilt as the agent's: it is counted and the rest is replayed.
+""",
+    "managers": """\
+the reference manager's presets, by name.
+  reference                 the default: a window of the newest units, long outputs cut
+  reference:summarize       the window plus a running summary of what it left out
+  reference:hierarchical    older units as paragraphs, the oldest as one line each
+  reference:recall          the window plus the left-out units the user asks about again
+With no --manager, the reference manager is the candidate.
+""",
+    "containment": """\
+what a candidate is held to: --timeout, --load-timeout, --memory-limit.
+Each candidate runs as `ctxkit conformance` runs a target: in a worker process of its own,
+each call within --timeout seconds (its first slow call given twice as long again), its
+address space capped at --memory-limit, its output kept apart. A candidate that raises,
+exits, is killed, hangs or runs out of memory stops in that conversation (said in one
+sentence, its figures up to there) and starts afresh for the next; the other candidates and
+the report are untouched, and the gate fails.
+""",
+    "gate": """\
+--fail-if: a gate over each candidate's totals.
+tokens>recorded, billed>1.1*recorded, cost>25, references<0.9, prefix<0.5 (metrics tokens,
+billed, cost, references, prefix; a value is a number, recorded, or a factor of it). A
+threshold whose figure is unknown (no --price for a model, no reference in any answer) fails
+too, saying so: a gate that checked nothing is not green.
+""",
+}
+"""``ctxkit help replay TOPIC``: what ``--help`` leaves out to fit a screen."""
+
+ADVANCED = (
+    "--output-tokens",
+    "--cache-discount",
+    "--load-timeout",
+    "--memory-limit",
+    "--shard",
+    "--merge",
+    "--jobs",
+)
+"""Options ``--help`` leaves out (``ctxkit help replay options`` lists them)."""
 
 PRESETS: dict[str, dict[str, Any]] = {
     "reference": {},
@@ -195,6 +222,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the RECORDINGs are JSON reports of shards: join them into one",
     )
+    parser.with_topics(TOPICS, ADVANCED)
     parser.set_defaults(run=run, managers=[])
 
 

@@ -18,6 +18,7 @@ from types import ModuleType
 import pytest
 
 from tests.readme import quick_start_commands
+from tests.shared_runs import shared
 from tests.system import missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +50,7 @@ def test_the_committed_tables_are_what_the_code_exports() -> None:
         f"{', '.join(str(p.relative_to(ROOT)) for p in stale)}: the tables differ from the code; "
         "run python docs/generate.py and commit the result"
     )
-    assert generate.main(["--check"]) == 0
+    assert generate.main(["--check", "--only", "tables"]) == 0
 
 
 def test_a_changed_table_is_found_and_rewritten_from_the_code() -> None:
@@ -110,6 +111,69 @@ def test_the_runbook_is_included_from_its_first_section() -> None:
         f"dashboards/runbook.md's first section is now line {first}: include it from there "
         f'in docs/dashboards.md (--8<-- "dashboards/runbook.md:{first}:")'
     )
+
+
+# -- what the commands print ----------------------------------------------------------------------
+
+
+@shared
+def _shown_runs() -> dict:
+    """Every output block's command, run once per test session (about 30 s of CPU)."""
+    return generate.run_outputs(generate.output_blocks())
+
+
+def test_every_output_shown_is_what_its_command_prints_now() -> None:
+    runs = _shown_runs()
+    stale = generate.stale_outputs(runs)
+    assert not stale, "\n\n".join(
+        f"{block.name}: the output shown differs from what the command prints now; run python "
+        f"docs/generate.py and commit the result\n{diff}"
+        for block, diff in stale
+    )
+    assert generate.main(["--check", "--only", "outputs"], runs=runs) == 0
+
+
+def test_every_text_block_is_an_output_or_excluded_with_its_reason() -> None:
+    unlisted, excluded = generate.unlisted_text_blocks()
+    assert not unlisted, (
+        f"{unlisted}: a command's output goes in an output block (docs/generate.py), anything "
+        "else in EXCLUDED with its reason"
+    )
+    assert all(reason for _, _, reason in excluded)
+    blocks = generate.output_blocks()
+    pages = {block.page for block in blocks}
+    assert len(blocks) >= 8, blocks
+    assert {"README.md", "docs/audit.md", "docs/getting-started/index.md"} <= pages
+
+
+def test_a_changed_output_is_named_by_page_and_block_and_times_are_not_a_change() -> None:
+    runs = dict(_shown_runs())
+    blocks = generate.output_blocks()
+    (audit,) = [b for b in blocks if b.command == "ctxkit audit requests.jsonl"]
+    printed = runs[audit.key]
+    runs[audit.key] = generate.Run(1, printed.stdout.replace("c1", "c2"), "")
+    ((block, diff),) = generate.stale_outputs(runs, blocks)
+    assert block.name.startswith("docs/audit.md:")
+    assert block.name.endswith("(in docs/examples: ctxkit audit requests.jsonl)")
+    assert "+FAIL  c2" in diff
+    # Durations, dates, versions and temporary folders differ from run to run: no change.
+    runs = dict(_shown_runs())
+    for key, run in runs.items():
+        slower = re.sub(r"\d+\.\d s\b", "99.9 s", run.stdout)
+        runs[key] = generate.Run(run.returncode, slower, run.stderr)
+    assert generate.stale_outputs(runs, blocks) == []
+    assert generate.normalised("ctxkit 0.1.0 at 2026-11-29T09:06:29Z in /tmp/xyz/a") == (
+        generate.normalised("ctxkit 0.2.0 at 2027-01-01T00:00:00Z in /tmp/abc")
+    )
+
+
+def test_an_output_block_says_what_it_runs_or_is_a_sentence() -> None:
+    page = (
+        "x\n<!-- generated: output ls -la -->\n\n```text\n```\n\n<!-- end generated: output -->\n"
+    )
+    match = generate._OUTPUT.search(page)
+    with pytest.raises(generate.StaleDocs, match=r"page\.md:2: an output block names 'ctxkit"):
+        generate._block("page.md", page, match)
 
 
 # -- the site -------------------------------------------------------------------------------------

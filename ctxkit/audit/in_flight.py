@@ -53,7 +53,7 @@ class Ends:
         """The next request is of conversation ``key``."""
         self._batch.append((key, self.requests))
         self.requests += 1
-        if len(self._batch) >= 4096:
+        if len(self._batch) >= 512:
             self._flush()
 
     def _flush(self) -> None:

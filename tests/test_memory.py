@@ -92,6 +92,31 @@ def concepts(texts: Sequence[str]) -> list[list[float]]:
     return vectors
 
 
+@pytest.fixture(params=["sqlite", "pgvector"])
+def open_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """``open_memory(name, embedder)``: the memory called ``name``, in a SQLite file, or a
+    collection of a database (one per test: a database keeps vectors of one size) on the
+    session's server with pgvector (tests/postgres.py). The same cases run on both."""
+    if request.param == "sqlite":
+        if not HAS_VEC:
+            pytest.skip(
+                "sqlite-vec and pysqlite3 are not installed (pip install 'ctxkit-llm[memory]')"
+            )
+
+        def opener(name: str, embedder: Any = None) -> Any:
+            return SemanticMemory(tmp_path / f"{name}.memory", embedder)
+
+    else:
+        from ctxkit.reference.postgres.memory import DatabaseMemory
+
+        url = request.getfixturevalue("pgvector").new_database()
+
+        def opener(name: str, embedder: Any = None) -> Any:
+            return DatabaseMemory(url, name, embedder)
+
+    return opener
+
+
 # -- storing, finding, changing, forgetting --------------------------------------------------
 
 
@@ -474,10 +499,9 @@ def test_text_search_finds_exactly_what_the_score_definition_says(
 # -- vectors and hybrid ----------------------------------------------------------------------
 
 
-@needs_vec
-def test_vectors_find_what_no_word_matches_and_hybrid_puts_agreement_first():
+def test_vectors_find_what_no_word_matches_and_hybrid_puts_agreement_first(open_memory: Any):
     async def scenario() -> None:
-        async with SemanticMemory(embedder=concepts) as memory:
+        async with open_memory("m", concepts) as memory:
             car = await memory.store("my sedan broke down on the highway", {"who": "ada"})
             dog = await memory.store("the puppy chewed the sofa")
             both = await memory.store("automobile insurance for the automobile")
@@ -565,15 +589,12 @@ def test_a_bad_embedder_is_refused_and_nothing_is_stored():
     run(scenario())
 
 
-@needs_vec
-def test_a_memory_without_vectors_gets_them_when_an_embedder_comes(tmp_path: Path):
-    path = tmp_path / "m.memory"
-
+def test_a_memory_without_vectors_gets_them_when_an_embedder_comes(open_memory: Any):
     async def scenario() -> None:
-        async with SemanticMemory(path) as memory:  # text only: the stdlib sqlite3 will do
+        async with open_memory("m") as memory:  # text only: the stdlib sqlite3 will do
             await memory.store_many(["my sedan broke down", "the puppy slept"])
             assert (await memory.stats()).vectors == 0
-        async with SemanticMemory(path, embedder=concepts) as memory:
+        async with open_memory("m", concepts) as memory:
             (hit,) = await memory.retrieve("automobile")
             assert hit.id == 1
             assert hit.vector_score == pytest.approx(1.0, abs=1e-3)
@@ -581,12 +602,12 @@ def test_a_memory_without_vectors_gets_them_when_an_embedder_comes(tmp_path: Pat
             assert (stats.items, stats.vectors, stats.dimensions) == (2, 2, 4)
             assert stats.embedder
             assert stats.embedder.endswith("concepts")
-        async with SemanticMemory(path) as memory:  # vectors kept in step without an embedder
+        async with open_memory("m") as memory:  # vectors kept in step without an embedder
             assert await memory.forget(2) is True
             await memory.update(1, "the sedan was repaired")
             stats = await memory.stats()
             assert (stats.items, stats.vectors) == (1, 0)  # the changed text lost its vector
-        async with SemanticMemory(path, embedder=concepts) as memory:
+        async with open_memory("m", concepts) as memory:
             (hit,) = await memory.retrieve("vehicle")
             assert hit.id == 1
             assert hit.vector_score is not None

@@ -111,7 +111,7 @@ def test_a_closed_memory_refuses_calls(memory: Any):
 def test_vectors_without_pgvector_are_refused_at_open_in_one_sentence(postgres: Any):
     from ctxkit.reference.postgres.memory import DatabaseMemory
 
-    with pytest.raises(MemoryUnavailable, match="need pgvector") as caught:
+    with pytest.raises(MemoryUnavailable, match="need the pgvector extension") as caught:
         DatabaseMemory(postgres.url, "vectors", HashEmbedder())
     assert "\n" not in str(caught.value)
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +54,13 @@ from ctxkit.reference.memory.database import Database
 __all__ = [
     "Found",
     "best",
+    "combined",
+    "depth",
     "distinct_terms",
     "expression",
     "fuse",
     "idf",
+    "nearest",
     "plan",
     "query_words",
     "text_search",
@@ -364,14 +367,36 @@ def vector_search(
             "ORDER BY distance",
             (vector, min(limit, 4096)),
         ).fetchall()
+    return nearest(rows, threshold)
+
+
+def nearest(rows: Iterable[tuple[int, float | None]], threshold: float) -> list[Found]:
+    """``(id, cosine distance)`` rows, nearest first, as hits: each vector score is
+    ``1 - distance`` clipped to [0, 1], kept at or above ``threshold``. A zero vector has no
+    direction (sqlite-vec's distance is NULL, pgvector's NaN): it is left out."""
     found = []
     for item, distance in rows:
-        if distance is None:  # a zero vector has no direction
+        if distance is None or math.isnan(distance):
             continue
         score = min(1.0, max(0.0, 1.0 - distance))
         if score >= threshold - _TOLERANCE:
             found.append(Found(item, score))
     return found
+
+
+def depth(limit: int) -> int:
+    """How many of each list a search with vectors reads before fusing them."""
+    return max(2 * limit, 10)
+
+
+def combined(
+    text: Sequence[Found], near: Sequence[Found] | None, limit: int
+) -> list[tuple[int, float, float | None, float | None]]:
+    """``(id, score, text_score, vector_score)``, best first: the text hits alone when there
+    is no vector search (``near`` None), else both lists fused (:func:`fuse`)."""
+    if near is None:
+        return [(hit.id, hit.score, hit.score, None) for hit in text[:limit]]
+    return fuse(text, near, limit)
 
 
 def fuse(

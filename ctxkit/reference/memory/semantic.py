@@ -228,13 +228,7 @@ class SemanticMemory(MemoryBase):
         return await loop.run_in_executor(self._executor, functools.partial(work, *args))
 
     def _check_embedder(self) -> None:
-        if self._stored_name is not None and self._stored_name != self._name:
-            raise EmbedderError(
-                f"{self._db.name}: holds vectors made by {self._stored_name}, not by "
-                f"{self._name}; vectors of two models cannot be compared. Call "
-                "`await memory.reembed()` to make them all again with this embedder, or give "
-                "this one a path of its own."
-            )
+        check_embedder(self._db.name, self._stored_name, self._name, "a path")
 
     async def _vectors(self, texts: list[str], *, query: bool = False) -> list[bytes]:
         assert self.embedder is not None
@@ -325,19 +319,11 @@ class SemanticMemory(MemoryBase):
         db = self._db
 
         def work() -> list[Hit]:
-            depth = max(2 * limit, 10)  # of each list, for the fusion
-            text = search.text_search(db, query, depth if vector else limit, floor, where)
-            if vector is None:
-                found = [(hit.id, hit.score, hit.score, None) for hit in text]
-            else:
-                near = search.vector_search(db, vector, depth, floor, where)
-                found = search.fuse(text, near, limit)
-            rows = db.fetch([item for item, *_ in found])
-            return [
-                Hit(*rows[item], score, text_score, vector_score)
-                for item, score, text_score, vector_score in found
-                if item in rows
-            ]
+            depth = search.depth(limit) if vector else limit
+            text = search.text_search(db, query, depth, floor, where)
+            near = None if vector is None else search.vector_search(db, vector, depth, floor, where)
+            found = search.combined(text, near, limit)
+            return hits(found, db.fetch([item for item, *_ in found]))
 
         return await self._run(db.read, work)
 
@@ -426,6 +412,31 @@ class SemanticMemory(MemoryBase):
     def __repr__(self) -> str:
         where = self._db.name
         return f"SemanticMemory({where!r}, embedder={self._name!r}, threshold={self.threshold})"
+
+
+def check_embedder(where: str, stored: str | None, name: str | None, own: str) -> None:
+    """Raise :class:`EmbedderError` when ``where`` holds vectors of another embedder than
+    ``name`` (``own``: what to give a memory of its own, ``a path`` or ``a collection``)."""
+    if stored is not None and stored != name:
+        raise EmbedderError(
+            f"{where}: holds vectors made by {stored}, not by {name}; vectors of two models "
+            "cannot be compared. Call `await memory.reembed()` to make them all again with "
+            f"this embedder, or give this one {own} of its own."
+        )
+
+
+def hits(
+    found: Iterable[tuple[int, float, float | None, float | None]],
+    rows: Mapping[int, tuple[Any, ...]],
+) -> list[Hit]:
+    """:func:`~.search.combined`'s ``(id, score, text_score, vector_score)`` as hits, each
+    with its stored ``(id, content, metadata, created, updated)`` row; an id without a row
+    (forgotten meanwhile) is left out."""
+    return [
+        Hit(*rows[item], score, text_score, vector_score)
+        for item, score, text_score, vector_score in found
+        if item in rows
+    ]
 
 
 def _prepared(items: Iterable[str | tuple[str, Any]]) -> list[tuple[str, str]]:

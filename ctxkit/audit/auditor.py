@@ -92,7 +92,8 @@ class Auditor:
     def key_of(self, request: Request, prints: list[int] | None = None) -> tuple[str, str]:
         """The conversation the request joins and how it was told (see the module), noted
         for the requests after it; nothing of the conversation is kept but what keys the next
-        request, so ``ctxkit replay`` keys a recording of any length in little memory.
+        request, so ``ctxkit replay`` and ``ctxkit audit`` key files of any length in little
+        memory (to learn where each conversation ends).
         ``prints``: its messages' fingerprints; without them, a request with a recorded key
         has only its system prompt's read (it tells the agents of a trace apart)."""
         if prints is None:

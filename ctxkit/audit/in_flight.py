@@ -63,14 +63,19 @@ class Ends:
         )
         self._batch.clear()
 
-    def close(self) -> None:
-        """Every request noted: read the ends out, and let the database go."""
+    def close(self, keep: Callable[[str], bool] | None = None) -> int:
+        """Every request noted: read the ends out (of the conversations ``keep`` keeps, all
+        without it: a replay's shard), let the database go, and say how many there are."""
         self._flush()
         self._last = bytearray((self.requests + 7) // 8)
-        for (last,) in self._db.execute("SELECT last FROM ends"):
-            self._last[last >> 3] |= 1 << (last & 7)
+        kept = 0
+        for key, last in self._db.execute("SELECT key, last FROM ends"):
+            if keep is None or keep(key):
+                self._last[last >> 3] |= 1 << (last & 7)
+                kept += 1
         self._db.close()
         self._file.close()
+        return kept
 
     def __contains__(self, request: int) -> bool:
         """Whether request number ``request`` (0-based, in reading order) ends its

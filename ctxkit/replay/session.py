@@ -13,6 +13,7 @@ from typing import Any
 from ctxkit.audit.auditor import Auditor
 from ctxkit.audit.checks import fingerprint
 from ctxkit.audit.files import Reading
+from ctxkit.audit.in_flight import Ends
 from ctxkit.audit.request import Problem
 from ctxkit.replay.candidate import Candidate, CannotLoad, Limits
 from ctxkit.replay.conversation import Conversation
@@ -49,11 +50,12 @@ class Recording:
     """A recording's conversations, keyed as ``ctxkit audit`` keys them, each given once its
     last request has been read.
 
-    The files are read twice: first (when made) to learn where each conversation ends, then
-    (when iterated) to rebuild each one and let it go at its end. What is held is the
-    conversations in flight, whatever the recording's length, plus a few bytes a conversation
-    for keying. ``shard``: ``(index, count)``, only the conversations of that shard
-    (:func:`shard_of`, 0-based index)."""
+    The files are read twice: first (when made) to learn where each conversation ends (noted
+    on disk, then one bit a request: :class:`~ctxkit.audit.in_flight.Ends`, as the audit
+    notes them), then (when iterated) to rebuild each one and let it go at its end. What is
+    held is the conversations in flight, whatever the recording's length, plus what keys a
+    request without a recorded key. ``shard``: ``(index, count)``, only the conversations of
+    that shard (:func:`shard_of`, 0-based index)."""
 
     def __init__(
         self,
@@ -68,14 +70,14 @@ class Recording:
         self.shard = shard
         read = Reading(self.paths, form, advance)
         first = Auditor(windows=self.windows)
-        self._ends: dict[str, int] = {}
+        self._ends = Ends()
         for request in read:
             key, _ = first.key_of(request)
             request.messages = []
-            self._ends[key] = first.requests - 1
+            self._ends.saw(key)
         self.problems, self.notes = read.problems, sorted(read.notes)
         self.requests = first.requests
-        self.conversations = sum(1 for key in self._ends if self._wanted(key))
+        self.conversations = self._ends.close(self._wanted)
 
     def _wanted(self, key: str) -> bool:
         return self.shard is None or shard_of(key, self.shard[1]) == self.shard[0]
@@ -91,7 +93,7 @@ class Recording:
                 if conversation is None:
                     conversation = building[key] = Conversation(key, keyed_by)
                 conversation.add(request, prints)
-                if second.requests - 1 == self._ends.get(key):
+                if second.requests - 1 in self._ends:
                     yield building.pop(key)
             request.messages = []
         yield from building.values()  # none, unless the files changed between the readings

@@ -139,7 +139,7 @@ def test_correct_but_unusual_manager_passes_every_required_property(member: Memb
     # for the right reason: judged in the shapes it speaks, said as the report says it
     declared = outcome["shapes"]
     if member.format is not None:
-        assert declared.source == "format"
+        assert declared.source == "shapes"
     elif member.target.startswith(("tests.zoo.amplifier:", "tests.zoo.contract_one:")):
         assert declared.source == "amplifier"
     elif member.target.startswith("tests.zoo.forms:") and "Session" not in member.target:

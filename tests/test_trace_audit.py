@@ -889,6 +889,26 @@ def test_the_html_page_escapes_what_was_recorded(tmp_path: Path):
     assert "tool_pair_integrity (required)" in text
 
 
+def test_each_link_of_the_html_page_lands_on_its_conversations_findings(tmp_path: Path):
+    """A conversation with findings after a passing one: its link and its section share one
+    anchor (they counted conversations differently, so the link went nowhere)."""
+    import re
+
+    clean = {"role": "user", "content": "hello"}
+    orphan = {"role": "tool", "tool_call_id": "c1", "content": "x"}
+    lines = [
+        json.dumps({"model": "gpt-4o", "metadata": {"conversation_id": key}, "messages": [m]})
+        for key, m in (("passes", clean), ("fails", orphan))
+    ]
+    page = tmp_path / "audit.html"
+    assert _audit(tmp_path, lines, "--html", str(page))[0] == 1
+    text = page.read_text()
+    links = re.findall(r'<a href="#(c\d+)">fails</a>', text)
+    anchors = re.findall(r'<h2 id="(c\d+)" class="key">fails</h2>', text)
+    assert links
+    assert links == anchors
+
+
 def test_a_cache_breakpoint_moving_to_the_newest_message_is_no_compaction():
     """Agents on Anthropic's API move cache_control to the newest message every turn: the
     messages before are unchanged, not dropped and rewritten."""

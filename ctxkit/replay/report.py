@@ -218,18 +218,24 @@ def failures(report: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list
 
 def _did_not_finish(manager: Mapping[str, Any]) -> list[str]:
     """``X stopped in 3 of 40 conversation(s): ...`` (its process ended) and ``X failed in
-    ...`` (it raised, or answered what is no view), each with the first one's sentence."""
-    conversations = manager["conversations"]
-    said = []
-    for stopped, verb in ((True, "stopped"), (False, "failed")):
-        ended = [c for c in conversations if c["error"] and bool(c.get("stopped")) == stopped]
-        if ended:
-            first = ended[0]
-            said.append(
-                f"{manager['name']}: {verb} in {len(ended)} of {len(conversations)} "
-                f"conversation(s): in {first['key']} at {first['error']}"
-            )
-    return said
+    ...`` (it raised, or answered what is no view), each with the first one's sentence. The
+    counts are the totals'; the conversations are read only until both firsts are found."""
+    figures = manager["totals"]
+    stopped = figures.get("stopped", 0)
+    counts = {True: stopped, False: figures["errors"] - stopped}
+    firsts: dict[bool, Mapping[str, Any]] = {}
+    wanted = sum(1 for count in counts.values() if count)
+    for conversation in manager["conversations"] if wanted else ():
+        if conversation["error"]:
+            firsts.setdefault(bool(conversation.get("stopped")), conversation)
+            if len(firsts) == wanted:
+                break
+    return [
+        f"{manager['name']}: {verb} in {counts[kind]} of {figures['conversations']} "
+        f"conversation(s): in {first['key']} at {first['error']}"
+        for kind, verb in ((True, "stopped"), (False, "failed"))
+        if (first := firsts.get(kind)) is not None
+    ]
 
 
 SKIPPED_SHOWN = 5

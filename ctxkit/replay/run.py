@@ -77,8 +77,6 @@ class Replayed:
     """The candidate's process ended, hung or ran out of memory (not a raise)."""
     unreconstructed: int = 0
     """Messages of the recording the recorded manager made, not replayed (a summary)."""
-    unbudgeted: int = 0
-    """Requests asked for without a budget (the model's window not known)."""
     views: list[list[Any]] | None = None
     """Each view, where kept (``keep_views``)."""
 
@@ -234,7 +232,6 @@ def _measure(
     result.requests += 1
     result.tokens.append(tokens)
     result.budgets.append(budget)
-    result.unbudgeted += budget is None
     cached = audit.last_prefix_tokens
     billed = tokens - cached + cached * (1 - options.cache_discount)
     price = options.price_of(call)

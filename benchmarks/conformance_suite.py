@@ -18,15 +18,27 @@ and the runs' median and slowest wall time.
     python benchmarks/conformance_suite.py --seeds 5 --skip-schedules   # fault finding only
     python benchmarks/conformance_suite.py --only keep_last,llama_index --json out.json
     python benchmarks/conformance_suite.py --across-seeds 5 --skip-schedules  # issue 45's times
+    python benchmarks/conformance_suite.py --across-seeds 5 --against 48a507e^ --skip-schedules
+    python benchmarks/conformance_suite.py --twice --seeds 6 --skip-schedules
+
+``--across-seeds`` runs the command line as a user does (a process per run, the default seed
+fixed); with ``--against REV`` each run is made by that commit's code too, one after the
+other, so before and after are measured in one run on one machine. ``--twice`` runs every
+zoo member twice on the default seed, each in a process of its own, and compares the JSON
+reports but for times: the same command on the same code must give the same report.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ctxkit.adapters import ADAPTERS, installed_version  # noqa: E402
+from ctxkit.conformance.reports.results import without_times  # noqa: E402
 from ctxkit.conformance.runner import RunOptions, SetupError, run  # noqa: E402
 from ctxkit.conformance.schedule import DEFAULT, SCHEDULES  # noqa: E402
 from tests.zoo import ZOO, Member  # noqa: E402
@@ -84,23 +97,78 @@ def one_run(options: dict[str, Any], schedule: str, seed: int, profile: str) -> 
         report = run(RunOptions(**options, schedule=schedule, seed=seed, profile=profile))
     except SetupError as exc:
         return {"verdict": "setup error", "wall_s": time.monotonic() - started, "why": str(exc)}
+    return _result(report.to_json(), time.monotonic() - started)
+
+
+def _result(report: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """What this benchmark keeps of a JSON report."""
+    properties = report["properties"]
     return {
-        "verdict": report.verdict,
-        "wall_s": time.monotonic() - started,
-        "failed": sorted(p.id for p in report.properties if p.status == "failed"),
-        "errors": sorted(p.id for p in report.properties if p.status == "error"),
-        "phases": report.phases,
-        "examples": report.depth.get("examples"),
-        "per_search": report.depth.get("examples_per_search"),
+        "verdict": report["verdict"],
+        "wall_s": wall_s,
+        "failed": sorted(p["id"] for p in properties if p["status"] == "failed"),
+        "errors": sorted(p["id"] for p in properties if p["status"] == "error"),
+        "phases": report.get("phases"),
+        "examples": report["depth"].get("examples"),
+        "per_search": report["depth"].get("examples_per_search"),
         "properties": {
-            p.id: {
-                "status": p.status,
-                "messages": (p.counterexample or {}).get("messages"),
-                "verified": p.verified,
+            p["id"]: {
+                "status": p["status"],
+                "messages": (p["counterexample"] or {}).get("messages"),
+                "verified": p["verified"],
             }
-            for p in report.properties
+            for p in properties
         },
     }
+
+
+class Tree:
+    """A checkout whose ``ctxkit conformance`` a run uses: this one, or a commit's files
+    (``git archive``) in a temporary folder, its flags spelled as that commit spells them."""
+
+    def __init__(self, rev: str | None = None) -> None:
+        self.rev = rev or "this tree"
+        self.folder: tempfile.TemporaryDirectory | None = None
+        self.root = ROOT
+        if rev is not None:
+            archive = subprocess.run(
+                ["git", "archive", rev], cwd=ROOT, capture_output=True, check=True
+            ).stdout
+            self.folder = tempfile.TemporaryDirectory(prefix="ctxkit-before-")
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(self.folder.name, filter="data")
+            self.root = Path(self.folder.name)
+        cli = (self.root / "ctxkit/cli/conformance.py").read_text()
+        self.shapes_flag = "--shapes" if '"--shapes"' in cli else "--format"
+
+    def run(self, options: dict[str, Any], seed: int | None) -> dict[str, Any]:
+        """One ``ctxkit conformance`` process as a user starts it (``seed`` None: the
+        default); its result, and the JSON report under ``report``."""
+        argv = [sys.executable, "-m", "ctxkit", "conformance", options["target"]]
+        if options.get("config"):
+            argv += ["--config", json.dumps(options["config"])]
+        if options.get("shapes"):
+            argv += [self.shapes_flag, ",".join(options["shapes"])]
+        if seed is not None:
+            argv += ["--seed", str(seed)]
+        with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as folder:
+            path = Path(folder) / "report.json"
+            env = dict(os.environ, PYTHONPATH=str(self.root))
+            started = time.monotonic()
+            done = subprocess.run(
+                [*argv, "--report-json", str(path)], cwd=self.root, env=env,
+                capture_output=True, text=True,
+            )  # fmt: skip
+            wall = time.monotonic() - started
+            if not path.exists():
+                why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                return {"verdict": "setup error", "wall_s": wall, "why": why, "report": None}
+            report = json.loads(path.read_text())
+        return {**_result(report, wall), "report": report}
+
+    def close(self) -> None:
+        if self.folder is not None:
+            self.folder.cleanup()
 
 
 def compare_schedules(
@@ -160,36 +228,102 @@ with a max_tokens)."""
 
 
 def across_seeds(
-    chosen: list[tuple[str, dict[str, Any]]], seeds: list[int], profile: str, schedule: str
+    chosen: list[tuple[str, dict[str, Any]]], seeds: list[int], against: str | None
 ) -> list[dict]:
-    """Wall time of each target on each seed (the default run, as a user runs it): per
+    """Wall time of each target on each seed, run as a user runs it (a process per run); with
+    ``against``, that commit's run of each target and seed just before this tree's. Per
     target its median and slowest, then the median and slowest of every run."""
-    print(f"\nwall time across seeds {', '.join(map(str, seeds))}, {schedule} schedule\n")
-    print(f"{'target':<46} {'median s':>8} {'slowest':>8}  verdicts")
-    rows, walls = [], []
-    for name, options in chosen:
-        results = [one_run(options, schedule, seed, profile) for seed in seeds]
-        times = [r["wall_s"] for r in results]
-        walls += times
-        verdicts = sorted({r["verdict"] for r in results})
-        rows.append({"target": name, "walls": times, "verdicts": verdicts})
+    trees = [Tree(against), Tree()] if against else [Tree()]
+    print(f"\nwall time across seeds {', '.join(map(str, seeds))}, the command line\n")
+    print(f"{'target':<40} " + "  ".join(f"{t.rev[:9]:>9} median slowest  verdicts" for t in trees))
+    rows: list[dict] = []
+    walls: dict[str, list[float]] = {t.rev: [] for t in trees}
+    try:
+        for name, options in chosen:
+            row: dict[str, Any] = {"target": name}
+            cells = []
+            for tree in trees:
+                results = [tree.run(options, seed) for seed in seeds]
+                times = [r["wall_s"] for r in results]
+                walls[tree.rev] += times
+                verdicts = "/".join(sorted({r["verdict"] for r in results}))
+                row[tree.rev] = {"walls": times, "verdicts": verdicts}
+                cells.append(f"{statistics.median(times):>16.1f} {max(times):>7.1f}  {verdicts:<8}")
+            rows.append(row)
+            print(f"{name[:40]:<40} " + "  ".join(cells), flush=True)
+    finally:
+        for tree in trees:
+            tree.close()
+    for rev, times in walls.items():
         print(
-            f"{name[:46]:<46} {statistics.median(times):>8.1f} {max(times):>8.1f}  "
-            f"{'/'.join(verdicts)}",
+            f"\n{rev}: all {len(times)} runs: median {statistics.median(times):.1f} s, slowest "
+            f"{max(times):.1f} s, over 60 s: {sum(w > 60 for w in times)}",
+            end="",
+        )
+    print()
+    return rows
+
+
+def twice(members: list[Member]) -> tuple[list[dict], dict[tuple[str, int], dict]]:
+    """Every member run twice on the default seed, each in a process of its own: are the
+    JSON reports equal but for times? Returns the rows, and the first runs by (member, 1)
+    for the fault finding to reuse."""
+    tree = Tree()
+    print("\nthe same command twice (default seed, a process each)\n")
+    print(f"{'zoo member':<46} {'verdict':<12} {'same':>4}  first difference")
+    rows, first_runs = [], {}
+    for member in members:
+        first, second = (tree.run(_options(member), None) for _ in range(2))
+        difference = _first_difference(
+            without_times(first.pop("report")), without_times(second.pop("report"))
+        )
+        first_runs[(_name(member), 1)] = first
+        rows.append({"target": _name(member), "verdict": first["verdict"], "same": not difference,
+                     "difference": difference})  # fmt: skip
+        print(
+            f"{_name(member)[:46]:<46} {first['verdict']:<12} "
+            f"{'yes' if not difference else 'NO':>4}  {difference}",
             flush=True,
         )
-    print(
-        f"\nall {len(walls)} runs: median {statistics.median(walls):.1f} s, slowest "
-        f"{max(walls):.1f} s, over 60 s: {sum(w > 60 for w in walls)}"
-    )
-    return rows
+    print(f"\nthe same report twice for {sum(r['same'] for r in rows)} of {len(rows)} members")
+    return rows, first_runs
+
+
+def _first_difference(first: Any, second: Any, where: str = "") -> str:
+    """Where two JSON values first differ ('' if nowhere)."""
+    if type(first) is not type(second):
+        return where or "the report"
+    if isinstance(first, dict):
+        for key in sorted(set(first) | set(second), key=str):
+            if key not in first or key not in second:
+                return f"{where}.{key}"
+            found = _first_difference(first[key], second[key], f"{where}.{key}")
+            if found:
+                return found
+        return ""
+    if isinstance(first, list):
+        if len(first) != len(second):
+            return f"{where} (length)"
+        for k, (a, b) in enumerate(zip(first, second, strict=True)):
+            found = _first_difference(a, b, f"{where}[{k}]")
+            if found:
+                return found
+        return ""
+    return "" if first == second else where
 
 
 def _required(result: dict[str, Any]) -> list[str]:
     return [p for p in result.get("failed", []) if p in REQUIRED]
 
 
-def fault_finding(only: str | None, seeds: list[int], profile: str, schedule: str) -> list[dict]:
+def fault_finding(
+    only: str | None,
+    seeds: list[int],
+    profile: str,
+    schedule: str,
+    known: dict[tuple[str, int], dict] | None = None,
+) -> list[dict]:
+    """``known``: runs already made, by (member, seed), taken instead of running again."""
     members = [m for m in ZOO if m.outcome == "fail" and _chosen(_name(m), only)]
     print(f"\nfault finding, {schedule} schedule, seeds {', '.join(map(str, seeds))}\n")
     print(f"{'zoo member':<46} {'found':>7}  missed")
@@ -197,7 +331,9 @@ def fault_finding(only: str | None, seeds: list[int], profile: str, schedule: st
     for member in members:
         found, missed = 0, []
         for seed in seeds:
-            result = one_run(_options(member), schedule, seed, profile)
+            result = (known or {}).get((_name(member), seed)) or one_run(
+                _options(member), schedule, seed, profile
+            )
             walls.append(result["wall_s"])
             for property_id in sorted(member.expect):
                 entry = result.get("properties", {}).get(property_id, {})
@@ -248,6 +384,18 @@ def main(argv: list[str] | None = None) -> int:
         help="wall time of the quick start, LangChain's and litellm's trimmers and the zoo "
         "(or --only's) on seeds 1..N",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="with --across-seeds: also run each target and seed with this commit's code "
+        "(before and after in one run)",
+    )
+    parser.add_argument(
+        "--twice",
+        action="store_true",
+        help="run every zoo member (or --only's) twice on the default seed and compare the "
+        "reports but for times",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
@@ -260,10 +408,16 @@ def main(argv: list[str] | None = None) -> int:
         chosen += [(_name(m), _options(m)) for m in ZOO if m.outcome != "load_error"]
         chosen = [(n, o) for n, o in chosen if _chosen(n, args.only)]
         seeds = list(range(1, args.across_seeds + 1))
-        results["across_seeds"] = across_seeds(chosen, seeds, args.profile, args.after)
+        results["across_seeds"] = across_seeds(chosen, seeds, args.against)
+    known: dict[tuple[str, int], dict] = {}
+    if args.twice:
+        members = [m for m in ZOO if m.outcome != "load_error" and _chosen(_name(m), args.only)]
+        results["twice"], known = twice(members)
+        if (args.profile, args.after) != ("default", DEFAULT):
+            known = {}  # the default run is not the one the fault finding asks for
     if args.seeds:
         seeds = list(range(1, args.seeds + 1))
-        results["fault_finding"] = fault_finding(args.only, seeds, args.profile, args.after)
+        results["fault_finding"] = fault_finding(args.only, seeds, args.profile, args.after, known)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

@@ -17,6 +17,7 @@ import pytest
 from ctxkit.adapters.reports import history_before_view
 from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.reports.formats import summary
+from ctxkit.conformance.reports.results import without_times
 from ctxkit.conformance.runner import RunOptions, SetupError, run
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS
 from ctxkit.conformance.search import cache_stability
@@ -490,17 +491,6 @@ def test_every_budget_a_sentence_names_is_the_one_its_script_asks(member: Member
         assert said <= asked, (result.message, sorted(asked))
 
 
-_TIMES = frozenset({"duration_s", "phases", "time_to_failure_s", "slow_calls", "timeout_s"})
-
-
-def _but_for_times(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _but_for_times(v) for k, v in value.items() if k not in _TIMES}
-    if isinstance(value, list):
-        return [_but_for_times(v) for v in value]
-    return value
-
-
 @pytest.mark.parametrize(
     ("target", "config"),
     [
@@ -515,4 +505,4 @@ def test_the_same_run_twice_gives_the_same_report_but_for_times(target: str, con
     options = {"target": target, "config": config, "profile": "quick", "max_tokens": 40_000}
     first, second = (run(RunOptions(**options)).to_json() for _ in range(2))
     assert first["seed"] == 1
-    assert _but_for_times(first) == _but_for_times(second)
+    assert without_times(first) == without_times(second)

@@ -148,3 +148,17 @@ class Report:
                 for p in self.properties
             ],
         }
+
+
+TIMES = frozenset({"duration_s", "phases", "time_to_failure_s", "slow_calls", "timeout_s"})
+"""The JSON report's keys that hold times: what may differ between two runs of one command."""
+
+
+def without_times(report: Any) -> Any:
+    """A JSON report with its times (:data:`TIMES`) left out: what two runs of the same
+    command on the same code must agree on, verdict, cases and sentences included."""
+    if isinstance(report, dict):
+        return {k: without_times(v) for k, v in report.items() if k not in TIMES}
+    if isinstance(report, list):
+        return [without_times(v) for v in report]
+    return report

@@ -62,7 +62,7 @@ from ctxkit.conformance.reports.reproducer import (
     render_steps,
 )
 from ctxkit.conformance.reports.results import Coverage, PropertyResult, Report, Status
-from ctxkit.conformance.reports.verify import verify
+from ctxkit.conformance.reports.verify import Verifier
 from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
@@ -382,7 +382,10 @@ def _run(
                 "no events observed: the target emitted no context:pre_compact or "
                 "context:post_compact in the whole run"
             )
-        search.finish()
+        try:
+            search.finish()
+        finally:
+            search.verifier.close()
         if search.overlap:
             cache_loop.join(worker.child)
         else:
@@ -705,6 +708,13 @@ class _Search:
             else None
         )
         """Where reproducers are verified beside the run (else one by one at its end)."""
+        build = Build.from_data(worker.build) if options.verify else None
+        self.verifier = Verifier(
+            memory_limit=options.memory_limit,
+            pythonpath=build.pythonpath if build is not None else None,
+        )
+        """Runs each reproducer in a fresh process: one forked from a process that has
+        imported what the scripts import, where that gives the run's verdict."""
         self.verified: list[Future[None]] = []
         profile = dict(PROFILES[options.profile])
         if options.max_examples is not None:
@@ -1066,6 +1076,7 @@ class _Search:
         """Cancel the verifications not yet begun, for a run that cannot finish."""
         if self.verifying is not None:
             self.verifying.shutdown(wait=False, cancel_futures=True)
+        self.verifier.close()
 
     def _conclude(self, result: PropertyResult, failure: PropertyFailure) -> None:
         """The failure as its result shows it: its counterexample and reproducer, verified
@@ -1121,16 +1132,13 @@ class _Search:
         self.say(f"verifying the {result.id} reproducer in a fresh process")
         failure = self.failures.get(result.id)
         check = _check_of(failure) if failure is not None else self.taken[result.id]
-        build = Build.from_data(self.worker.build)
         with self.phases.timing("verify", beside=beside):
-            result.verified, result.verification = verify(
+            result.verified, result.verification = self.verifier.verify(
                 result.reproducer or "",
                 property_id=result.id,
                 check=check["kind"],
                 timeout=min(left, self.options.timeout * (check["calls"] + 3) + 30),
-                memory_limit=self.options.memory_limit,
                 name=file_name(result.id, self.worker.spec),
-                pythonpath=build.pythonpath if build is not None else None,
                 status=check["status"],
             )
 

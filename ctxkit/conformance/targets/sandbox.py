@@ -62,6 +62,7 @@ __all__ = [
     "SandboxUnavailable",
     "descendants",
     "format_size",
+    "out_of_memory_said",
     "parse_size",
     "require_linux",
     "run_contained",
@@ -102,6 +103,11 @@ _OUT_OF_MEMORY = re.compile(
 )
 
 Ended = Literal["exited", "killed", "memory"]
+
+
+def out_of_memory_said(output: bytes) -> bool:
+    """Whether the end of a command's output says it ran out of memory."""
+    return _OUT_OF_MEMORY.search(output) is not None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -263,7 +269,7 @@ class Contained:
         return "killed" if self.returncode < 0 else "exited"
 
     def _out_of_memory(self) -> bool:
-        if _OUT_OF_MEMORY.search(self._capture.tail(8192)):
+        if out_of_memory_said(self._capture.tail(8192)):
             return True
         peak = self._final.get("peak", 0)
         return bool(

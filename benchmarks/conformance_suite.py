@@ -141,10 +141,14 @@ class Tree:
         cli = (self.root / "ctxkit/cli/conformance.py").read_text()
         self.shapes_flag = "--shapes" if '"--shapes"' in cli else "--format"
 
-    def run(self, options: dict[str, Any], seed: int | None) -> dict[str, Any]:
+    def run(
+        self, options: dict[str, Any], seed: int | None, profile: str = "default"
+    ) -> dict[str, Any]:
         """One ``ctxkit conformance`` process as a user starts it (``seed`` None: the
         default); its result, and the JSON report under ``report``."""
         argv = [sys.executable, "-m", "ctxkit", "conformance", options["target"]]
+        if profile != "default":
+            argv += ["--profile", profile]
         if options.get("config"):
             argv += ["--config", json.dumps(options["config"])]
         if options.get("shapes"):
@@ -264,7 +268,7 @@ def across_seeds(
     return rows
 
 
-def twice(members: list[Member]) -> tuple[list[dict], dict[tuple[str, int], dict]]:
+def twice(members: list[Member], profile: str) -> tuple[list[dict], dict[tuple[str, int], dict]]:
     """Every member run twice on the default seed, each in a process of its own: are the
     JSON reports equal but for times? Returns the rows, and the first runs by (member, 1)
     for the fault finding to reuse."""
@@ -273,7 +277,7 @@ def twice(members: list[Member]) -> tuple[list[dict], dict[tuple[str, int], dict
     print(f"{'zoo member':<46} {'verdict':<12} {'same':>4}  first difference")
     rows, first_runs = [], {}
     for member in members:
-        first, second = (tree.run(_options(member), None) for _ in range(2))
+        first, second = (tree.run(_options(member), None, profile) for _ in range(2))
         difference = _first_difference(
             without_times(first.pop("report")), without_times(second.pop("report"))
         )
@@ -412,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     known: dict[tuple[str, int], dict] = {}
     if args.twice:
         members = [m for m in ZOO if m.outcome != "load_error" and _chosen(_name(m), args.only)]
-        results["twice"], known = twice(members)
-        if (args.profile, args.after) != ("default", DEFAULT):
+        results["twice"], known = twice(members, args.profile)
+        if args.after != DEFAULT:
             known = {}  # the default run is not the one the fault finding asks for
     if args.seeds:
         seeds = list(range(1, args.seeds + 1))

@@ -79,14 +79,18 @@ def test_persistence_benchmark_runs_every_mode(tmp_path: Path):
 
 
 def test_conformance_benchmark_compares_the_schedules_and_finds_the_fault(tmp_path: Path):
-    only = ["--profile", "quick", "--only", "SplitsPairsOpenAI", "--seeds", "1"]
+    only = ["--profile", "quick", "--only", "SplitsPairsOpenAI", "--seeds", "1", "--twice"]
     done, results = run_benchmark("conformance_suite.py", *only, out=tmp_path / "suite.json")
     (row,) = results["schedules"]
     assert row["same"] is True
     assert row["before"]["verdict"] == row["after"]["verdict"] == "fail"
     assert "single/serial wall time: median" in done.stdout
     assert "equal for 1 of 1" in done.stdout
-    (found,) = results["fault_finding"]
+    (twice,) = results["twice"]
+    assert twice == {"target": "pairs:SplitsPairsOpenAI", "verdict": "fail", "same": True,
+                     "difference": ""}  # fmt: skip
+    assert "the same report twice for 1 of 1 members" in done.stdout
+    (found,) = results["fault_finding"]  # its seed-1 run is the first of the two
     assert found == {"target": "pairs:SplitsPairsOpenAI", "found": 1, "missed": []}
     assert "found 1 of 1 (member, property, seed) faults" in done.stdout
     assert "reproducers verified 1 of 1" in done.stdout

@@ -180,8 +180,11 @@ def say(message):
     os.write(answers, (json.dumps(message) + "\\n").encode())
 
 def preload(path):
-    source = open(path, encoding="utf-8").read()
-    for node in ast.parse(source).body:
+    try:
+        body = ast.parse(open(path, encoding="utf-8").read()).body
+    except (OSError, SyntaxError, ValueError):
+        return  # the script fails the same way in its own process
+    for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.dump(node) not in imported:
             imported.add(ast.dump(node))
             try:
@@ -232,7 +235,8 @@ while True:
         pid, status = os.waitpid(-1, os.WNOHANG)
         if not pid:
             break
-        say({"id": children.pop(pid), "status": os.waitstatus_to_exitcode(status)})
+        if pid in children:  # not a process an import started
+            say({"id": children.pop(pid), "status": os.waitstatus_to_exitcode(status)})
 for pid in children:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -303,6 +307,8 @@ class Verifier:
             path.write_text(script, encoding="utf-8")
             sent = self._send({"id": number, "path": str(path)})
         if sent and not done.wait(timeout):
+            if not any("pid" in a for a in answer):
+                self._broken = True  # still importing: later scripts must not wait on it
             self._send({"kill": number})
             done.wait(5.0)
         self._waiting.pop(number, None)

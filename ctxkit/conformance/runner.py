@@ -335,9 +335,13 @@ def _run(
         )
         if tick is not None:
             session.on_step = lambda: tick(session.examples, session.steps)
-        session.on_failure = lambda property_id: say(
-            f"{property_id} failed, {session.first_failure[property_id]:.1f} s in"
-        )
+
+        def on_failure(property_id: str) -> None:
+            say(f"{property_id} failed, {session.first_failure[property_id]:.1f} s in")
+            if len(session.first_failure) == 1:
+                search.prepare_verifying(property_id)
+
+        session.on_failure = on_failure
         session.on_slow = lambda op, took: say(
             f"{during(op)} took {took:.1f} s, past the {options.timeout:g} s timeout: the "
             f"machine is busy, not the target hung; each call now gets {session.timeout:g} s"
@@ -1083,21 +1087,7 @@ class _Search:
         in a fresh process beside what the run does next (where verifying runs beside)."""
         if failure.note:
             result.message += f" ({failure.note})"
-        route = self.worker.route
-        repro = Reproduction(
-            target=self.worker.spec if route.kind == "python" else route.target,
-            config=target_config(self.options.config)[0],
-            property_id=result.id,
-            level=result.level,
-            message=failure.message,
-            calls=failure.calls,
-            check=failure.check,
-            command=self.options.found_by or self.options.command,
-            implementation=self.options.implementation,
-            remote=route.kind != "python",
-            form=self.options.form,
-            build=Build.from_data(self.worker.build) if route.kind == "python" else None,
-        )
+        repro = self._reproduction(result.id, result.level, failure)
         result.counterexample = {
             "messages": failure.history,
             "calls": len(failure.calls),
@@ -1107,6 +1097,34 @@ class _Search:
         result.reproducer = render_script(repro)
         if self.verifying is not None:
             self.verified.append(self.verifying.submit(self._verify, result, beside=True))
+
+    def _reproduction(
+        self, property_id: str, level: str, failure: PropertyFailure | None
+    ) -> Reproduction:
+        """The failure's reproducer, as data; None: one with no calls, that only imports and
+        builds the target (:meth:`prepare_verifying`)."""
+        route = self.worker.route
+        return Reproduction(
+            target=self.worker.spec if route.kind == "python" else route.target,
+            config=target_config(self.options.config)[0],
+            property_id=property_id,
+            level=level,
+            message=failure.message if failure else "",
+            calls=failure.calls if failure else [],
+            check=failure.check if failure else Check("raises"),
+            command=self.options.found_by or self.options.command,
+            implementation=self.options.implementation,
+            remote=route.kind != "python",
+            form=self.options.form,
+            build=Build.from_data(self.worker.build) if route.kind == "python" else None,
+        )
+
+    def prepare_verifying(self, property_id: str) -> None:
+        """At a run's first failure: have what its reproducers will import imported, beside
+        the search, so the verifying that follows it does not wait for a slow import."""
+        if self.options.verify and property_id in self.results:
+            script = render_script(self._reproduction(property_id, "required", None))
+            self.verifier.prepare(script)
 
     def _shrink_calls(self, failure: PropertyFailure) -> PropertyFailure:
         """The failure with as few calls and as large budgets as still fail it

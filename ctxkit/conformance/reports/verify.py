@@ -222,7 +222,9 @@ while True:
         while b"\\n" in buffer:
             line, _, buffer = buffer.partition(b"\\n")
             message = json.loads(line)
-            if "kill" in message:
+            if "preload" in message:
+                preload(message["preload"])
+            elif "kill" in message:
                 for pid, number in children.items():
                     if number == message["kill"]:
                         try:
@@ -244,7 +246,8 @@ for pid in children:
         pass
 """
 """The process that imports what a script imports and forks a process per script: requests
-on one descriptor (a script's path, or a number to kill), answers on another."""
+on one descriptor (a script to run or only to import from, or a number to kill), answers on
+another."""
 
 
 class Verifier:
@@ -290,6 +293,16 @@ class Verifier:
             pythonpath=self.pythonpath,
             status=status,
         )
+
+    def prepare(self, script: str) -> None:
+        """Start importing what ``script`` imports (one of the run's reproducers, or any script
+        that imports as they do), so the first script verified does not wait for it."""
+        with self._lock:
+            if self._start():
+                assert self._folder is not None
+                path = Path(self._folder.name) / "imports.py"
+                path.write_text(script, encoding="utf-8")
+                self._send({"preload": str(path)})
 
     def _forked(
         self, script: str, name: str, property_id: str, check: str, timeout: float,

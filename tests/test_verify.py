@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,21 @@ def test_a_host_that_died_sends_every_script_to_a_fresh_process(project: Path):
         verifier.close()
     assert host.returncode is not None
     assert _imports(project) == 1 + 1
+
+
+def test_prepare_imports_the_target_before_any_script_is_verified(project: Path):
+    verifier = Verifier(pythonpath=str(project))
+    try:
+        verifier.prepare(_script("pass"))
+        for _ in range(200):  # the host imports beside the caller, which does not wait
+            if _imports(project):
+                break
+            time.sleep(0.05)
+        assert _imports(project) == 1
+        verified, said = verifier.verify(
+            _script(FAILS), property_id="tool_pair_integrity", check="holds", timeout=60
+        )
+        assert verified, said
+    finally:
+        verifier.close()
+    assert _imports(project) == 1

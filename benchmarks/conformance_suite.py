@@ -223,12 +223,14 @@ ACROSS_SEEDS = [
     ("langchain:trim_messages start_on null", {
         "target": "langchain:trim_messages", "config": {"start_on": None},
     }),
+    ("litellm trim_messages", {"target": "litellm.utils:trim_messages"}),
     ("litellm trim_messages max_tokens 2000", {
         "target": "litellm.utils:trim_messages", "config": {"max_tokens": 2000},
     }),
 ]  # fmt: skip
-"""The targets issue 45 times across seeds, beside the zoo (litellm's trim_messages trims only
-with a max_tokens)."""
+"""The targets issue 45 times across seeds, beside the zoo: litellm's trim_messages as a user
+first runs it (it trims only with a max_tokens: inconclusive), and with one, where it compacts
+and counts every message of every view."""
 
 
 def across_seeds(

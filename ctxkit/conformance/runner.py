@@ -106,6 +106,17 @@ CACHE_LOOP_AFTER = 5.0
 """Seconds the prompt-cache loop beside the searches may go on after they and the minimizing
 end; a loop that has not reached its views by then is not judged, and the summary says so."""
 
+MINIMIZE_REPLAYS = 400
+"""Fresh managers each failure's minimizing may start, for its steps and again for its calls
+(:attr:`~ctxkit.conformance.search.machine.Session.replays_left`): work, not seconds, bounds
+it, so the smallest case is the same on every run. The zoo's longest needs 128."""
+
+CUT_SHORT = (
+    "made smaller for as long as the run allowed (--deadline, a busy machine), not to the end: "
+    "another run may show a smaller case"
+)
+"""A failure's note when time, not :data:`MINIMIZE_REPLAYS`, ended its minimizing."""
+
 VERIFIERS = 2
 """Reproducers verified at once, each in a fresh process: a target whose library takes 6 s
 to import (litellm) had its four verifications end the run one after another, 25 s."""
@@ -183,11 +194,12 @@ class RunOptions:
     """The command line reproducers cite (None: :attr:`command`, this run's own)."""
     shrink_seconds: float = 20.0
     """Shrinking stops after this long per search; the counterexample found so far stands."""
-    minimize_seconds: float = 20.0
-    """ctxkit's minimizer and call shrinker, for all the failures of a run together, stop
-    after this long, each failure given an equal share of what is left: the smallest
-    counterexample found by then stands (a failure of 100 messages of long tool outputs took
-    80 s to minimize whole)."""
+    minimize_seconds: float = 60.0
+    """ctxkit's minimizer and call shrinker are bounded by work (:data:`MINIMIZE_REPLAYS`);
+    this is the limit in time beside it, for all the failures of a run together, each given
+    an equal share of what is left: met only by a slow target on a busy machine (a failure of
+    100 messages of long tool outputs took 80 s to minimize whole), it keeps the smallest
+    counterexample found by then and says so (:data:`CUT_SHORT`)."""
     verify: bool = True
     """Run each reproducer in a fresh process to check that it fails."""
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
@@ -371,6 +383,12 @@ def _run(
         try:
             ended = search.run(checking)
             coverage = Coverage.of(session, options.max_tokens)
+            searched = {  # the searches' figures: minimizing replays as time allows
+                "examples": session.examples,
+                "steps": session.steps,
+                "largest_history": session.largest_history,
+                "compaction_events": session.compaction_events,
+            }
         except BaseException:
             search.stop_verifying()  # a hang's reproducer may be queued: nothing will read it
             raise
@@ -401,15 +419,15 @@ def _run(
     if report.verdict == "pass" and not coverage.compacted_views:
         report.verdict = "inconclusive"
     report.depth = {
-        "examples": session.examples,
-        "steps": session.steps,
-        "largest_history": session.largest_history,
+        "examples": searched["examples"],
+        "steps": searched["steps"],
+        "largest_history": searched["largest_history"],
         **coverage.as_depth(),
         "searches": search.rounds,
         "examples_per_search": list(search.examples),
         "schedule": options.schedule,
         "jobs": search.shards.jobs,
-        "compaction_events": session.compaction_events,
+        "compaction_events": searched["compaction_events"],
         "ended": ended,
         "slow_calls": session.slow_calls,
         "timeout_s": session.timeout,
@@ -1047,6 +1065,8 @@ class _Search:
             # each failure an equal share of the time left: halves for its steps and calls
             share = max(0.0, shrinking_by - time.monotonic()) / (len(waiting) - number)
             session.deadline = time.monotonic() + share / 2
+            session.replays_left = MINIMIZE_REPLAYS
+            cut = False
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
                 with (
@@ -1056,10 +1076,16 @@ class _Search:
                     if not session.child.alive:
                         self._restart()
                     failure = minimize(session, failure, self._restart)
+                cut = time.monotonic() >= session.deadline
             if result.status == "failed" or failure.check.args.get("status") is not None:
                 session.deadline = time.monotonic() + share / 2
+                session.replays_left = MINIMIZE_REPLAYS
                 failure = self._shrink_calls(failure)
+                cut = cut or time.monotonic() >= session.deadline
                 self.failures[property_id] = failure
+            session.replays_left = None
+            if cut and result.status == "failed":
+                failure.note = "; ".join(filter(None, [failure.note, CUT_SHORT]))
             if result.status == "failed":
                 result.message = failure.message
             self._conclude(result, failure)

@@ -191,6 +191,10 @@ class Session:
     """The properties of the current search; fixed while it runs."""
     deadline: float = float("inf")
     """``time.monotonic()`` by which the current phase must end."""
+    replays_left: int | None = None
+    """Fresh managers (``reset`` calls) the current phase may still start; None: no limit. The
+    minimizer's work is counted in replays, not seconds, so a failure is made as small on a
+    busy machine as on an idle one, and reads the same on every run."""
     on_step: Callable[[], None] = lambda: None
     on_failure: Callable[[str], None] = lambda _property_id: None
     """Told each property's first failure, as it is seen."""
@@ -246,6 +250,10 @@ class Session:
         left = self.deadline - began
         if left <= 0:
             raise DeadlineReached
+        if op == "reset" and self.replays_left is not None:
+            if self.replays_left <= 0:
+                raise DeadlineReached
+            self.replays_left -= 1
         grace = first_grace(limit, left) if self.patient else 0.0
         try:
             reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)

@@ -18,7 +18,7 @@ from ctxkit.adapters.reports import history_before_view
 from ctxkit.cli.conformance import exit_code
 from ctxkit.conformance.reports.formats import summary
 from ctxkit.conformance.reports.results import without_times
-from ctxkit.conformance.runner import RunOptions, SetupError, run
+from ctxkit.conformance.runner import CUT_SHORT, RunOptions, SetupError, run
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS
 from ctxkit.conformance.search import cache_stability
 from ctxkit.prefix import STABILITY_THRESHOLD
@@ -506,3 +506,15 @@ def test_the_same_run_twice_gives_the_same_report_but_for_times(target: str, con
     first, second = (run(RunOptions(**options)).to_json() for _ in range(2))
     assert first["seed"] == 1
     assert without_times(first) == without_times(second)
+
+
+def test_a_minimizing_cut_short_by_time_says_so_and_one_bounded_by_work_does_not():
+    """Replays bound the minimizer, so the case is the same on a busy machine; only the limit
+    in time beside them, when met, leaves a case that may differ, and the sentence says so."""
+    options = {"target": "tests.zoo.pairs:SplitsPairsOpenAI", "profile": "quick"}
+    whole = run(RunOptions(**options)).to_json()
+    cut = run(RunOptions(**options, minimize_seconds=0.001)).to_json()
+    message = {p["id"]: p["message"] for p in whole["properties"]}["tool_pair_integrity"]
+    cut_message = {p["id"]: p["message"] for p in cut["properties"]}["tool_pair_integrity"]
+    assert CUT_SHORT not in message
+    assert cut_message.endswith(f"({CUT_SHORT})"), cut_message

@@ -296,7 +296,14 @@ class Verifier:
 
     def prepare(self, script: str) -> None:
         """Start importing what ``script`` imports (one of the run's reproducers, or any script
-        that imports as they do), so the first script verified does not wait for it."""
+        that imports as they do), so the first script verified does not wait for it. Returns
+        at once: the host starts on a thread of its own, never in the caller's way (nor in
+        the way of an interrupt the caller's thread must see)."""
+        threading.Thread(
+            target=self._prepare, args=(script,), name="ctxkit-verify-prepare", daemon=True
+        ).start()
+
+    def _prepare(self, script: str) -> None:
         with self._lock:
             if self._start():
                 assert self._folder is not None

@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", type=int, default=0, metavar="N", help="fault finding with seeds 1..N"
     )
     parser.add_argument(
+        "--seeds-from", type=int, default=1, metavar="K", help="with --seeds: seeds K..N (1)"
+    )
+    parser.add_argument(
         "--only", help="only targets whose name holds one of these comma-separated words"
     )
     parser.add_argument(
@@ -422,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.after != DEFAULT:
             known = {}  # the default run is not the one the fault finding asks for
     if args.seeds:
-        seeds = list(range(1, args.seeds + 1))
+        seeds = list(range(args.seeds_from, args.seeds + 1))
         results["fault_finding"] = fault_finding(args.only, seeds, args.profile, args.after, known)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))

@@ -87,6 +87,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def interruptible() -> None:
+    """In a child, before it starts (``preexec_fn``): Ctrl-C as a terminal delivers it. A
+    shell script's background job ignores SIGINT, and so do the processes it starts: tests
+    run that way would see a command ignore Ctrl-C that a user's terminal interrupts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_conformance(*args: str, marker: str) -> subprocess.Popen[str]:
     """``python -m ctxkit conformance ARGS`` with the marker in its environment."""
     return subprocess.Popen(
@@ -96,6 +103,7 @@ def start_conformance(*args: str, marker: str) -> subprocess.Popen[str]:
         text=True,
         cwd=ROOT,
         env=marked_environment(marker),
+        preexec_fn=interruptible,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.processes import interruptible
 from tests.schemas import valid
 from tests.system import require_binary
 
@@ -227,14 +228,18 @@ def test_one_interrupt_stops_a_replay_held_in_a_hang_and_leaves_no_process(tmp_p
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
-    waited = time.monotonic() + 120
-    while not _workers_with(marker) and time.monotonic() < waited and process.poll() is None:
-        time.sleep(0.2)  # a loaded machine takes a while to start the candidate's worker
-    assert _workers_with(marker), "the candidate's worker never started"
-    time.sleep(2)  # its first view answered, its second held in the sleep
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)  # the hang would hold it 600 s
+    try:
+        waited = time.monotonic() + 120
+        while not _workers_with(marker) and time.monotonic() < waited and process.poll() is None:
+            time.sleep(0.2)  # a loaded machine takes a while to start the candidate's worker
+        assert _workers_with(marker), "the candidate's worker never started"
+        time.sleep(2)  # its first view answered, its second held in the sleep
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)  # the hang would hold it 600 s
+    finally:
+        process.kill()
     assert process.returncode == 130, err
     assert "Traceback" not in err
     time.sleep(0.5)

@@ -368,6 +368,8 @@ class Verifier:
                 os.close(answers)
         except OSError:
             self._broken = True
+            if self._answers >= 0:  # no reader will close it
+                os.close(self._answers)
             return False
         threading.Thread(target=self._read, name="ctxkit-verify-host", daemon=True).start()
         return True
@@ -402,18 +404,19 @@ class Verifier:
                     self._broken |= message.get("fork") is False
                     waiting[0].set()
         self._broken = True
+        os.close(self._answers)  # here, once nothing reads it: never under a read
         for done, _answer in list(self._waiting.values()):
             done.set()
 
     def close(self) -> None:
-        """End the host and whatever it still runs; remove the scripts."""
+        """End the host and whatever it still runs (the reader then sees the end of its
+        answers and closes them); remove the scripts."""
         with self._lock:
             self._broken = True
-            for fd in (self._requests, self._answers):
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            self._requests = self._answers = -1
+            if self._requests >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self._requests)
+            self._requests = -1
             if self._host is not None:
                 self._host.close()
             if self._folder is not None:

@@ -67,6 +67,7 @@ from ctxkit.conformance.schedule import DEFAULT as DEFAULT_SCHEDULE
 from ctxkit.conformance.schedule import DEFAULT_MAX_TOKENS, SCHEDULES
 from ctxkit.conformance.search.cache_stability import measure_stability
 from ctxkit.conformance.search.machine import (
+    OWN_BUDGET,
     ConformanceMachine,
     DeadlineReached,
     PropertyFailure,
@@ -106,16 +107,18 @@ CACHE_LOOP_AFTER = 5.0
 """Seconds the prompt-cache loop beside the searches may go on after they and the minimizing
 end; a loop that has not reached its views by then is not judged, and the summary says so."""
 
-MINIMIZE_REPLAYS = 400
-"""Fresh managers each failure's minimizing may start, for its steps and again for its calls
-(:attr:`~ctxkit.conformance.search.machine.Session.replays_left`): work, not seconds, bounds
-it, so the smallest case is the same on every run. The zoo's longest needs 128."""
+MINIMIZE_WORK = 100_000
+"""Work each failure's minimizing may do, for its steps and again for its calls, in messages
+moved (:attr:`~ctxkit.conformance.search.machine.Session.work_left`): work, not seconds,
+bounds it, so the smallest case is the same on every run. The zoo's longest, LateSplitter,
+needs 48,000; a failure found in a history grown past 100,000 tokens moves 700 messages a
+replay, and 400 replays of it (the bound before) took minutes."""
 
 CUT_SHORT = (
     "made smaller for as long as the run allowed (--deadline, a busy machine), not to the end: "
     "another run may show a smaller case"
 )
-"""A failure's note when time, not :data:`MINIMIZE_REPLAYS`, ended its minimizing."""
+"""A failure's note when time, not :data:`MINIMIZE_WORK`, ended its minimizing."""
 
 VERIFIERS = 2
 """Reproducers verified at once, each in a fresh process: a target whose library takes 6 s
@@ -125,9 +128,15 @@ RARELY_COMPACTED = 20
 """A search that saw fewer than one compacted view in this many is steered toward the size
 where the target compacts (:meth:`_Search.steer`)."""
 
-STEERED_SHARE = 4
-"""A steered search runs a quarter of the profile's examples (at least 10): each begins
-with a history of tens of thousands of tokens."""
+GROWN_BISECTIONS = 3
+"""Halvings of the gap between the last size a growing history was seen whole and the
+size at which it compacted (:meth:`_Search._narrow`): within an eighth of it."""
+
+STEERED_SHARE = 8
+"""A steered search runs an eighth of the profile's examples (at least 10): each begins
+with a history of tens of thousands of tokens and stays that large
+(:class:`~ctxkit.conformance.search.machine.SteeredMachine`), so 10 examples of 50 steps
+compact hundreds of views."""
 
 MAX_STOPS = 3
 """Hangs, crashes or protocol breaks after which the properties left are not checked."""
@@ -195,7 +204,7 @@ class RunOptions:
     shrink_seconds: float = 20.0
     """Shrinking stops after this long per search; the counterexample found so far stands."""
     minimize_seconds: float = 60.0
-    """ctxkit's minimizer and call shrinker are bounded by work (:data:`MINIMIZE_REPLAYS`);
+    """ctxkit's minimizer and call shrinker are bounded by work (:data:`MINIMIZE_WORK`);
     this is the limit in time beside it, for all the failures of a run together, each given
     an equal share of what is left: met only by a slow target on a busy machine (a failure of
     100 messages of long tool outputs took 80 s to minimize whole), it keeps the smallest
@@ -850,6 +859,7 @@ class _Search:
                     machine.grow_turn(growth_turn_tokens(held, limit))
                     if session.compacted_views > seen:
                         session.grown_to = sum(machine.costs)
+                        self._narrow(held)
                         break
             except TargetStopped as stop:
                 self.stops.append(stop)
@@ -872,6 +882,28 @@ class _Search:
                 stop = self.stops[-1]
                 found |= self._charge(stop, remaining - found)
             return found | self._take(remaining - found)
+
+    def _narrow(self, low: int) -> None:
+        """Bring :attr:`Session.grown_to` down toward the smallest history the target
+        compacts, from above ``low`` tokens (its last view before the doubling turn that
+        compacted was whole): :data:`GROWN_BISECTIONS` halvings, each a fresh manager given a
+        history of the middle size and asked for one view at its own budget, as a steered
+        example starts. Doubling overshoots by up to twice; the steered search's histories,
+        and the failures it finds, are then no larger than they need to be."""
+        session = self.session
+        for _ in range(GROWN_BISECTIONS):
+            high = session.grown_to
+            middle = (low + high) // 2
+            seen = session.compacted_views
+            probe = ConformanceMachine(session)
+            probe.start_grown(shape=session.shapes[0], share=middle / high)
+            probe.request_view(budget=OWN_BUDGET)
+            if probe.ended:
+                return
+            if session.compacted_views > seen:
+                session.grown_to = sum(probe.costs)
+            else:
+                low = middle
 
     def _search_once(
         self, share: Share, machine: type[ConformanceMachine] = ConformanceMachine
@@ -1065,7 +1097,7 @@ class _Search:
             # each failure an equal share of the time left: halves for its steps and calls
             share = max(0.0, shrinking_by - time.monotonic()) / (len(waiting) - number)
             session.deadline = time.monotonic() + share / 2
-            session.replays_left = MINIMIZE_REPLAYS
+            session.work_left = MINIMIZE_WORK
             cut = False
             if failure.rules and result.status == "failed":
                 self.say(f"minimizing the {property_id} counterexample")
@@ -1079,11 +1111,11 @@ class _Search:
                 cut = time.monotonic() >= session.deadline
             if result.status == "failed" or failure.check.args.get("status") is not None:
                 session.deadline = time.monotonic() + share / 2
-                session.replays_left = MINIMIZE_REPLAYS
+                session.work_left = MINIMIZE_WORK
                 failure = self._shrink_calls(failure)
                 cut = cut or time.monotonic() >= session.deadline
                 self.failures[property_id] = failure
-            session.replays_left = None
+            session.work_left = None
             if cut and result.status == "failed":
                 failure.note = "; ".join(filter(None, [failure.note, CUT_SHORT]))
             if result.status == "failed":

@@ -154,9 +154,18 @@ def growth_turn_tokens(held: int, target: int) -> int:
     return min(max(held, GROWTH_STEP), target - held)
 
 
-GROWN_SHARES = (0.5, 0.75, 0.9, 1.0, 1.25)
+GROWN_SHARES = (0.95, 1.0, 1.1, 1.25, 1.5)
 """Where a :class:`SteeredMachine` starts, as shares of the size at which the target was seen
-to compact: below it, so the search's own steps cross it, and past it."""
+to compact (narrowed to within a few percent): just below it, so the search's own steps
+cross it, at it, and past it, where it compacts again and again."""
+
+GROWN_TURN = 1_000
+"""Tokens at most of one turn of a :class:`SteeredMachine`'s starting history. A view past
+the target's trigger cuts inside that history (the search's own steps add far less than it
+holds), so its calls must lie close enough together for the cut to fall among them: a
+manager that trims message by message splits a pair only where its cut lands on a call.
+Grown by doubling, as the search for the trigger grows it, the history held a few huge logs
+and almost no calls, and such a split was found on some seeds only."""
 
 OWN_BUDGET = Budget(None, None, "none")
 """A request that names no budget: the manager's own decides."""
@@ -191,10 +200,12 @@ class Session:
     """The properties of the current search; fixed while it runs."""
     deadline: float = float("inf")
     """``time.monotonic()`` by which the current phase must end."""
-    replays_left: int | None = None
-    """Fresh managers (``reset`` calls) the current phase may still start; None: no limit. The
-    minimizer's work is counted in replays, not seconds, so a failure is made as small on a
-    busy machine as on an idle one, and reads the same on every run."""
+    work_left: int | None = None
+    """Work the current phase may still do, in messages moved (:meth:`_work`); None: no
+    limit. The minimizer's work is counted so, not in seconds, so a failure is made as small
+    on a busy machine as on an idle one, and reads the same on every run."""
+    held: int = 0
+    """Messages the manager holds, as far as the calls made tell (:meth:`_work`)."""
     on_step: Callable[[], None] = lambda: None
     on_failure: Callable[[str], None] = lambda _property_id: None
     """Told each property's first failure, as it is seen."""
@@ -250,10 +261,11 @@ class Session:
         left = self.deadline - began
         if left <= 0:
             raise DeadlineReached
-        if op == "reset" and self.replays_left is not None:
-            if self.replays_left <= 0:
+        work = self._work(op, args)
+        if self.work_left is not None:
+            if self.work_left <= 0:
                 raise DeadlineReached
-            self.replays_left -= 1
+            self.work_left -= work
         grace = first_grace(limit, left) if self.patient else 0.0
         try:
             reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)
@@ -271,6 +283,21 @@ class Session:
             self.unsupported[reason] = self.unsupported.get(reason, 0) + 1
             _abandon()
         return reply
+
+    def _work(self, op: str, args: dict[str, Any]) -> int:
+        """What one call costs, in messages moved: those it passes, or for a view or a read,
+        those the manager holds; at least 1. A replay of a 700-message history costs what it
+        takes, where counting replays made a minimizing of 400 of them take minutes."""
+        passed = len(args.get("messages") or ()) + ("message" in args)
+        if op in ("reset", "clear"):
+            self.held = 0
+        elif op == "set":
+            self.held = passed
+        elif op in ("add", "add_many"):
+            self.held += passed
+        elif op in ("view", "get"):
+            passed = self.held
+        return 1 + passed
 
     def slowed(self, op: str, took: float, timeout: float) -> None:
         """A call answered in its grace, ``took`` seconds: no more graces, and every later call
@@ -667,7 +694,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         target, held = int(self.session.grown_to * share), 0
         messages: list[dict[str, Any]] = []
         while held < target:
-            ask, work, answer = self._growth_turn(growth_turn_tokens(held, target))
+            tokens = min(growth_turn_tokens(held, target), GROWN_TURN)
+            ask, work, answer = self._growth_turn(tokens)
             turn = [self._text("user", ask)]
             for template in work:
                 turn += template.in_shapes(self.shapes).messages(self.ids)
@@ -978,6 +1006,17 @@ class SteeredMachine(ConformanceMachine):
 
     def choose_shape(self, shape: Shape) -> None:  # not a rule here: start_grown chooses
         super().choose_shape(shape=shape)
+
+    # Not rules here: each would throw away the grown start, and the example would run its
+    # remaining steps on a small history, where the first search has already been.
+    def set_messages(self, plan: Conversation) -> None:
+        super().set_messages(plan=plan)
+
+    def clear_history(self) -> None:
+        super().clear_history()
+
+    def set_messages_then_edit(self, plan: Conversation) -> None:
+        super().set_messages_then_edit(plan=plan)
 
     start_grown = initialize(shape=st.sampled_from(SHAPES), share=st.sampled_from(GROWN_SHARES))(
         ConformanceMachine.start_grown

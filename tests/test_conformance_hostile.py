@@ -419,3 +419,23 @@ def test_a_hanging_constructor_gets_the_timeout_not_the_import_allowance():
         for p in report.properties
         if p.id != "lifecycle"
     )
+
+
+def test_the_bytes_each_call_exchanges_are_counted():
+    """The minimizer's work is the bytes it exchanges with the target (``Child.moved``): a
+    call passing a 10,000-character message counts it going, a view holding it coming back,
+    the same on every run."""
+    text = "x" * 10_000
+    with Child(timeout=5) as child:
+        assert child.hello("tests.zoo.base:GoodManager").ok
+        assert child.call("reset").ok
+        before = child.moved
+        assert child.call("add", message={"role": "user", "content": text}).ok
+        added, before = child.moved - before, child.moved
+        assert child.call("view", token_budget=100_000).value[0]["content"] == text
+        viewed, before = child.moved - before, child.moved
+        assert child.call("clear").ok
+        cleared = child.moved - before
+    assert len(text) < added < len(text) + 300
+    assert len(text) < viewed < len(text) + 300
+    assert cleared < 200

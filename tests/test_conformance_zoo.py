@@ -524,9 +524,9 @@ def test_the_same_run_twice_gives_the_same_report_but_for_times(target: str, con
 
 
 def test_a_minimizing_cut_short_by_time_says_so_and_one_bounded_by_work_does_not():
-    """Work (messages moved) bounds the minimizer, so the case is the same on a busy machine;
-    only the limit in time beside it, when met, leaves a case that may differ, and the
-    sentence says so."""
+    """Work (bytes exchanged with the target) bounds the minimizer, so the case is the same
+    on a busy machine; only the limit in time beside it, when met, leaves a case that may
+    differ, and the sentence says so."""
     options = {"target": "tests.zoo.pairs:SplitsPairsOpenAI", "profile": "quick"}
     whole = run(RunOptions(**options)).to_json()
     cut = run(RunOptions(**options, minimize_seconds=0.001)).to_json()

@@ -211,8 +211,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds Hypothesis may shrink a failure per search, in the overlap and serial "
         "schedules (20); ctxkit's own minimizer then removes every step, call and character "
-        "the failures do not need, moving at most 100,000 messages through fresh managers "
-        "each (60 s for all of them)",
+        "the failures do not need, exchanging at most 25 MB with the target each (60 s for all "
+        "of them)",
     )
     parser.add_argument(
         "--profile",

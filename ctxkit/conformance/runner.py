@@ -107,12 +107,12 @@ CACHE_LOOP_AFTER = 5.0
 """Seconds the prompt-cache loop beside the searches may go on after they and the minimizing
 end; a loop that has not reached its views by then is not judged, and the summary says so."""
 
-MINIMIZE_WORK = 100_000
-"""Work each failure's minimizing may do, for its steps and again for its calls, in messages
-moved (:attr:`~ctxkit.conformance.search.machine.Session.work_left`): work, not seconds,
+MINIMIZE_WORK = 25_000_000
+"""Bytes each failure's minimizing may exchange with the target, for its steps and again for
+its calls (:attr:`~ctxkit.conformance.search.machine.Session.work_left`): work, not seconds,
 bounds it, so the smallest case is the same on every run. The zoo's longest, LateSplitter,
-needs 48,000; a failure found in a history grown past 100,000 tokens moves 700 messages a
-replay, and 400 replays of it (the bound before) took minutes."""
+needs 15 MB; a failure found in a history grown past 100,000 tokens took 154 MB to drop
+every turn it could, and 400 replays of it (the bound before, in replays) took minutes."""
 
 CUT_SHORT = (
     "made smaller for as long as the run allowed (--deadline, a busy machine), not to the end: "

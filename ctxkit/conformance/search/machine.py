@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -201,11 +201,11 @@ class Session:
     deadline: float = float("inf")
     """``time.monotonic()`` by which the current phase must end."""
     work_left: int | None = None
-    """Work the current phase may still do, in messages moved (:meth:`_work`); None: no
-    limit. The minimizer's work is counted so, not in seconds, so a failure is made as small
-    on a busy machine as on an idle one, and reads the same on every run."""
-    held: int = 0
-    """Messages the manager holds, as far as the calls made tell (:meth:`_work`)."""
+    """Bytes the current phase may still exchange with the target (requests and answers,
+    :attr:`~ctxkit.conformance.targets.worker_client.Child.moved`); None: no limit. The
+    minimizer's work is counted so, not in seconds, so a failure is made as small on a busy
+    machine as on an idle one, and reads the same on every run. Bytes, not replays: a replay
+    of a 700-message history of tool logs costs a thousand times one of ten short messages."""
     on_step: Callable[[], None] = lambda: None
     on_failure: Callable[[str], None] = lambda _property_id: None
     """Told each property's first failure, as it is seen."""
@@ -261,20 +261,21 @@ class Session:
         left = self.deadline - began
         if left <= 0:
             raise DeadlineReached
-        work = self._work(op, args)
-        if self.work_left is not None:
-            if self.work_left <= 0:
-                raise DeadlineReached
-            self.work_left -= work
+        if self.work_left is not None and self.work_left <= 0:
+            raise DeadlineReached
+        child, moved = self.child, self.child.moved
         grace = first_grace(limit, left) if self.patient else 0.0
         try:
-            reply = self.child.call(op, timeout=min(limit, left), grace=grace, **args)
+            reply = child.call(op, timeout=min(limit, left), grace=grace, **args)
         except TargetUnusable as exc:
             if exc.kind == "timeout":
                 self.patient = False
                 if left < limit:
                     raise DeadlineReached from None
             raise
+        finally:
+            if self.work_left is not None:
+                self.work_left -= child.moved - moved
         took = time.monotonic() - began
         if grace and took > limit:
             self.slowed(op, took, limit + grace)
@@ -283,21 +284,6 @@ class Session:
             self.unsupported[reason] = self.unsupported.get(reason, 0) + 1
             _abandon()
         return reply
-
-    def _work(self, op: str, args: dict[str, Any]) -> int:
-        """What one call costs, in messages moved: those it passes, or for a view or a read,
-        those the manager holds; at least 1. A replay of a 700-message history costs what it
-        takes, where counting replays made a minimizing of 400 of them take minutes."""
-        passed = len(args.get("messages") or ()) + ("message" in args)
-        if op in ("reset", "clear"):
-            self.held = 0
-        elif op == "set":
-            self.held = passed
-        elif op in ("add", "add_many"):
-            self.held += passed
-        elif op in ("view", "get"):
-            passed = self.held
-        return 1 + passed
 
     def slowed(self, op: str, took: float, timeout: float) -> None:
         """A call answered in its grace, ``took`` seconds: no more graces, and every later call
@@ -684,25 +670,32 @@ class ConformanceMachine(RuleBasedStateMachine):
         always mixed here): the run's shapes all get examples, and none mixes providers."""
         self.shapes = example_shapes(shape, self.session.shapes)
 
-    @_recorded
     def start_grown(self, shape: Shape, share: float) -> None:
         """Choose the shape, then give the manager a history of ``share`` of the size at
         which it compacted when grown (:attr:`Session.grown_to`), in one ``set_messages``:
-        the turns :meth:`grow_turn` adds, without their views. A :class:`SteeredMachine`'s
-        start."""
+        turns as :meth:`grow_turn` adds them, of at most :data:`GROWN_TURN` tokens, without
+        their views. A :class:`SteeredMachine`'s start, recorded as the two rules it runs,
+        so that the minimizer can drop each turn a failure does not need."""
         self.choose_shape(shape=shape)
-        target, held = int(self.session.grown_to * share), 0
-        messages: list[dict[str, Any]] = []
+        target, held, turns = int(self.session.grown_to * share), 0, []
+        ids = itertools.count(1)  # the turns' sizes, as set_turns will number them
         while held < target:
-            tokens = min(growth_turn_tokens(held, target), GROWN_TURN)
-            ask, work, answer = self._growth_turn(tokens)
-            turn = [self._text("user", ask)]
-            for template in work:
-                turn += template.in_shapes(self.shapes).messages(self.ids)
-            turn.append(self._text("assistant", answer))
-            messages += turn
-            held += sum(self._cost(m) for m in turn)
-        self._set(messages)
+            turns.append(min(growth_turn_tokens(held, target), GROWN_TURN))
+            held += sum(self._cost(m) for m in self._grown_turn(turns[-1], ids))
+        self.set_turns(turns=turns)
+
+    @_recorded
+    def set_turns(self, turns: list[int]) -> None:
+        """Give the manager, in one ``set_messages``, grown turns of these many tokens."""
+        self._set([m for tokens in turns for m in self._grown_turn(tokens, self.ids)])
+
+    def _grown_turn(self, tokens: int, ids: Iterator[int]) -> list[dict[str, Any]]:
+        ask, work, answer = self._growth_turn(tokens)
+        turn = [self._text("user", ask)]
+        for template in work:
+            turn += template.in_shapes(self.shapes).messages(ids)
+        turn.append(self._text("assistant", answer))
+        return turn
 
     def grow_turn(self, tokens: int) -> None:
         """One agent turn that adds about ``tokens`` tokens (:meth:`_growth_turn`), a view

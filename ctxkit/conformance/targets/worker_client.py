@@ -224,6 +224,9 @@ class Child:
         self._scanned = 0
         self._closed = False
         self._greeted = False
+        self.moved = 0
+        """Bytes of requests and answers exchanged so far: the work a call does, counted
+        the same on a busy machine as on an idle one."""
         theirs_requests, self._requests = os.pipe()
         self._answers, theirs_answers = os.pipe()
         try:
@@ -306,6 +309,7 @@ class Child:
         request = json.dumps({"op": op, "args": args}, ensure_ascii=False)
         line = request.encode("utf-8", "surrogatepass") + b"\n"
         self._note("request", request)
+        self.moved += len(line)
         self._send(self._token + b" " + line if framed else line, op, wait)
         data = self._receive(op, wait)
         if self.transcript is not None:  # written again only for the transcript
@@ -385,6 +389,7 @@ class Child:
                 self._ended(op)
             self._buffer += chunk
         line = bytes(self._buffer[len(prefix) : end])
+        self.moved += len(line)
         del self._buffer[: end + 1]
         self._scanned = 0
         try:

@@ -901,7 +901,9 @@ class _Search:
             if probe.ended:
                 return
             if session.compacted_views > seen:
-                session.grown_to = sum(probe.costs)
+                # at least the size asked for: a failure that left the history unlike the
+                # model starts the probe again on a fresh manager, whose history is short
+                session.grown_to = max(middle, sum(probe.costs))
             else:
                 low = middle
 
